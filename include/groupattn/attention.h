@@ -1,0 +1,71 @@
+// The attention op: softmax attention with grouped K/V heads (MHA, GQA and MQA in one code path),
+// prefill and decode, returning O and the natural-log LSE. Semantics (fixed for every engine):
+//
+//   Q     batched [B, Sq, Hq, D]                  or varlen [total_q, Hq, D] + cu_seqlens_q [B+1]
+//   K, V  batched [B, Sk, Hkv, D] / [.., Dv]      or varlen [total_k, Hkv, D] + cu_seqlens_k [B+1]
+//         or paged [num_pages, page_size, Hkv, D] + block_table [B, max_pages] + seqlens_k [B]
+//   out   like Q with Dv in place of D, dtype of Q
+//   lse   fp32 [Hq, total_q] (batched: total_q = B * Sq, row b * Sq + i), natural log; optional
+//
+// Query head h reads KV head h / (Hq / Hkv). Scores s = scale * q.k (softcap: cap * tanh(s / cap)).
+// Query i of a sequence with Sq_b queries and Sk_b keys sits at key position Sk_b - Sq_b + i
+// (bottom-right alignment); it sees key j when
+//     (!causal || j <= pos) && (window_left < 0 || j >= pos - window_left)
+//                           && (window_right < 0 || j <= pos + window_right).
+// A row that sees no key has O = 0 and LSE = -inf.
+//
+// Batched K/V with `seqlens_k` uses the first seqlens_k[b] keys of row b (a KV cache with its fill
+// level). Index tensors are int32. All tensors are strided views with a contiguous last dimension.
+#pragma once
+
+#include <cmath>
+#include <cstdint>
+
+#include "groupattn/run_options.h"
+#include "groupattn/status.h"
+#include "groupattn/tensor.h"
+
+namespace groupattn {
+
+// How K/V are laid out; derived from which index tensors are present (see kv_layout()).
+enum class KvLayout { kBatched, kVarlen, kPaged };
+
+struct AttentionParams {
+  TensorView q, k, v;
+  TensorView out;
+  TensorView lse;  // optional
+
+  TensorView cu_seqlens_q;  // int32 [B+1]; present <=> Q is varlen (rank 3)
+  TensorView cu_seqlens_k;  // int32 [B+1]; present <=> K/V are varlen (rank 3)
+  TensorView seqlens_k;     // int32 [B]; required for paged, optional for batched K/V
+  TensorView block_table;   // int32 [B, max_pages]; present <=> K/V are paged
+
+  // Upper bounds of the per-sequence lengths for varlen problems, so engines can size grids
+  // without reading device memory. 0 = "compute from cu_seqlens" (host-readable tensors only).
+  int64_t max_seqlen_q = 0;
+  int64_t max_seqlen_k = 0;
+
+  float softmax_scale = NAN;  // NaN = 1 / sqrt(D)
+  bool causal = false;
+  int64_t window_left = -1;   // -1 = unbounded
+  int64_t window_right = -1;  // -1 = unbounded
+  float softcap = 0.f;        // 0 = off
+
+  int num_splits = 0;  // decode split-KV override; 0 = automatic, 1 = no split
+};
+
+KvLayout kv_layout(const AttentionParams& p);
+bool q_is_varlen(const AttentionParams& p);
+
+// Validates `p` (shapes, dtypes, strides, alignment, index contents where host-readable), selects
+// an engine (options.engine, else GROUPATTN_ENGINE, else the first that supports the problem) and
+// runs it. On any error nothing is written.
+Status attention(const AttentionParams& p, const RunOptions& options = {});
+
+// Workspace the selected engine needs for `p` (0 for most). Validates `p` first.
+Status attention_workspace_bytes(const AttentionParams& p, const RunOptions& options, size_t* bytes);
+
+// Validation alone (the checks attention() starts with).
+Status validate_attention(const AttentionParams& p);
+
+}  // namespace groupattn

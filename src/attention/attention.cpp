@@ -1,0 +1,50 @@
+// The attention op's entry points: validate, select an engine, run.
+#include "groupattn/attention.h"
+
+#include "attention/engine_list.h"
+#include "attention/validate.h"
+
+namespace groupattn {
+
+KvLayout kv_layout(const AttentionParams& p) {
+  if (p.block_table.defined()) return KvLayout::kPaged;
+  if (p.cu_seqlens_k.defined()) return KvLayout::kVarlen;
+  return KvLayout::kBatched;
+}
+
+bool q_is_varlen(const AttentionParams& p) { return p.cu_seqlens_q.defined(); }
+
+const std::vector<const AttentionEngine*>& attention_engines() {
+  static const std::vector<const AttentionEngine*> engines = [] {
+    std::vector<const AttentionEngine*> list;
+#if GROUPATTN_WITH_CUDA
+    list.push_back(&attention_cuda_engine());
+#endif
+    list.push_back(&attention_reference_engine());
+    return list;
+  }();
+  return engines;
+}
+
+namespace {
+Status prepare(const AttentionParams& p, const RunOptions& options, const AttentionEngine** engine) {
+  GA_RETURN_IF_ERROR(validate_attention(p));
+  GA_RETURN_IF_ERROR(validate_attention_indices(p, options));
+  return select_engine("attention", attention_engines(), p, options, engine);
+}
+}  // namespace
+
+Status attention(const AttentionParams& p, const RunOptions& options) {
+  const AttentionEngine* engine = nullptr;
+  GA_RETURN_IF_ERROR(prepare(p, options, &engine));
+  return run_engine(*engine, p, options);
+}
+
+Status attention_workspace_bytes(const AttentionParams& p, const RunOptions& options, size_t* bytes) {
+  const AttentionEngine* engine = nullptr;
+  GA_RETURN_IF_ERROR(prepare(p, options, &engine));
+  *bytes = engine->workspace_bytes(p);
+  return Status::Ok();
+}
+
+}  // namespace groupattn

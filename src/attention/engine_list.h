@@ -1,0 +1,20 @@
+// The attention op's engines, in selection order (fastest first, the reference last).
+#pragma once
+
+#include <vector>
+
+#include "core/engine.h"
+#include "groupattn/attention.h"
+
+namespace groupattn {
+
+using AttentionEngine = Engine<AttentionParams>;
+
+const std::vector<const AttentionEngine*>& attention_engines();
+
+const AttentionEngine& attention_reference_engine();  // reference.cpp
+#if GROUPATTN_WITH_CUDA
+const AttentionEngine& attention_cuda_engine();  // engines/cuda/ (portable sm80+)
+#endif
+
+}  // namespace groupattn

@@ -1,0 +1,87 @@
+// Engine<Params>: the four questions every engine of an op answers, and selection over an ordered
+// list of them. Engines are stateless singletons; everything a call needs comes in through the
+// params struct, the workspace and the stream, so two streams can run the same engine at once.
+#pragma once
+
+#include <cstddef>
+#include <string>
+#include <vector>
+
+#include "groupattn/run_options.h"
+#include "groupattn/status.h"
+#include "core/cuda_runtime_shim.h"
+
+namespace groupattn {
+
+template <class Params>
+class Engine {
+ public:
+  virtual ~Engine() = default;
+  virtual const char* name() const = 0;
+  virtual const char* description() const = 0;
+  // The problems this engine serves, one line, for `groupattn engines` and docs.
+  virtual std::string supports() const = 0;
+  // Whether the engine can run at all in this process (a GPU engine without a GPU cannot).
+  virtual Status available() const { return Status::Ok(); }
+  // Ok, or NotSupported with a reason a user can act on. Called only on validated params.
+  virtual Status check_support(const Params& p) const = 0;
+  virtual size_t workspace_bytes(const Params& p) const {
+    (void)p;
+    return 0;
+  }
+  // `workspace` holds at least workspace_bytes(p) bytes (nullptr when that is 0).
+  virtual Status run(const Params& p, void* workspace, void* stream) const = 0;
+};
+
+// The engine name pinned by the options or, failing that, by GROUPATTN_ENGINE; nullptr if none.
+const char* pinned_engine_name(const RunOptions& options);
+
+// Walks `engines` in order and returns the first that is available and supports `p`; a pinned
+// name selects that engine or fails with its reason. `op` names the op in messages.
+template <class Params>
+Status select_engine(const char* op, const std::vector<const Engine<Params>*>& engines,
+                     const Params& p, const RunOptions& options, const Engine<Params>** chosen) {
+  const char* pinned = pinned_engine_name(options);
+  std::string reasons;
+  std::string names;
+  for (const Engine<Params>* e : engines) {
+    names += (names.empty() ? "" : ", ") + std::string(e->name());
+    if (pinned != nullptr && std::string(pinned) != e->name()) continue;
+    Status s = e->available();
+    if (s.ok()) s = e->check_support(p);
+    if (s.ok()) {
+      *chosen = e;
+      return s;
+    }
+    if (pinned != nullptr) {
+      return NotSupported(std::string("engine '") + pinned + "' declines this " + op +
+                          " problem: " + s.message());
+    }
+    reasons += std::string("; ") + e->name() + ": " + s.message();
+  }
+  if (pinned != nullptr) {
+    return InvalidArgument(std::string("engine: unknown engine '") + pinned + "' for op " + op +
+                           " (accepted: " + names + ")");
+  }
+  return NotSupported(std::string("no engine supports this ") + op + " problem" + reasons);
+}
+
+// Runs `engine` with the caller's workspace, or a stream-ordered allocation of the size it needs
+// when the caller gave too little.
+template <class Params>
+Status run_engine(const Engine<Params>& engine, const Params& p, const RunOptions& options);
+
+template <class Params>
+Status run_engine(const Engine<Params>& engine, const Params& p, const RunOptions& options) {
+  const size_t need = engine.workspace_bytes(p);
+  if (need == 0 || (options.workspace != nullptr && options.workspace_bytes >= need)) {
+    return engine.run(p, need == 0 ? nullptr : options.workspace, options.stream);
+  }
+  void* ws = nullptr;
+  GA_RETURN_IF_ERROR(allocate_workspace(need, options.stream, &ws));
+  Status s = engine.run(p, ws, options.stream);
+  Status f = free_workspace(ws, options.stream);
+  return s.ok() ? f : s;
+}
+
+}  // namespace groupattn

@@ -1,0 +1,154 @@
+#include "core/validate.h"
+
+#include <cstdint>
+#include <cstring>
+
+#include "core/cuda_runtime_shim.h"
+#include "core/dtype.h"
+
+namespace groupattn {
+
+std::string shape_string(const TensorView& t) {
+  std::string s = "[";
+  for (int i = 0; i < t.rank; ++i) s += (i ? ", " : "") + std::to_string(t.shape[i]);
+  return s + "]";
+}
+
+Status check_defined(const TensorView& t, const char* name) {
+  if (!t.defined()) return InvalidArgument(std::string(name) + ": required tensor is missing (data is null)");
+  return Status::Ok();
+}
+
+Status check_rank(const TensorView& t, const char* name, int rank, const char* layout) {
+  if (t.rank != rank) {
+    return InvalidArgument(std::string(name) + ": rank " + std::to_string(t.rank) + " (shape " +
+                           shape_string(t) + "), expected rank " + std::to_string(rank) + " " + layout);
+  }
+  return Status::Ok();
+}
+
+Status check_dtype(const TensorView& t, const char* name, std::initializer_list<DType> accepted) {
+  std::string list;
+  for (DType d : accepted) {
+    if (d == t.dtype) return Status::Ok();
+    list += (list.empty() ? "" : ", ") + std::string(dtype_name(d));
+  }
+  return InvalidArgument(std::string(name) + ": dtype " + dtype_name(t.dtype) +
+                         " not supported (accepted: " + list + ")");
+}
+
+Status check_dim(const TensorView& t, const char* name, int dim, const char* dim_name,
+                 int64_t expected, const char* expected_from) {
+  if (t.shape[dim] != expected) {
+    return InvalidArgument(std::string(name) + ": shape " + shape_string(t) + " has " + dim_name +
+                           " = " + std::to_string(t.shape[dim]) + " at dim " + std::to_string(dim) +
+                           ", expected " + std::to_string(expected) + " (" + expected_from + ")");
+  }
+  return Status::Ok();
+}
+
+Status check_layout(const TensorView& t, const char* name) {
+  if (t.rank < 1 || t.rank > TensorView::kMaxRank) {
+    return InvalidArgument(std::string(name) + ": rank " + std::to_string(t.rank) +
+                           " out of range (accepted: 1.." + std::to_string(TensorView::kMaxRank) + ")");
+  }
+  for (int i = 0; i < t.rank; ++i) {
+    if (t.shape[i] < 0) {
+      return InvalidArgument(std::string(name) + ": negative size in shape " + shape_string(t));
+    }
+    if (t.stride[i] < 0) {
+      return InvalidArgument(std::string(name) + ": negative stride " + std::to_string(t.stride[i]) +
+                             " at dim " + std::to_string(i) + " (accepted: strides >= 0)");
+    }
+  }
+  if (t.shape[t.rank - 1] > 1 && t.stride[t.rank - 1] != 1) {
+    return InvalidArgument(std::string(name) + ": last dimension has stride " +
+                           std::to_string(t.stride[t.rank - 1]) +
+                           " (accepted: 1; the last dimension must be contiguous)");
+  }
+  const auto addr = reinterpret_cast<uintptr_t>(t.data);
+  if (addr % dtype_size(t.dtype) != 0) {
+    return InvalidArgument(std::string(name) + ": data pointer is not aligned to its element size (" +
+                           std::to_string(dtype_size(t.dtype)) + " bytes for " + dtype_name(t.dtype) + ")");
+  }
+  return Status::Ok();
+}
+
+Status check_same_device(const TensorView& ref, const char* ref_name,
+                         std::initializer_list<std::pair<const TensorView*, const char*>> others) {
+  for (const auto& [t, name] : others) {
+    if (!t->defined()) continue;
+    if (t->device != ref.device || (t->device == Device::kCUDA && t->device_id != ref.device_id)) {
+      return InvalidArgument(std::string(name) + ": on " + device_name(t->device) + ":" +
+                             std::to_string(t->device_id) + " but " + ref_name + " is on " +
+                             device_name(ref.device) + ":" + std::to_string(ref.device_id) +
+                             " (all tensors of one call must share a device)");
+    }
+  }
+  return Status::Ok();
+}
+
+Status check_no_overlap(const TensorView& out, const char* out_name, const TensorView& in,
+                        const char* in_name) {
+  if (!out.defined() || !in.defined()) return Status::Ok();
+  const auto a0 = reinterpret_cast<uintptr_t>(out.data);
+  const auto b0 = reinterpret_cast<uintptr_t>(in.data);
+  const auto a1 = a0 + static_cast<uintptr_t>(out.span_bytes());
+  const auto b1 = b0 + static_cast<uintptr_t>(in.span_bytes());
+  if (a0 < b1 && b0 < a1) {
+    return InvalidArgument(std::string(out_name) + ": output memory overlaps input " + in_name);
+  }
+  return Status::Ok();
+}
+
+Status read_indices(const TensorView& t, const char* name, const RunOptions& options,
+                    std::vector<int64_t>* values, bool* read) {
+  values->clear();
+  *read = false;
+  if (t.rank < 1 || t.rank > 2) return InvalidArgument(std::string(name) + ": expected rank 1 or 2");
+  const int64_t rows = t.rank == 2 ? t.shape[0] : 1;
+  const int64_t cols = t.shape[t.rank - 1];
+  const int64_t row_stride = t.rank == 2 ? t.stride[0] : 0;
+  const size_t esize = dtype_size(t.dtype);
+  std::vector<char> host;
+  const char* base = static_cast<const char*>(t.data);
+  int64_t base_off = 0;
+  if (t.device == Device::kCUDA) {
+    if (!options.check_device_indices) return Status::Ok();
+    // Copy the span the view covers, then index it on the host.
+    const int64_t bytes = t.span_bytes();
+    host.resize(static_cast<size_t>(bytes));
+    GA_RETURN_IF_ERROR(copy_device_to_host(host.data(), t.data, static_cast<size_t>(bytes), name));
+    base = host.data();
+  }
+  values->reserve(static_cast<size_t>(rows * cols));
+  for (int64_t r = 0; r < rows; ++r) {
+    for (int64_t c = 0; c < cols; ++c) {
+      const int64_t off = base_off + (r * row_stride + c * t.stride[t.rank - 1]) * static_cast<int64_t>(esize);
+      values->push_back(static_cast<int64_t>(load_as_double(base, t.dtype, off)));
+    }
+  }
+  *read = true;
+  return Status::Ok();
+}
+
+Status check_cu_seqlens(const std::vector<int64_t>& cu, const char* name, int64_t total,
+                        const char* total_name) {
+  if (cu.empty() || cu[0] != 0) {
+    return InvalidArgument(std::string(name) + ": must start at 0 (got " +
+                           (cu.empty() ? std::string("nothing") : std::to_string(cu[0])) + ")");
+  }
+  for (size_t i = 1; i < cu.size(); ++i) {
+    if (cu[i] < cu[i - 1]) {
+      return InvalidArgument(std::string(name) + ": not non-decreasing at index " + std::to_string(i) +
+                             " (" + std::to_string(cu[i - 1]) + " then " + std::to_string(cu[i]) + ")");
+    }
+  }
+  if (cu.back() > total) {
+    return InvalidArgument(std::string(name) + ": last entry " + std::to_string(cu.back()) +
+                           " exceeds " + total_name + " = " + std::to_string(total));
+  }
+  return Status::Ok();
+}
+
+}  // namespace groupattn

@@ -1,0 +1,39 @@
+// The KDA op's entry points: validate, select an engine, run.
+#include "groupattn/kda.h"
+
+#include "kda/engine_list.h"
+#include "kda/validate.h"
+
+namespace groupattn {
+
+const std::vector<const KdaEngine*>& kda_engines() {
+  static const std::vector<const KdaEngine*> engines = [] {
+    std::vector<const KdaEngine*> list;
+    list.push_back(&kda_reference_engine());
+    return list;
+  }();
+  return engines;
+}
+
+namespace {
+Status prepare(const KdaParams& p, const RunOptions& options, const KdaEngine** engine) {
+  GA_RETURN_IF_ERROR(validate_kda(p));
+  GA_RETURN_IF_ERROR(validate_kda_indices(p, options));
+  return select_engine("kda", kda_engines(), p, options, engine);
+}
+}  // namespace
+
+Status kda(const KdaParams& p, const RunOptions& options) {
+  const KdaEngine* engine = nullptr;
+  GA_RETURN_IF_ERROR(prepare(p, options, &engine));
+  return run_engine(*engine, p, options);
+}
+
+Status kda_workspace_bytes(const KdaParams& p, const RunOptions& options, size_t* bytes) {
+  const KdaEngine* engine = nullptr;
+  GA_RETURN_IF_ERROR(prepare(p, options, &engine));
+  *bytes = engine->workspace_bytes(p);
+  return Status::Ok();
+}
+
+}  // namespace groupattn
