@@ -6,4 +6,5 @@
 #include "groupattn/kda.h"
 #include "groupattn/run_options.h"
 #include "groupattn/status.h"
+#include "groupattn/supported.h"
 #include "groupattn/tensor.h"
