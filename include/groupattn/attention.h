@@ -65,6 +65,9 @@ Status attention(const AttentionParams& p, const RunOptions& options = {});
 // Workspace the selected engine needs for `p` (0 for most). Validates `p` first.
 Status attention_workspace_bytes(const AttentionParams& p, const RunOptions& options, size_t* bytes);
 
+// The name of the engine attention() would run for `p` (after validation), without running it.
+Status attention_engine_for(const AttentionParams& p, const RunOptions& options, const char** name);
+
 // Validation alone (the checks attention() starts with).
 Status validate_attention(const AttentionParams& p);
 

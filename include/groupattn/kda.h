@@ -67,5 +67,7 @@ struct KdaParams {
 Status kda(const KdaParams& p, const RunOptions& options = {});
 Status kda_workspace_bytes(const KdaParams& p, const RunOptions& options, size_t* bytes);
 Status validate_kda(const KdaParams& p);
+// The name of the engine kda() would run for `p` (after validation), without running it.
+Status kda_engine_for(const KdaParams& p, const RunOptions& options, const char** name);
 
 }  // namespace groupattn

@@ -47,4 +47,11 @@ Status attention_workspace_bytes(const AttentionParams& p, const RunOptions& opt
   return Status::Ok();
 }
 
+Status attention_engine_for(const AttentionParams& p, const RunOptions& options, const char** name) {
+  const AttentionEngine* engine = nullptr;
+  GA_RETURN_IF_ERROR(prepare(p, options, &engine));
+  *name = engine->name();
+  return Status::Ok();
+}
+
 }  // namespace groupattn

@@ -36,4 +36,11 @@ Status kda_workspace_bytes(const KdaParams& p, const RunOptions& options, size_t
   return Status::Ok();
 }
 
+Status kda_engine_for(const KdaParams& p, const RunOptions& options, const char** name) {
+  const KdaEngine* engine = nullptr;
+  GA_RETURN_IF_ERROR(prepare(p, options, &engine));
+  *name = engine->name();
+  return Status::Ok();
+}
+
 }  // namespace groupattn
