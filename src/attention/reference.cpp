@@ -1,19 +1,271 @@
-// STUB: replaced by the fp64 reference engine.
+// The fp64 attention reference engine ("reference"). For every sequence b, query row i and query
+// head h: gather the keys the mask lets row i see, score them in double (scale, then softcap), take
+// a max-subtracted softmax and the weighted sum of V rows, and report LSE = m + log(sum). Plain
+// loops over strided views; speed is irrelevant, readability and exactness are the point.
+#include "attention/reference.h"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <string>
+
 #include "attention/engine_list.h"
+#include "attention/validate.h"
+#include "core/dtype.h"
+#include "core/validate.h"
 
 namespace groupattn {
 namespace {
+
+constexpr double kNegInf = -std::numeric_limits<double>::infinity();
+
+// Where each sequence's queries and keys live, read once from the host index tensors.
+struct Geometry {
+  bool varlen_q = false;
+  KvLayout layout = KvLayout::kBatched;
+  int64_t batch = 0, hq = 0, hkv = 0, d = 0, dv = 0, total_q = 0;
+  int64_t sq = 0;         // batched Q: queries per sequence
+  int64_t sk = 0;         // batched K/V: keys per cache row
+  int64_t page_size = 0;  // paged K/V
+  int64_t max_pages = 0;  // paged K/V: block_table columns
+  std::vector<int64_t> cu_q, cu_k, seqlens_k, block_table;
+
+  // First global query row of sequence b (varlen: cu_seqlens_q[b]; batched: b * Sq).
+  int64_t q_begin(int64_t b) const { return varlen_q ? cu_q[static_cast<size_t>(b)] : b * sq; }
+  int64_t q_len(int64_t b) const {
+    return varlen_q ? cu_q[static_cast<size_t>(b) + 1] - cu_q[static_cast<size_t>(b)] : sq;
+  }
+  int64_t k_len(int64_t b) const {
+    const auto i = static_cast<size_t>(b);
+    if (layout == KvLayout::kVarlen) return cu_k[i + 1] - cu_k[i];
+    if (!seqlens_k.empty()) return seqlens_k[i];  // paged always, batched when given
+    return sk;
+  }
+};
+
+Status read_host_indices(const TensorView& t, const char* name, std::vector<int64_t>* values) {
+  bool read = false;
+  GA_RETURN_IF_ERROR(read_indices(t, name, RunOptions{}, values, &read));
+  if (!read) return NotSupported(std::string(name) + ": could not be read on the host");
+  return Status::Ok();
+}
+
+Status read_geometry(const AttentionParams& p, Geometry* g) {
+  g->varlen_q = q_is_varlen(p);
+  g->layout = kv_layout(p);
+  const int hd = g->varlen_q ? 1 : 2;  // q: [total_q, Hq, D] or [B, Sq, Hq, D]
+  g->hq = p.q.shape[hd];
+  g->d = p.q.shape[hd + 1];
+  g->hkv = p.k.shape[p.k.rank - 2];
+  g->dv = p.v.shape[p.v.rank - 1];
+  if (g->varlen_q) {
+    GA_RETURN_IF_ERROR(read_host_indices(p.cu_seqlens_q, "cu_seqlens_q", &g->cu_q));
+    g->batch = p.cu_seqlens_q.shape[0] - 1;
+    g->total_q = p.q.shape[0];
+  } else {
+    g->batch = p.q.shape[0];
+    g->sq = p.q.shape[1];
+    g->total_q = g->batch * g->sq;
+  }
+  switch (g->layout) {
+    case KvLayout::kVarlen:
+      GA_RETURN_IF_ERROR(read_host_indices(p.cu_seqlens_k, "cu_seqlens_k", &g->cu_k));
+      break;
+    case KvLayout::kPaged:
+      GA_RETURN_IF_ERROR(read_host_indices(p.block_table, "block_table", &g->block_table));
+      GA_RETURN_IF_ERROR(read_host_indices(p.seqlens_k, "seqlens_k", &g->seqlens_k));
+      g->page_size = p.k.shape[1];
+      g->max_pages = p.block_table.shape[1];
+      break;
+    case KvLayout::kBatched:
+      g->sk = p.k.shape[1];
+      if (p.seqlens_k.defined()) GA_RETURN_IF_ERROR(read_host_indices(p.seqlens_k, "seqlens_k", &g->seqlens_k));
+      break;
+  }
+  return Status::Ok();
+}
+
+// Byte offset of element (key j of sequence b, KV head hk, channel c) in k or v.
+int64_t kv_offset(const Geometry& g, const TensorView& t, int64_t b, int64_t j, int64_t hk, int64_t c) {
+  switch (g.layout) {
+    case KvLayout::kVarlen:
+      // varlen [total_k, Hkv, D]: key j of sequence b is token row cu_seqlens_k[b] + j
+      return t.offset_of({g.cu_k[static_cast<size_t>(b)] + j, hk, c});
+    case KvLayout::kPaged: {
+      // paged [num_pages, page_size, Hkv, D]: page block_table[b][j / page_size], row j % page_size
+      const int64_t page = g.block_table[static_cast<size_t>(b * g.max_pages + j / g.page_size)];
+      return t.offset_of({page, j % g.page_size, hk, c});
+    }
+    case KvLayout::kBatched:
+      // batched [B, Sk, Hkv, D]: row b, position j
+      return t.offset_of({b, j, hk, c});
+  }
+  return 0;
+}
+
+// Byte offset of element (global query row r = q_begin(b) + i, head h, channel c) in q or out.
+int64_t q_offset(const Geometry& g, const TensorView& t, int64_t b, int64_t i, int64_t h, int64_t c) {
+  // varlen [total_q, Hq, D]: token row q_begin(b) + i; batched [B, Sq, Hq, D]: row b, position i
+  return g.varlen_q ? t.offset_of({g.q_begin(b) + i, h, c}) : t.offset_of({b, i, h, c});
+}
+
+// The visible key range [lo, hi) of a query at key position `pos` in a sequence of `sk` keys,
+// intersected with the shard [key_begin, key_end). The mask is an interval, so a range suffices.
+void visible_range(const AttentionParams& p, int64_t pos, int64_t sk, int64_t key_begin, int64_t key_end,
+                   int64_t* lo, int64_t* hi) {
+  int64_t a = std::max<int64_t>(0, key_begin);
+  int64_t z = std::min(sk, key_end);  // exclusive
+  if (p.causal) z = std::min(z, pos + 1);
+  if (p.window_left >= 0) a = std::max(a, pos - p.window_left);
+  if (p.window_right >= 0) z = std::min(z, pos + p.window_right + 1);
+  *lo = a;
+  *hi = std::max(a, z);
+}
+
+// One (sequence, query row, query head): softmax over the visible keys, into o_row [Dv] and *lse.
+void attend_row(const AttentionParams& p, const Geometry& g, int64_t b, int64_t i, int64_t h,
+                int64_t key_begin, int64_t key_end, double* o_row, double* lse) {
+  const int64_t sk = g.k_len(b);
+  const int64_t pos = sk - g.q_len(b) + i;  // bottom-right alignment
+  const int64_t hk = h / (g.hq / g.hkv);    // GQA: query head h reads KV head h / group
+  const double scale = std::isnan(p.softmax_scale) ? 1.0 / std::sqrt(static_cast<double>(g.d))
+                                                   : static_cast<double>(p.softmax_scale);
+  const double cap = static_cast<double>(p.softcap);
+  int64_t lo = 0, hi = 0;
+  visible_range(p, pos, sk, key_begin, key_end, &lo, &hi);
+  std::fill(o_row, o_row + g.dv, 0.0);
+  if (lo >= hi) {
+    *lse = kNegInf;
+    return;
+  }
+  std::vector<double> q(static_cast<size_t>(g.d));
+  for (int64_t c = 0; c < g.d; ++c) {
+    q[static_cast<size_t>(c)] = load_as_double(p.q.data, p.q.dtype, q_offset(g, p.q, b, i, h, c));
+  }
+  std::vector<double> s(static_cast<size_t>(hi - lo));
+  double m = kNegInf;
+  for (int64_t j = lo; j < hi; ++j) {
+    double dot = 0.0;
+    for (int64_t c = 0; c < g.d; ++c) {
+      dot += q[static_cast<size_t>(c)] * load_as_double(p.k.data, p.k.dtype, kv_offset(g, p.k, b, j, hk, c));
+    }
+    double score = scale * dot;
+    if (cap > 0.0) score = cap * std::tanh(score / cap);
+    s[static_cast<size_t>(j - lo)] = score;
+    m = std::max(m, score);
+  }
+  double sum = 0.0;
+  for (int64_t j = lo; j < hi; ++j) {
+    const double w = std::exp(s[static_cast<size_t>(j - lo)] - m);
+    sum += w;
+    for (int64_t c = 0; c < g.dv; ++c) {
+      o_row[c] += w * load_as_double(p.v.data, p.v.dtype, kv_offset(g, p.v, b, j, hk, c));
+    }
+  }
+  for (int64_t c = 0; c < g.dv; ++c) o_row[c] /= sum;
+  *lse = m + std::log(sum);
+}
+
+Status check_host(const AttentionParams& p) {
+  const std::pair<const TensorView*, const char*> all[] = {
+      {&p.q, "q"}, {&p.k, "k"}, {&p.v, "v"}, {&p.out, "out"}, {&p.lse, "lse"},
+      {&p.cu_seqlens_q, "cu_seqlens_q"}, {&p.cu_seqlens_k, "cu_seqlens_k"},
+      {&p.seqlens_k, "seqlens_k"}, {&p.block_table, "block_table"}};
+  for (const auto& [t, name] : all) {
+    if (t->defined() && t->device != Device::kCPU) {
+      return NotSupported(std::string(name) + " is in " + device_name(t->device) +
+                          " memory; the reference engine reads host (cpu) memory only");
+    }
+  }
+  return Status::Ok();
+}
+
 class ReferenceAttention final : public AttentionEngine {
  public:
   const char* name() const override { return "reference"; }
   const char* description() const override { return "fp64 on the CPU (host memory): the oracle"; }
   std::string supports() const override { return "everything the API accepts, host tensors"; }
-  Status check_support(const AttentionParams&) const override { return NotSupported("stub"); }
-  Status run(const AttentionParams&, void*, void*) const override { return NotSupported("stub"); }
+  Status check_support(const AttentionParams& p) const override { return check_host(p); }
+
+  Status run(const AttentionParams& p, void*, void*) const override {
+    std::vector<double> o, lse;
+    GA_RETURN_IF_ERROR(reference_attention_fp64(p, 0, std::numeric_limits<int64_t>::max(), &o, &lse));
+    Geometry g;
+    GA_RETURN_IF_ERROR(read_geometry(p, &g));
+    // Everything is computed; only now touch the outputs.
+    for (int64_t b = 0; b < g.batch; ++b) {
+      for (int64_t i = 0; i < g.q_len(b); ++i) {
+        const int64_t r = g.q_begin(b) + i;  // global query row
+        for (int64_t h = 0; h < g.hq; ++h) {
+          for (int64_t c = 0; c < g.dv; ++c) {
+            // o is [total_q, Hq, Dv] contiguous
+            store_from_double(p.out.data, p.out.dtype, q_offset(g, p.out, b, i, h, c),
+                              o[static_cast<size_t>((r * g.hq + h) * g.dv + c)]);
+          }
+          if (p.lse.defined()) {
+            // lse is [Hq, total_q]; the result vector too
+            store_from_double(p.lse.data, p.lse.dtype, p.lse.offset_of({h, r}),
+                              static_cast<double>(static_cast<float>(lse[static_cast<size_t>(h * g.total_q + r)])));
+          }
+        }
+      }
+    }
+    return Status::Ok();
+  }
 };
+
 }  // namespace
+
+Status reference_attention_fp64(const AttentionParams& p, int64_t key_begin, int64_t key_end,
+                                std::vector<double>* o, std::vector<double>* lse) {
+  GA_RETURN_IF_ERROR(validate_attention(p));
+  GA_RETURN_IF_ERROR(validate_attention_indices(p, RunOptions{}));
+  GA_RETURN_IF_ERROR(check_host(p));
+  Geometry g;
+  GA_RETURN_IF_ERROR(read_geometry(p, &g));
+  // Rows of a varlen Q that no sequence covers (past cu_seqlens_q[B]) keep O = 0, LSE = -inf.
+  o->assign(static_cast<size_t>(g.total_q * g.hq * g.dv), 0.0);
+  lse->assign(static_cast<size_t>(g.hq * g.total_q), kNegInf);
+  for (int64_t b = 0; b < g.batch; ++b) {
+    for (int64_t i = 0; i < g.q_len(b); ++i) {
+      const int64_t r = g.q_begin(b) + i;  // global query row
+      for (int64_t h = 0; h < g.hq; ++h) {
+        // o: [total_q, Hq, Dv] row-major; lse: [Hq, total_q] row-major
+        attend_row(p, g, b, i, h, key_begin, key_end, o->data() + (r * g.hq + h) * g.dv,
+                   lse->data() + h * g.total_q + r);
+      }
+    }
+  }
+  return Status::Ok();
+}
+
+void combine_partials(const std::vector<AttentionPartial>& parts, int64_t total_q, int64_t hq,
+                      int64_t dv, std::vector<double>* o, std::vector<double>* lse) {
+  o->assign(static_cast<size_t>(total_q * hq * dv), 0.0);
+  lse->assign(static_cast<size_t>(hq * total_q), kNegInf);
+  for (int64_t r = 0; r < total_q; ++r) {
+    for (int64_t h = 0; h < hq; ++h) {
+      const auto li = static_cast<size_t>(h * total_q + r);  // lse: [Hq, total_q]
+      const auto oi = static_cast<size_t>((r * hq + h) * dv);  // o: [total_q, Hq, Dv], row start
+      double m = kNegInf;
+      for (const AttentionPartial& part : parts) m = std::max(m, part.lse[li]);
+      if (m == kNegInf) continue;  // no shard saw a key: O = 0, LSE = -inf
+      double sum = 0.0;
+      for (const AttentionPartial& part : parts) {
+        if (part.lse[li] == kNegInf) continue;  // empty shard for this row
+        const double w = std::exp(part.lse[li] - m);
+        sum += w;
+        for (int64_t c = 0; c < dv; ++c) (*o)[oi + static_cast<size_t>(c)] += w * part.o[oi + static_cast<size_t>(c)];
+      }
+      for (int64_t c = 0; c < dv; ++c) (*o)[oi + static_cast<size_t>(c)] /= sum;
+      (*lse)[li] = m + std::log(sum);
+    }
+  }
+}
+
 const AttentionEngine& attention_reference_engine() {
   static const ReferenceAttention engine;
   return engine;
 }
+
 }  // namespace groupattn
