@@ -1,0 +1,45 @@
+// Device mirrors of host tensors for the CLI (CUDA builds): copy a HostTensor's whole span to
+// device memory, hand out a TensorView with the same strides, copy results back.
+#pragma once
+
+#include <string>
+
+#include "common/host_tensor.h"
+#include "groupattn/status.h"
+
+namespace groupattn::cli {
+
+class DeviceMirror {
+ public:
+  DeviceMirror() = default;
+  DeviceMirror(const DeviceMirror&) = delete;
+  DeviceMirror& operator=(const DeviceMirror&) = delete;
+  ~DeviceMirror();
+
+  // Allocates and uploads; an undefined host tensor gives an undefined view.
+  Status upload(const test::HostTensor& host);
+  Status download(test::HostTensor* host) const;
+  const TensorView& view() const { return view_; }
+
+ private:
+  void* ptr_ = nullptr;
+  size_t bytes_ = 0;
+  TensorView view_;
+};
+
+
+Status device_synchronize();
+// Milliseconds between two points of a device timeline (wraps cudaEvent).
+class DeviceTimer {
+ public:
+  DeviceTimer();
+  ~DeviceTimer();
+  void start();
+  Status stop(double* ms);
+
+ private:
+  void* begin_ = nullptr;
+  void* end_ = nullptr;
+};
+
+}  // namespace groupattn::cli
