@@ -2,6 +2,7 @@
 #include "groupattn/kda.h"
 
 #include "kda/engine_list.h"
+#include "kda/reference_chunked.h"
 #include "kda/validate.h"
 
 namespace groupattn {
@@ -10,6 +11,7 @@ const std::vector<const KdaEngine*>& kda_engines() {
   static const std::vector<const KdaEngine*> engines = [] {
     std::vector<const KdaEngine*> list;
     list.push_back(&kda_reference_engine());
+    list.push_back(&kda_reference_chunked_engine());  // after "reference": reached only when pinned
     return list;
   }();
   return engines;
