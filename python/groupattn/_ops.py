@@ -1,0 +1,294 @@
+"""The Python front end of the ops: FlashAttention-3 and fla conventions in, the C++ params struct
+out. Each function allocates outputs in the caller's framework, asks for a workspace only when the
+call runs on a GPU, and hands every tensor to the extension unchanged (no copies, no
+.contiguous()): the library's validation judges shapes, dtypes and strides.
+"""
+
+from . import _ext
+from ._frameworks import framework_of, torch_is_compiling
+
+# KDA gate modes, as in KdaGate (include/groupattn/kda.h).
+_GATE_LOG_DECAY, _GATE_SOFTPLUS, _GATE_LOWER_BOUND = 0, 1, 2
+
+
+def _rank(x, name, ranks, layout):
+    if not hasattr(x, "shape") or len(x.shape) not in ranks:
+        got = len(x.shape) if hasattr(x, "shape") else type(x).__name__
+        raise ValueError(f"{name}: rank {got} not accepted (expected {layout})")
+
+
+def _window(window):
+    try:
+        left, right = window
+        return int(left), int(right)
+    except (TypeError, ValueError):
+        raise ValueError(f"window: expected a pair (left, right) of ints, -1 = unbounded; got {window!r}") from None
+
+
+def _max_seqlen(fw, cu, given):
+    if given is not None:
+        return int(given)
+    if cu is None or not fw.is_cuda(cu):
+        return 0  # the library reads host-resident cu_seqlens itself
+    # Device cu_seqlens: engines size their grids from the bound. Reading it costs a sync (and is
+    # impossible during CUDA-graph capture): pass max_seqlen_* to avoid it.
+    return int((cu[1:] - cu[:-1]).max())
+
+
+def _args(fw, tensors):
+    """Extension arguments for `tensors` and the bf16 mask (bit i = tensor i is numpy bfloat16)."""
+    out, mask = [], 0
+    for i, t in enumerate(tensors):
+        a, bf16 = fw.arg(t)
+        out.append(a)
+        mask |= int(bf16) << i
+    return out, mask
+
+
+def _workspace(fw, x, nbytes_fn):
+    """(keep-alive object, pointer, bytes): GPU engines get a per-call workspace from the caller's
+    allocator; host calls need none."""
+    if not fw.is_cuda(x):
+        return None, 0, 0
+    nbytes = nbytes_fn()
+    if nbytes == 0:
+        return None, 0, 0
+    buf, ptr = fw.workspace(x, nbytes)
+    return buf, ptr, nbytes
+
+
+def alloc_attention_outputs(fw, q, v, varlen, return_lse, out=None):
+    """out like q with v's head dim; lse fp32. Batched q [B, Sq, Hq, D] returns lse as
+    [B, Hq, Sq] (FlashAttention's shape), a view of the library's [Hq, B * Sq] buffer; varlen q
+    returns the library's [Hq, total_q]. Returns (out, lse_returned, lse_for_library)."""
+    if out is None:
+        out = fw.empty(q, tuple(q.shape[:-1]) + (v.shape[-1],), "like")
+    if not return_lse:
+        return out, None, None
+    hq = q.shape[-2]
+    if varlen or len(q.shape) != 4:
+        lse = fw.empty(q, (hq, q.shape[0]), "float32")
+        return out, lse, lse
+    buf = fw.empty(q, (hq, q.shape[0], q.shape[1]), "float32")
+    return out, fw.transpose_lse(buf), fw.flat_lse(buf)
+
+
+def run_attention(q, k, v, *, cu_seqlens_q=None, cu_seqlens_k=None, seqlens_k=None, block_table=None,
+                  max_seqlen_q=None, max_seqlen_k=None, scale=None, causal=False, window=(-1, -1),
+                  softcap=0.0, num_splits=0, out=None, return_lse=True, engine=None):
+    """Validates nothing itself beyond what allocation needs; returns (out, lse)."""
+    fw = framework_of(q)
+    _rank(q, "q", (3, 4), "[B, Sq, Hq, D], or [total_q, Hq, D] with cu_seqlens_q")
+    _rank(v, "v", (3, 4), "[B, Sk, Hkv, Dv], [total_k, Hkv, Dv] or [num_pages, page_size, Hkv, Dv]")
+    wl, wr = _window(window)
+    out, lse_ret, lse = alloc_attention_outputs(fw, q, v, cu_seqlens_q is not None, return_lse, out)
+    (aq, ak, av, aout), mask = _args(fw, (q, k, v, out))
+    max_q = _max_seqlen(fw, cu_seqlens_q, max_seqlen_q)
+    max_k = _max_seqlen(fw, cu_seqlens_k, max_seqlen_k)
+    scale = None if scale is None else float(scale)
+    common = (aq, ak, av, aout, lse, cu_seqlens_q, cu_seqlens_k, seqlens_k, block_table, max_q, max_k,
+              scale, bool(causal), wl, wr, float(softcap), int(num_splits), engine)
+    keep, ws, ws_bytes = _workspace(fw, q, lambda: _ext.attention_workspace_bytes(*common, mask))
+    _ext.attention(*common, fw.stream(q), ws, ws_bytes, mask)
+    del keep
+    return out, lse_ret
+
+
+def attention(q, k, v, *, causal=False, window=(-1, -1), softcap=0.0, scale=None, cu_seqlens_q=None,
+              cu_seqlens_k=None, max_seqlen_q=None, max_seqlen_k=None, out=None, return_lse=True,
+              engine=None):
+    """Softmax attention with grouped K/V heads (MHA/GQA/MQA), FlashAttention-3 conventions.
+
+    q: [B, Sq, Hq, D] or varlen [total_q, Hq, D] with cu_seqlens_q (int32 [B+1]).
+    k, v: [B, Sk, Hkv, D] / [.., Dv] or varlen [total_k, Hkv, D] with cu_seqlens_k.
+    Hq % Hkv == 0; query head h reads KV head h // (Hq // Hkv). Causal masking is bottom-right
+    aligned when Sq != Sk. window=(left, right), -1 = unbounded. scale defaults to 1/sqrt(D).
+
+    Returns (out, lse): out like q with Dv; lse fp32 natural log, [B, Hq, Sq] for batched q and
+    [Hq, total_q] for varlen q; lse is None when return_lse=False. A row that sees no key gives
+    out = 0 and lse = -inf. engine= pins an engine by name (see engines()).
+    """
+    if torch_is_compiling(q):
+        if out is not None:
+            raise NotImplementedError("attention: out= is not supported under torch.compile")
+        import torch
+
+        o, lse = torch.ops.groupattn.attention(
+            q, k, v, cu_seqlens_q, cu_seqlens_k, int(max_seqlen_q or 0), int(max_seqlen_k or 0),
+            scale, causal, *_window(window), float(softcap), engine)
+        return o, (lse if return_lse else None)
+    return run_attention(q, k, v, cu_seqlens_q=cu_seqlens_q, cu_seqlens_k=cu_seqlens_k,
+                         max_seqlen_q=max_seqlen_q, max_seqlen_k=max_seqlen_k, scale=scale,
+                         causal=causal, window=window, softcap=softcap, out=out,
+                         return_lse=return_lse, engine=engine)
+
+
+def cache_seqlens_tensor(fw, q, cache_seqlens):
+    """FlashAttention accepts an int for cache_seqlens (every sequence filled to that length)."""
+    if cache_seqlens is None or hasattr(cache_seqlens, "shape"):
+        return cache_seqlens
+    return fw.full_int32(q, q.shape[0], int(cache_seqlens))
+
+
+def attention_with_kvcache(q, k_cache, v_cache, *, cache_seqlens=None, block_table=None, causal=False,
+                           window=(-1, -1), softcap=0.0, scale=None, num_splits=0, out=None,
+                           engine=None):
+    """Decode against a KV cache, FlashAttention-3 flash_attn_with_kvcache semantics.
+
+    q: [B, Sq, Hq, D] (Sq new tokens per sequence, typically 1..16).
+    k_cache, v_cache: batched [B, Sk, Hkv, D] / [.., Dv], or paged [num_pages, page_size, Hkv, D]
+    with block_table (int32 [B, max_pages]).
+    cache_seqlens: int32 [B] (or an int): keys in use per sequence, including the Sq new ones
+    (which the caller has already written into the cache). Required for a paged cache.
+    num_splits: split-KV count, 0 = automatic, 1 = no split.
+
+    Returns (out [B, Sq, Hq, Dv], lse fp32 [B, Hq, Sq]). Appending new k/v to the cache
+    (FlashAttention's k=, v= arguments) is not done here: write them into the cache first.
+    """
+    fw = framework_of(q)
+    seqlens = cache_seqlens_tensor(fw, q, cache_seqlens)
+    if torch_is_compiling(q):
+        if out is not None:
+            raise NotImplementedError("attention_with_kvcache: out= is not supported under torch.compile")
+        import torch
+
+        return torch.ops.groupattn.attention_with_kvcache(
+            q, k_cache, v_cache, seqlens, block_table, scale, causal, *_window(window),
+            float(softcap), int(num_splits), engine)
+    _rank(q, "q", (4,), "[B, Sq, Hq, D]")
+    return run_attention(q, k_cache, v_cache, seqlens_k=seqlens, block_table=block_table, scale=scale,
+                         causal=causal, window=window, softcap=softcap, num_splits=num_splits,
+                         out=out, engine=engine)
+
+
+# ---------------------------------------------------------------------------------------------
+# KDA
+
+
+def kda_gate(use_gate_in_kernel, lower_bound):
+    if not use_gate_in_kernel:
+        return _GATE_LOG_DECAY
+    return _GATE_SOFTPLUS if lower_bound is None else _GATE_LOWER_BOUND
+
+
+def alloc_kda_outputs(fw, q, v, state_v_first, cu_seqlens, want_final_state):
+    """o [B, T, HV, V] in q's dtype; final state fp32 [N, HV, V, K] (V-first) or [N, HV, K, V]."""
+    _rank(q, "q", (4,), "[B, T, H, K]")
+    _rank(v, "v", (4,), "[B, T, HV, V]")
+    o = fw.empty(q, tuple(v.shape), "like")
+    final = None
+    if want_final_state:
+        n = (cu_seqlens.shape[0] - 1) if cu_seqlens is not None else q.shape[0]
+        hv, kd, vd = v.shape[2], q.shape[3], v.shape[3]
+        shape = (n, hv, vd, kd) if state_v_first else (n, hv, kd, vd)
+        final = fw.empty(q, shape, "float32")
+    return o, final
+
+
+def run_kda(q, k, v, g, beta, *, scale=None, initial_state=None, final_state=None, cu_seqlens=None,
+            state_indices=None, state_v_first=True, gate=_GATE_LOG_DECAY, A_log=None, dt_bias=None,
+            lower_bound=None, use_qk_l2norm=False, use_beta_sigmoid=False, allow_neg_eigval=False,
+            out=None, engine=None):
+    fw = framework_of(q)
+    (aq, ak, av, aout), mask = _args(fw, (q, k, v, out))
+    common = (aq, ak, av, g, beta, aout, initial_state, final_state, cu_seqlens, state_indices,
+              bool(state_v_first), gate, A_log, dt_bias, -5.0 if lower_bound is None else float(lower_bound),
+              bool(use_qk_l2norm), bool(use_beta_sigmoid), bool(allow_neg_eigval),
+              None if scale is None else float(scale), engine)
+    keep, ws, ws_bytes = _workspace(fw, q, lambda: _ext.kda_workspace_bytes(*common, mask))
+    _ext.kda(*common, fw.stream(q), ws, ws_bytes, mask)
+    del keep
+
+
+def chunk_kda(q, k, v, g, beta, scale=None, initial_state=None, output_final_state=False,
+              use_qk_l2norm_in_kernel=False, use_gate_in_kernel=False, use_beta_sigmoid_in_kernel=False,
+              allow_neg_eigval=False, lower_bound=None, A_log=None, dt_bias=None, state_v_first=True,
+              cu_seqlens=None, engine=None):
+    """Kimi Delta Attention, chunked prefill; fla chunk_kda argument names.
+
+    q, k: [B, T, H, K]; v: [B, T, HV, V] (HV % H == 0); g: fp32 [B, T, HV, K] (log decay, or the
+    raw gate input with use_gate_in_kernel: softplus gate with A_log, or the lower-bound sigmoid
+    gate when lower_bound is given); beta: fp32 [B, T, HV]. Varlen: B == 1 and cu_seqlens [N+1].
+    States are fp32 [N, HV, V, K] (state_v_first=True, the serving layout) or [N, HV, K, V]
+    (state_v_first=False, fla's layout).
+
+    Returns (o [B, T, HV, V], final_state or None).
+    """
+    if torch_is_compiling(q):
+        import torch
+
+        o, final = torch.ops.groupattn.chunk_kda(
+            q, k, v, g, beta, scale, initial_state, bool(output_final_state),
+            bool(use_qk_l2norm_in_kernel), kda_gate(use_gate_in_kernel, lower_bound),
+            bool(use_beta_sigmoid_in_kernel), bool(allow_neg_eigval),
+            -5.0 if lower_bound is None else float(lower_bound), A_log, dt_bias, bool(state_v_first),
+            cu_seqlens, engine)
+        return o, (final if output_final_state else None)
+    fw = framework_of(q)
+    o, final = alloc_kda_outputs(fw, q, v, state_v_first, cu_seqlens, output_final_state)
+    run_kda(q, k, v, g, beta, scale=scale, initial_state=initial_state, final_state=final,
+            cu_seqlens=cu_seqlens, state_v_first=state_v_first,
+            gate=kda_gate(use_gate_in_kernel, lower_bound), A_log=A_log, dt_bias=dt_bias,
+            lower_bound=lower_bound, use_qk_l2norm=use_qk_l2norm_in_kernel,
+            use_beta_sigmoid=use_beta_sigmoid_in_kernel, allow_neg_eigval=allow_neg_eigval, out=o,
+            engine=engine)
+    return o, final
+
+
+def fused_recurrent_kda(q, k, v, g, beta, scale=None, initial_state=None, output_final_state=False,
+                        use_qk_l2norm_in_kernel=False, cu_seqlens=None, ssm_state_indices=None,
+                        use_gate_in_kernel=False, use_beta_sigmoid_in_kernel=False,
+                        allow_neg_eigval=False, lower_bound=None, A_log=None, dt_bias=None,
+                        state_v_first=True, engine=None):
+    """KDA recurrent step(s), fla fused_recurrent_kda argument names (the decode path of vLLM and
+    SGLang). Same tensors as chunk_kda. With ssm_state_indices (int32 [N]), initial_state is a
+    state pool [pool, HV, ., .]: sequence n starts from row ssm_state_indices[n] and its final
+    state is written back to that row in place; the pool is returned as final_state.
+
+    Returns (o, final_state or None).
+    """
+    gate = kda_gate(use_gate_in_kernel, lower_bound)
+    if torch_is_compiling(q):
+        import torch
+
+        o, final = torch.ops.groupattn.fused_recurrent_kda(
+            q, k, v, g, beta, scale, initial_state, bool(output_final_state), ssm_state_indices,
+            bool(use_qk_l2norm_in_kernel), gate, bool(use_beta_sigmoid_in_kernel),
+            bool(allow_neg_eigval), -5.0 if lower_bound is None else float(lower_bound), A_log,
+            dt_bias, bool(state_v_first), cu_seqlens, engine)
+        if ssm_state_indices is not None:
+            return o, initial_state
+        return o, (final if output_final_state else None)
+    fw = framework_of(q)
+    pool = ssm_state_indices is not None
+    if pool and initial_state is None:
+        raise ValueError("initial_state: required with ssm_state_indices (it is the state pool "
+                         "updated in place)")
+    o, final = alloc_kda_outputs(fw, q, v, state_v_first, cu_seqlens, output_final_state and not pool)
+    if pool:
+        final = initial_state
+    run_kda(q, k, v, g, beta, scale=scale, initial_state=initial_state, final_state=final,
+            cu_seqlens=cu_seqlens, state_indices=ssm_state_indices, state_v_first=state_v_first,
+            gate=gate, A_log=A_log, dt_bias=dt_bias, lower_bound=lower_bound,
+            use_qk_l2norm=use_qk_l2norm_in_kernel, use_beta_sigmoid=use_beta_sigmoid_in_kernel,
+            allow_neg_eigval=allow_neg_eigval, out=o, engine=engine)
+    return o, final
+
+
+# ---------------------------------------------------------------------------------------------
+# Workspace queries (for callers that own their allocator, e.g. a serving engine's arena)
+
+
+def attention_workspace_bytes(q, k, v, *, cu_seqlens_q=None, cu_seqlens_k=None, cache_seqlens=None,
+                              block_table=None, max_seqlen_q=None, max_seqlen_k=None, causal=False,
+                              window=(-1, -1), softcap=0.0, scale=None, num_splits=0, engine=None):
+    """Bytes of device workspace the selected engine needs for this problem (0 for most)."""
+    fw = framework_of(q)
+    out, _, lse = alloc_attention_outputs(fw, q, v, cu_seqlens_q is not None, True)
+    (aq, ak, av, aout), mask = _args(fw, (q, k, v, out))
+    wl, wr = _window(window)
+    return _ext.attention_workspace_bytes(
+        aq, ak, av, aout, lse, cu_seqlens_q, cu_seqlens_k, cache_seqlens_tensor(fw, q, cache_seqlens),
+        block_table, _max_seqlen(fw, cu_seqlens_q, max_seqlen_q), _max_seqlen(fw, cu_seqlens_k, max_seqlen_k),
+        None if scale is None else float(scale), bool(causal), wl, wr, float(softcap), int(num_splits),
+        engine, mask)

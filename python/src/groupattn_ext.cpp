@@ -1,0 +1,328 @@
+// groupattn._ext: the thin nanobind layer between Python and the public C++ API.
+//
+// Every tensor arrives as a DLPack tensor (numpy, torch, CuPy, JAX...) through nb::ndarray and is
+// turned into a TensorView without copying: data pointer, shape and strides (nanobind reports
+// strides in elements, as TensorView wants) go straight through, so the library's validation sees
+// exactly what the caller passed. Outputs are allocated by the Python layer (it knows the caller's
+// framework); this module never imports torch. A non-ok Status becomes a Python exception carrying
+// the library's message: InvalidArgument -> ValueError, NotSupported -> NotImplementedError,
+// OutOfMemory -> MemoryError, CUDA and internal errors -> RuntimeError.
+//
+// Functions take their arguments positionally (the Python layer calls them that way): keyword
+// parsing would add host cost to every call.
+#include <nanobind/nanobind.h>
+#include <nanobind/ndarray.h>
+#include <nanobind/stl/optional.h>
+#include <nanobind/stl/string.h>
+
+#include <cmath>
+#include <cstddef>
+#include <cstdint>
+#include <optional>
+#include <string>
+
+#include "groupattn/groupattn.h"
+
+namespace nb = nanobind;
+namespace ga = groupattn;
+
+namespace {
+
+using InArray = nb::ndarray<nb::ro>;  // read-only inputs: numpy views of read-only memory work too
+using OutArray = nb::ndarray<>;
+using OptIn = std::optional<InArray>;
+using OptOut = std::optional<OutArray>;
+
+constexpr const char* kAcceptedDTypes = "float16, bfloat16, float32, float64, int32, int64";
+
+[[noreturn]] void raise_status(const ga::Status& s) {
+  PyObject* type = PyExc_RuntimeError;
+  std::string msg = s.message();
+  switch (s.code()) {
+    case ga::StatusCode::kInvalidArgument: type = PyExc_ValueError; break;
+    case ga::StatusCode::kNotSupported: type = PyExc_NotImplementedError; break;
+    case ga::StatusCode::kOutOfMemory: type = PyExc_MemoryError; break;
+    default: msg = s.to_string(); break;  // keep "CUDA error: ..." / "internal error: ..."
+  }
+  PyErr_SetString(type, msg.c_str());
+  throw nb::python_error();
+}
+
+void check(const ga::Status& s) {
+  if (!s.ok()) raise_status(s);
+}
+
+// DLPack dtype -> DType. `as_bf16`: the Python layer passes numpy bfloat16 arrays (ml_dtypes,
+// which numpy cannot export through DLPack) as uint16 views and says so with this flag.
+ga::DType to_dtype(const nb::dlpack::dtype& dt, bool as_bf16, const char* name) {
+  using Code = nb::dlpack::dtype_code;
+  const auto code = static_cast<Code>(dt.code);
+  if (dt.lanes == 1) {
+    if (as_bf16 && code == Code::UInt && dt.bits == 16) return ga::DType::kBF16;
+    if (code == Code::Float && dt.bits == 16) return ga::DType::kF16;
+    if (code == Code::Bfloat && dt.bits == 16) return ga::DType::kBF16;
+    if (code == Code::Float && dt.bits == 32) return ga::DType::kF32;
+    if (code == Code::Float && dt.bits == 64) return ga::DType::kF64;
+    if (code == Code::Int && dt.bits == 32) return ga::DType::kI32;
+    if (code == Code::Int && dt.bits == 64) return ga::DType::kI64;
+  }
+  static const char* kCodeNames[] = {"int", "uint", "float", "opaque", "bfloat", "complex", "bool"};
+  const char* code_name = dt.code < 7 ? kCodeNames[dt.code] : "unknown";
+  throw nb::value_error((std::string(name) + ": dtype " + code_name + std::to_string(dt.bits) +
+                         (dt.lanes != 1 ? "x" + std::to_string(dt.lanes) : std::string()) +
+                         " not supported (accepted: " + kAcceptedDTypes + ")")
+                            .c_str());
+}
+
+ga::Device to_device(int32_t device_type, const char* name) {
+  switch (device_type) {
+    case nb::device::cpu::value:
+    case nb::device::cuda_host::value: return ga::Device::kCPU;
+    case nb::device::cuda::value:
+    case nb::device::cuda_managed::value: return ga::Device::kCUDA;
+    default:
+      throw nb::value_error((std::string(name) + ": DLPack device type " + std::to_string(device_type) +
+                             " not supported (accepted: CPU, CUDA, CUDA host, CUDA managed)")
+                                .c_str());
+  }
+}
+
+template <class Array>
+ga::TensorView to_view(const Array& a, bool as_bf16, const char* name) {
+  ga::TensorView t;
+  const size_t rank = a.ndim();
+  if (rank > static_cast<size_t>(ga::TensorView::kMaxRank)) {
+    throw nb::value_error((std::string(name) + ": rank " + std::to_string(rank) +
+                           " exceeds the maximum " + std::to_string(ga::TensorView::kMaxRank))
+                              .c_str());
+  }
+  t.data = const_cast<void*>(static_cast<const void*>(a.data()));
+  t.dtype = to_dtype(a.dtype(), as_bf16, name);
+  t.device = to_device(a.device_type(), name);
+  t.device_id = a.device_id();
+  t.rank = static_cast<int>(rank);
+  for (size_t i = 0; i < rank; ++i) {
+    t.shape[i] = static_cast<int64_t>(a.shape(i));
+    t.stride[i] = a.stride(i);
+  }
+  // An empty tensor may carry a null data pointer; the library reads "null" as "absent", so give
+  // it a non-null address that is never dereferenced (no element exists).
+  if (t.data == nullptr && t.numel() == 0) t.data = reinterpret_cast<void*>(alignof(std::max_align_t));
+  return t;
+}
+
+template <class Array>
+ga::TensorView to_view(const std::optional<Array>& a, bool as_bf16, const char* name) {
+  return a ? to_view(*a, as_bf16, name) : ga::TensorView{};
+}
+
+// Bit i of `bf16_mask` marks the i-th tensor argument (in signature order) as numpy bfloat16.
+bool bit(uint32_t mask, int i) { return ((mask >> i) & 1u) != 0; }
+
+float scale_or_default(std::optional<double> scale) {
+  return scale ? static_cast<float>(*scale) : NAN;
+}
+
+ga::AttentionParams attention_params(const InArray& q, const InArray& k, const InArray& v,
+                                     const OutArray& out, const OptOut& lse, const OptIn& cu_seqlens_q,
+                                     const OptIn& cu_seqlens_k, const OptIn& seqlens_k,
+                                     const OptIn& block_table, int64_t max_seqlen_q,
+                                     int64_t max_seqlen_k, std::optional<double> scale, bool causal,
+                                     int64_t window_left, int64_t window_right, double softcap,
+                                     int num_splits, uint32_t bf16_mask) {
+  ga::AttentionParams p;
+  p.q = to_view(q, bit(bf16_mask, 0), "q");
+  p.k = to_view(k, bit(bf16_mask, 1), "k");
+  p.v = to_view(v, bit(bf16_mask, 2), "v");
+  p.out = to_view(out, bit(bf16_mask, 3), "out");
+  p.lse = to_view(lse, false, "lse");
+  p.cu_seqlens_q = to_view(cu_seqlens_q, false, "cu_seqlens_q");
+  p.cu_seqlens_k = to_view(cu_seqlens_k, false, "cu_seqlens_k");
+  p.seqlens_k = to_view(seqlens_k, false, "cache_seqlens");
+  p.block_table = to_view(block_table, false, "block_table");
+  p.max_seqlen_q = max_seqlen_q;
+  p.max_seqlen_k = max_seqlen_k;
+  p.softmax_scale = scale_or_default(scale);
+  p.causal = causal;
+  p.window_left = window_left;
+  p.window_right = window_right;
+  p.softcap = static_cast<float>(softcap);
+  p.num_splits = num_splits;
+  return p;
+}
+
+ga::KdaParams kda_params(const InArray& q, const InArray& k, const InArray& v, const InArray& g,
+                         const InArray& beta, const OutArray& out, const OptIn& initial_state,
+                         const OptOut& final_state, const OptIn& cu_seqlens,
+                         const OptIn& state_indices, bool state_v_first, int gate,
+                         const OptIn& A_log, const OptIn& dt_bias, double lower_bound,
+                         bool use_qk_l2norm, bool use_beta_sigmoid, bool allow_neg_eigval,
+                         std::optional<double> scale, uint32_t bf16_mask) {
+  ga::KdaParams p;
+  p.q = to_view(q, bit(bf16_mask, 0), "q");
+  p.k = to_view(k, bit(bf16_mask, 1), "k");
+  p.v = to_view(v, bit(bf16_mask, 2), "v");
+  p.g = to_view(g, false, "g");
+  p.beta = to_view(beta, false, "beta");
+  p.out = to_view(out, bit(bf16_mask, 3), "out");
+  p.initial_state = to_view(initial_state, false, "initial_state");
+  p.final_state = to_view(final_state, false, "final_state");
+  p.cu_seqlens = to_view(cu_seqlens, false, "cu_seqlens");
+  p.state_indices = to_view(state_indices, false, "ssm_state_indices");
+  p.state_layout = state_v_first ? ga::KdaStateLayout::kVFirst : ga::KdaStateLayout::kKFirst;
+  if (gate < 0 || gate > 2) throw nb::value_error("gate: must be 0 (log decay), 1 (softplus) or 2 (lower bound)");
+  p.gate = static_cast<ga::KdaGate>(gate);
+  p.A_log = to_view(A_log, false, "A_log");
+  p.dt_bias = to_view(dt_bias, false, "dt_bias");
+  p.lower_bound = static_cast<float>(lower_bound);
+  p.use_qk_l2norm = use_qk_l2norm;
+  p.use_beta_sigmoid = use_beta_sigmoid;
+  p.allow_neg_eigval = allow_neg_eigval;
+  p.scale = scale_or_default(scale);
+  return p;
+}
+
+ga::RunOptions run_options(const std::optional<std::string>& engine, uintptr_t stream,
+                           uintptr_t workspace, size_t workspace_bytes) {
+  ga::RunOptions o;
+  o.engine = engine ? engine->c_str() : nullptr;
+  o.stream = reinterpret_cast<void*>(stream);
+  o.workspace = reinterpret_cast<void*>(workspace);
+  o.workspace_bytes = workspace_bytes;
+  return o;
+}
+
+nb::list engine_list(ga::Op op) {
+  nb::list out;
+  for (const ga::EngineInfo& e : ga::list_engines(op)) {
+    nb::dict d;
+    d["name"] = e.name;
+    d["description"] = e.description;
+    d["supports"] = e.supports;
+    d["available"] = e.available;
+    d["unavailable_reason"] = e.unavailable_reason;
+    out.append(d);
+  }
+  return out;
+}
+
+}  // namespace
+
+NB_MODULE(_ext, m) {
+  m.doc() = "groupattn C++ binding (internal: use the groupattn package's functions)";
+
+  m.def(
+      "attention",
+      [](const InArray& q, const InArray& k, const InArray& v, const OutArray& out, const OptOut& lse,
+         const OptIn& cu_q, const OptIn& cu_k, const OptIn& seqlens_k, const OptIn& block_table,
+         int64_t max_q, int64_t max_k, std::optional<double> scale, bool causal, int64_t wl,
+         int64_t wr, double softcap, int num_splits, const std::optional<std::string>& engine,
+         uintptr_t stream, uintptr_t workspace, size_t workspace_bytes, uint32_t bf16_mask) {
+        const ga::AttentionParams p =
+            attention_params(q, k, v, out, lse, cu_q, cu_k, seqlens_k, block_table, max_q, max_k,
+                             scale, causal, wl, wr, softcap, num_splits, bf16_mask);
+        const ga::RunOptions o = run_options(engine, stream, workspace, workspace_bytes);
+        ga::Status s;
+        {
+          nb::gil_scoped_release release;
+          s = ga::attention(p, o);
+        }
+        check(s);
+      },
+      nb::arg("q"), nb::arg("k"), nb::arg("v"), nb::arg("out"), nb::arg("lse").none(),
+      nb::arg("cu_seqlens_q").none(), nb::arg("cu_seqlens_k").none(), nb::arg("seqlens_k").none(),
+      nb::arg("block_table").none(), nb::arg("max_seqlen_q"), nb::arg("max_seqlen_k"),
+      nb::arg("scale").none(), nb::arg("causal"), nb::arg("window_left"), nb::arg("window_right"),
+      nb::arg("softcap"), nb::arg("num_splits"), nb::arg("engine").none(), nb::arg("stream"),
+      nb::arg("workspace"), nb::arg("workspace_bytes"), nb::arg("bf16_mask"));
+
+  m.def(
+      "attention_workspace_bytes",
+      [](const InArray& q, const InArray& k, const InArray& v, const OutArray& out, const OptOut& lse,
+         const OptIn& cu_q, const OptIn& cu_k, const OptIn& seqlens_k, const OptIn& block_table,
+         int64_t max_q, int64_t max_k, std::optional<double> scale, bool causal, int64_t wl,
+         int64_t wr, double softcap, int num_splits, const std::optional<std::string>& engine,
+         uint32_t bf16_mask) {
+        const ga::AttentionParams p =
+            attention_params(q, k, v, out, lse, cu_q, cu_k, seqlens_k, block_table, max_q, max_k,
+                             scale, causal, wl, wr, softcap, num_splits, bf16_mask);
+        size_t bytes = 0;
+        check(ga::attention_workspace_bytes(p, run_options(engine, 0, 0, 0), &bytes));
+        return bytes;
+      },
+      nb::arg("q"), nb::arg("k"), nb::arg("v"), nb::arg("out"), nb::arg("lse").none(),
+      nb::arg("cu_seqlens_q").none(), nb::arg("cu_seqlens_k").none(), nb::arg("seqlens_k").none(),
+      nb::arg("block_table").none(), nb::arg("max_seqlen_q"), nb::arg("max_seqlen_k"),
+      nb::arg("scale").none(), nb::arg("causal"), nb::arg("window_left"), nb::arg("window_right"),
+      nb::arg("softcap"), nb::arg("num_splits"), nb::arg("engine").none(), nb::arg("bf16_mask"));
+
+  m.def(
+      "kda",
+      [](const InArray& q, const InArray& k, const InArray& v, const InArray& g, const InArray& beta,
+         const OutArray& out, const OptIn& initial_state, const OptOut& final_state,
+         const OptIn& cu_seqlens, const OptIn& state_indices, bool state_v_first, int gate,
+         const OptIn& A_log, const OptIn& dt_bias, double lower_bound, bool l2norm,
+         bool beta_sigmoid, bool neg_eigval, std::optional<double> scale,
+         const std::optional<std::string>& engine, uintptr_t stream, uintptr_t workspace,
+         size_t workspace_bytes, uint32_t bf16_mask) {
+        const ga::KdaParams p = kda_params(q, k, v, g, beta, out, initial_state, final_state,
+                                           cu_seqlens, state_indices, state_v_first, gate, A_log,
+                                           dt_bias, lower_bound, l2norm, beta_sigmoid, neg_eigval,
+                                           scale, bf16_mask);
+        const ga::RunOptions o = run_options(engine, stream, workspace, workspace_bytes);
+        ga::Status s;
+        {
+          nb::gil_scoped_release release;
+          s = ga::kda(p, o);
+        }
+        check(s);
+      },
+      nb::arg("q"), nb::arg("k"), nb::arg("v"), nb::arg("g"), nb::arg("beta"), nb::arg("out"),
+      nb::arg("initial_state").none(), nb::arg("final_state").none(), nb::arg("cu_seqlens").none(),
+      nb::arg("state_indices").none(), nb::arg("state_v_first"), nb::arg("gate"),
+      nb::arg("A_log").none(), nb::arg("dt_bias").none(), nb::arg("lower_bound"),
+      nb::arg("use_qk_l2norm"), nb::arg("use_beta_sigmoid"), nb::arg("allow_neg_eigval"),
+      nb::arg("scale").none(), nb::arg("engine").none(), nb::arg("stream"), nb::arg("workspace"),
+      nb::arg("workspace_bytes"), nb::arg("bf16_mask"));
+
+  m.def(
+      "kda_workspace_bytes",
+      [](const InArray& q, const InArray& k, const InArray& v, const InArray& g, const InArray& beta,
+         const OutArray& out, const OptIn& initial_state, const OptOut& final_state,
+         const OptIn& cu_seqlens, const OptIn& state_indices, bool state_v_first, int gate,
+         const OptIn& A_log, const OptIn& dt_bias, double lower_bound, bool l2norm,
+         bool beta_sigmoid, bool neg_eigval, std::optional<double> scale,
+         const std::optional<std::string>& engine, uint32_t bf16_mask) {
+        const ga::KdaParams p = kda_params(q, k, v, g, beta, out, initial_state, final_state,
+                                           cu_seqlens, state_indices, state_v_first, gate, A_log,
+                                           dt_bias, lower_bound, l2norm, beta_sigmoid, neg_eigval,
+                                           scale, bf16_mask);
+        size_t bytes = 0;
+        check(ga::kda_workspace_bytes(p, run_options(engine, 0, 0, 0), &bytes));
+        return bytes;
+      },
+      nb::arg("q"), nb::arg("k"), nb::arg("v"), nb::arg("g"), nb::arg("beta"), nb::arg("out"),
+      nb::arg("initial_state").none(), nb::arg("final_state").none(), nb::arg("cu_seqlens").none(),
+      nb::arg("state_indices").none(), nb::arg("state_v_first"), nb::arg("gate"),
+      nb::arg("A_log").none(), nb::arg("dt_bias").none(), nb::arg("lower_bound"),
+      nb::arg("use_qk_l2norm"), nb::arg("use_beta_sigmoid"), nb::arg("allow_neg_eigval"),
+      nb::arg("scale").none(), nb::arg("engine").none(), nb::arg("bf16_mask"));
+
+  m.def("engines", [] {
+    nb::dict d;
+    d["attention"] = engine_list(ga::Op::kAttention);
+    d["kda"] = engine_list(ga::Op::kKda);
+    return d;
+  }, "Engines of each op in this build, in selection order.");
+
+  m.def("build_info", [] {
+    const ga::BuildInfo b = ga::build_info();
+    nb::dict d;
+    d["version"] = b.version;
+    d["cuda_compiled"] = b.cuda_compiled;
+    d["cuda_archs"] = b.cuda_archs;
+    return d;
+  });
+
+  m.def("cuda_device_available", &ga::cuda_device_available);
+}
