@@ -7,6 +7,26 @@ call runs on a GPU, and hands every tensor to the extension unchanged (no copies
 from . import _ext
 from ._frameworks import framework_of, torch_is_compiling
 
+# Library argument names that the Python API spells differently (FlashAttention / fla names).
+_PY_NAMES = {"seqlens_k": "cache_seqlens", "state_indices": "ssm_state_indices", "softmax_scale": "scale"}
+
+
+def _renamed(err):
+    """The library's error with its argument name spelled as this API spells it."""
+    msg = str(err)
+    head, sep, rest = msg.partition(":")
+    if sep and head in _PY_NAMES:
+        return type(err)(f"{_PY_NAMES[head]}{sep}{rest}")
+    return err
+
+
+def _call(fn, *args):
+    try:
+        return fn(*args)
+    except (ValueError, NotImplementedError) as e:
+        raise _renamed(e) from None
+
+
 # KDA gate modes, as in KdaGate (include/groupattn/kda.h).
 _GATE_LOG_DECAY, _GATE_SOFTPLUS, _GATE_LOWER_BOUND = 0, 1, 2
 
@@ -88,8 +108,8 @@ def run_attention(q, k, v, *, cu_seqlens_q=None, cu_seqlens_k=None, seqlens_k=No
     scale = None if scale is None else float(scale)
     common = (aq, ak, av, aout, lse, cu_seqlens_q, cu_seqlens_k, seqlens_k, block_table, max_q, max_k,
               scale, bool(causal), wl, wr, float(softcap), int(num_splits), engine)
-    keep, ws, ws_bytes = _workspace(fw, q, lambda: _ext.attention_workspace_bytes(*common, mask))
-    _ext.attention(*common, fw.stream(q), ws, ws_bytes, mask)
+    keep, ws, ws_bytes = _workspace(fw, q, lambda: _call(_ext.attention_workspace_bytes, *common, mask))
+    _call(_ext.attention, *common, fw.stream(q), ws, ws_bytes, mask)
     del keep
     return out, lse_ret
 
@@ -195,8 +215,8 @@ def run_kda(q, k, v, g, beta, *, scale=None, initial_state=None, final_state=Non
               bool(state_v_first), gate, A_log, dt_bias, -5.0 if lower_bound is None else float(lower_bound),
               bool(use_qk_l2norm), bool(use_beta_sigmoid), bool(allow_neg_eigval),
               None if scale is None else float(scale), engine)
-    keep, ws, ws_bytes = _workspace(fw, q, lambda: _ext.kda_workspace_bytes(*common, mask))
-    _ext.kda(*common, fw.stream(q), ws, ws_bytes, mask)
+    keep, ws, ws_bytes = _workspace(fw, q, lambda: _call(_ext.kda_workspace_bytes, *common, mask))
+    _call(_ext.kda, *common, fw.stream(q), ws, ws_bytes, mask)
     del keep
 
 
@@ -287,8 +307,8 @@ def attention_workspace_bytes(q, k, v, *, cu_seqlens_q=None, cu_seqlens_k=None, 
     out, _, lse = alloc_attention_outputs(fw, q, v, cu_seqlens_q is not None, True)
     (aq, ak, av, aout), mask = _args(fw, (q, k, v, out))
     wl, wr = _window(window)
-    return _ext.attention_workspace_bytes(
-        aq, ak, av, aout, lse, cu_seqlens_q, cu_seqlens_k, cache_seqlens_tensor(fw, q, cache_seqlens),
+    return _call(
+        _ext.attention_workspace_bytes, aq, ak, av, aout, lse, cu_seqlens_q, cu_seqlens_k, cache_seqlens_tensor(fw, q, cache_seqlens),
         block_table, _max_seqlen(fw, cu_seqlens_q, max_seqlen_q), _max_seqlen(fw, cu_seqlens_k, max_seqlen_k),
         None if scale is None else float(scale), bool(causal), wl, wr, float(softcap), int(num_splits),
         engine, mask)
