@@ -1,0 +1,95 @@
+"""torch glue: runs where torch is installed (skipped otherwise). CPU torch tensors exercise the
+reference engine; the CUDA cases (graph capture, torch.compile) run on the GPU tier."""
+
+import numpy as np
+import pytest
+
+torch = pytest.importorskip("torch")
+import groupattn  # noqa: E402
+import groupattn.nn  # noqa: E402
+
+cuda = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+
+
+def rand(*shape, dtype=torch.float32, device="cpu"):
+    return torch.randn(*shape, dtype=dtype, device=device)
+
+
+def test_cpu_torch_matches_numpy_and_returns_torch():
+    q, k, v = rand(2, 5, 8, 64), rand(2, 7, 2, 64), rand(2, 7, 2, 64)
+    out, lse = groupattn.attention(q, k, v, causal=True)
+    assert isinstance(out, torch.Tensor) and out.dtype == q.dtype and lse.shape == (2, 8, 5)
+    out_np, lse_np = groupattn.attention(q.numpy(), k.numpy(), v.numpy(), causal=True)
+    np.testing.assert_array_equal(out.numpy(), out_np)
+    np.testing.assert_array_equal(lse.numpy(), lse_np)
+
+
+def test_custom_ops_registered_with_fake_impls():
+    q, k, v = rand(1, 4, 4, 32), rand(1, 6, 2, 32), rand(1, 6, 2, 32)
+    args = (q, k, v, None, None, 0, 0, None, True, -1, -1, 0.0, None)
+    torch.library.opcheck(torch.ops.groupattn.attention.default, args,
+                          test_utils=("test_schema", "test_faketensor"))
+    seq = torch.tensor([5], dtype=torch.int32)
+    torch.library.opcheck(torch.ops.groupattn.attention_with_kvcache.default,
+                          (q, k, v, seq, None, None, True, -1, -1, 0.0, 0, None),
+                          test_utils=("test_schema", "test_faketensor"))
+    kq = rand(1, 5, 2, 32)
+    g = -rand(1, 5, 4, 32).abs()
+    beta = torch.rand(1, 5, 4)
+    torch.library.opcheck(torch.ops.groupattn.chunk_kda.default,
+                          (kq, kq, rand(1, 5, 4, 32), g, beta, None, None, True, False, 0, False, False,
+                           -5.0, None, None, True, None, None),
+                          test_utils=("test_schema", "test_faketensor"))
+
+
+def test_module_raises_without_engine_or_falls_back_loudly():
+    m = groupattn.nn.GroupedQueryAttention(64, 4, 2)
+    x = rand(1, 3, 64)
+    with pytest.raises(NotImplementedError, match="no backward"):
+        m(x)  # parameters require grad
+    with torch.no_grad():
+        y = m(x)
+    m_fb = groupattn.nn.GroupedQueryAttention(64, 4, 2, fallback="sdpa")
+    m_fb.load_state_dict(m.state_dict())
+    with pytest.warns(UserWarning, match="falling back to torch SDPA"):
+        y_fb = m_fb(x)
+    with torch.no_grad():
+        torch.testing.assert_close(y_fb.detach(), y, rtol=1e-4, atol=1e-5)
+
+
+def test_module_kv_cache_decode_matches_full_prefill():
+    m = groupattn.nn.GroupedQueryAttention(64, 4, 2)
+    x = rand(2, 6, 64)
+    with torch.no_grad():
+        full = m(x)
+        cache = m.new_kv_cache(2, 16)
+        steps = [m(x[:, :4], kv_cache=cache)] + [m(x[:, i:i + 1], kv_cache=cache) for i in (4, 5)]
+    torch.testing.assert_close(torch.cat(steps, 1), full, rtol=1e-4, atol=1e-5)
+
+
+@cuda
+def test_cuda_graph_replays_with_changed_inputs():
+    q, k, v = (rand(1, 1, 64, 128, dtype=torch.bfloat16, device="cuda") for _ in range(3))
+    kc = rand(1, 4096, 8, 128, dtype=torch.bfloat16, device="cuda")
+    vc = rand(1, 4096, 8, 128, dtype=torch.bfloat16, device="cuda")
+    seqlens = torch.full((1,), 4096, dtype=torch.int32, device="cuda")
+    groupattn.attention_with_kvcache(q, kc, vc, cache_seqlens=seqlens)  # warm-up outside capture
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        out, lse = groupattn.attention_with_kvcache(q, kc, vc, cache_seqlens=seqlens)
+    q.copy_(rand(1, 1, 64, 128, dtype=torch.bfloat16, device="cuda"))
+    seqlens.fill_(1000)
+    graph.replay()
+    ref, ref_lse = groupattn.attention_with_kvcache(q, kc, vc, cache_seqlens=seqlens)
+    torch.testing.assert_close(out, ref)
+    torch.testing.assert_close(lse, ref_lse)
+
+
+@cuda
+def test_torch_compile_of_a_small_module():
+    m = groupattn.nn.GroupedQueryAttention(512, 8, 2, device="cuda", dtype=torch.bfloat16).eval()
+    x = rand(2, 64, 512, dtype=torch.bfloat16, device="cuda")
+    with torch.no_grad():
+        eager = m(x)
+        compiled = torch.compile(m, fullgraph=True)(x)
+    torch.testing.assert_close(compiled, eager)
