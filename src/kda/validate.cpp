@@ -57,11 +57,11 @@ Status check_head_dim(int64_t dim, const char* name, const char* dim_name) {
                          " not supported (accepted: " + list_string(kKdaHeadDims) + ")");
 }
 
-// Defined, a valid strided layout, the expected rank.
+// Defined, the expected rank (checked first: its message says the expected layout), a valid strided layout.
 Status check_tensor(const TensorView& t, const char* name, int rank, const char* layout) {
   GA_RETURN_IF_ERROR(check_defined(t, name));
-  GA_RETURN_IF_ERROR(check_layout(t, name));
-  return check_rank(t, name, rank, layout);
+  GA_RETURN_IF_ERROR(check_rank(t, name, rank, layout));
+  return check_layout(t, name);
 }
 
 // The same view: one tensor passed twice (the in-place state-pool update).
@@ -178,8 +178,8 @@ Status validate_kda(const KdaParams& p) {
   // Sequences: B dense ones, or len(cu_seqlens) - 1 packed along T of a single batch row.
   int64_t N = B;
   if (p.cu_seqlens.defined()) {
-    GA_RETURN_IF_ERROR(check_layout(p.cu_seqlens, "cu_seqlens"));
     GA_RETURN_IF_ERROR(check_rank(p.cu_seqlens, "cu_seqlens", 1, "[N + 1]"));
+    GA_RETURN_IF_ERROR(check_layout(p.cu_seqlens, "cu_seqlens"));
     GA_RETURN_IF_ERROR(check_dtype(p.cu_seqlens, "cu_seqlens", {DType::kI32, DType::kI64}));
     if (p.cu_seqlens.shape[0] < 1) {
       return InvalidArgument("cu_seqlens: empty (accepted: [N + 1] entries from 0 to T)");
@@ -192,8 +192,8 @@ Status validate_kda(const KdaParams& p) {
   }
 
   if (p.state_indices.defined()) {
-    GA_RETURN_IF_ERROR(check_layout(p.state_indices, "state_indices"));
     GA_RETURN_IF_ERROR(check_rank(p.state_indices, "state_indices", 1, "[N]"));
+    GA_RETURN_IF_ERROR(check_layout(p.state_indices, "state_indices"));
     GA_RETURN_IF_ERROR(check_dtype(p.state_indices, "state_indices", {DType::kI32}));
     GA_RETURN_IF_ERROR(check_dim(p.state_indices, "state_indices", 0, "N", N,
                                  p.cu_seqlens.defined() ? "len(cu_seqlens) - 1" : "B of q"));
