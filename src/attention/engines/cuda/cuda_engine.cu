@@ -1,22 +1,256 @@
-// STUB: the portable CUDA engine (sm80+), declining everything until its kernels land.
+// The portable CUDA engine (sm80+): support checks, split planning, workspace layout and dispatch
+// over (dtype, head dim) to the explicit instantiations of launch_attention (inst_*.cu).
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <limits>
+#include <string>
+
 #include "attention/engine_list.h"
+#include "attention/engines/cuda/launch.h"
+#include "attention/engines/cuda/split_planner.h"
+#include "core/cuda_runtime_shim.h"
+#include "groupattn/supported.h"
 
 namespace groupattn {
 namespace {
+
+using cuda_engine::KernelParams;
+
+// Head dims with a compiled instantiation (a subset of kAttentionHeadDims; D == Dv).
+constexpr int64_t kCudaHeadDims[] = {32, 64, 128, 256};
+// Rows are copied in 16-byte chunks: base pointers and row strides must keep that alignment.
+constexpr int64_t kVectorBytes = 16;
+// Grid y and z limits (KV heads, batch).
+constexpr int64_t kMaxGridYZ = 65535;
+// Partial buffers start on this boundary inside the workspace.
+constexpr size_t kWorkspaceAlign = 256;
+
+std::string list_head_dims() {
+  std::string s;
+  for (int64_t d : kCudaHeadDims) s += (s.empty() ? "" : ", ") + std::to_string(d);
+  return s;
+}
+
+bool is_device(const TensorView& t) { return !t.defined() || t.device == Device::kCUDA; }
+
+// Every stride but the last (contiguous) one is a whole number of 16-byte chunks, and so is the base.
+bool vector_aligned(const TensorView& t) {
+  if (reinterpret_cast<uintptr_t>(t.data) % kVectorBytes != 0) return false;
+  const int64_t chunk = kVectorBytes / static_cast<int64_t>(dtype_size(t.dtype));
+  for (int d = 0; d + 1 < t.rank; ++d) {
+    if (t.shape[d] > 1 && t.stride[d] % chunk != 0) return false;
+  }
+  return true;
+}
+
+// The sizes a call is planned with, derived from the params alone (no device reads).
+struct Geometry {
+  int64_t batch = 0, total_q = 0, max_q = 0, max_k = 0;
+  int64_t heads_q = 0, heads_kv = 0, head_dim = 0, head_dim_v = 0;
+  bool q_varlen = false;
+  KvLayout layout = KvLayout::kBatched;
+};
+
+Geometry geometry(const AttentionParams& p) {
+  Geometry g;
+  g.q_varlen = q_is_varlen(p);
+  g.layout = kv_layout(p);
+  g.heads_q = p.q.size(-2);
+  g.heads_kv = p.k.size(-2);
+  g.head_dim = p.q.size(-1);
+  g.head_dim_v = p.v.size(-1);
+  if (g.q_varlen) {
+    g.batch = p.cu_seqlens_q.size(0) - 1;
+    g.total_q = p.q.size(0);
+    g.max_q = p.max_seqlen_q;
+  } else {
+    g.batch = p.q.size(0);
+    g.max_q = p.q.size(1);
+    g.total_q = g.batch * g.max_q;
+  }
+  switch (g.layout) {
+    case KvLayout::kBatched: g.max_k = p.k.size(1); break;
+    case KvLayout::kVarlen: g.max_k = p.max_seqlen_k; break;
+    case KvLayout::kPaged:
+      g.max_k = p.max_seqlen_k > 0 ? p.max_seqlen_k : p.block_table.size(1) * p.k.size(1);
+      break;
+  }
+  return g;
+}
+
+int num_splits_for(const AttentionParams& p, const Geometry& g, int sm_count) {
+  const int64_t group = g.heads_q / g.heads_kv;
+  cuda_engine::SplitProblem sp;
+  sp.sm_count = sm_count;
+  sp.batch = static_cast<int>(g.batch);
+  sp.kv_heads = static_cast<int>(g.heads_kv);
+  sp.m_blocks = static_cast<int>((g.max_q * group + cuda_engine::kTileRows - 1) / cuda_engine::kTileRows);
+  const int keys = cuda_engine::tile_keys(static_cast<int>(g.head_dim));
+  sp.n_blocks = static_cast<int>((g.max_k + keys - 1) / keys);
+  return cuda_engine::plan_num_splits(sp, p.num_splits);
+}
+
+size_t align_up(size_t x) { return (x + kWorkspaceAlign - 1) / kWorkspaceAlign * kWorkspaceAlign; }
+
+// Workspace: o_partial fp32 [S, total_q*Hq, Dv], then lse_partial fp32 [S, total_q*Hq].
+size_t partial_o_bytes(const Geometry& g, int splits) {
+  return align_up(static_cast<size_t>(splits) * g.total_q * g.heads_q * g.head_dim_v * sizeof(float));
+}
+size_t partial_lse_bytes(const Geometry& g, int splits) {
+  return align_up(static_cast<size_t>(splits) * g.total_q * g.heads_q * sizeof(float));
+}
+
+template <class T>
+Status dispatch_head_dim(int64_t d, const KernelParams& kp, cudaStream_t stream, bool use_pdl) {
+  switch (d) {
+    case 32: return cuda_engine::launch_attention<T, 32>(kp, stream, use_pdl);
+    case 64: return cuda_engine::launch_attention<T, 64>(kp, stream, use_pdl);
+    case 128: return cuda_engine::launch_attention<T, 128>(kp, stream, use_pdl);
+    case 256: return cuda_engine::launch_attention<T, 256>(kp, stream, use_pdl);
+    default:
+      return NotSupported("cuda engine: head dim " + std::to_string(d) + " not compiled (accepted: " +
+                          list_head_dims() + ")");
+  }
+}
+
 class CudaAttention final : public AttentionEngine {
  public:
   const char* name() const override { return "cuda"; }
   const char* description() const override { return "portable CUDA (mma.sync), sm80 and newer"; }
-  std::string supports() const override { return "nothing yet"; }
-  Status available() const override {
-    return cuda_device_count() > 0 ? Status::Ok() : NotSupported("no CUDA device visible");
+  std::string supports() const override {
+    return "device tensors, bf16/f16, head dim " + list_head_dims() +
+           " (D == Dv), 16-byte aligned rows; prefill and decode (batched, varlen, paged), split-KV";
   }
-  Status check_support(const AttentionParams&) const override { return NotSupported("not implemented yet"); }
-  Status run(const AttentionParams&, void*, void*) const override { return NotSupported("not implemented yet"); }
+  Status available() const override {
+    if (cuda_device_count() <= 0) return NotSupported("no CUDA device visible");
+    int sms = 0, cc = 0;
+    GA_RETURN_IF_ERROR(cuda_device_properties(&sms, &cc));
+    if (cc < 80) return NotSupported("cuda engine needs compute capability 8.0+ (device has " + std::to_string(cc) + ")");
+    return Status::Ok();
+  }
+
+  Status check_support(const AttentionParams& p) const override {
+    for (const TensorView* t : {&p.q, &p.k, &p.v, &p.out, &p.lse, &p.cu_seqlens_q, &p.cu_seqlens_k,
+                                &p.seqlens_k, &p.block_table}) {
+      if (!is_device(*t)) return NotSupported("cuda engine takes device (CUDA) tensors only; got a host tensor");
+    }
+    if (p.q.dtype != DType::kBF16 && p.q.dtype != DType::kF16) {
+      return NotSupported(std::string("cuda engine: dtype ") + dtype_name(p.q.dtype) +
+                          " not supported (accepted: bf16, f16; the tensor-core path is 16-bit)");
+    }
+    const Geometry g = geometry(p);
+    if (g.head_dim != g.head_dim_v) {
+      return NotSupported("cuda engine: D (" + std::to_string(g.head_dim) + ") != Dv (" +
+                          std::to_string(g.head_dim_v) + ") not supported");
+    }
+    if (std::find(std::begin(kCudaHeadDims), std::end(kCudaHeadDims), g.head_dim) == std::end(kCudaHeadDims)) {
+      return NotSupported("cuda engine: head dim " + std::to_string(g.head_dim) + " not supported (accepted: " +
+                          list_head_dims() + ")");
+    }
+    if (g.q_varlen && p.max_seqlen_q <= 0) {
+      return NotSupported("cuda engine: varlen Q needs max_seqlen_q > 0 (it sizes the grid without reading cu_seqlens_q)");
+    }
+    if (g.layout == KvLayout::kVarlen && p.max_seqlen_k <= 0) {
+      return NotSupported("cuda engine: varlen K/V needs max_seqlen_k > 0 (it sizes the split plan)");
+    }
+    if (g.layout == KvLayout::kVarlen && p.seqlens_k.defined()) {
+      return NotSupported("cuda engine: seqlens_k with varlen K/V is not supported (lengths come from cu_seqlens_k)");
+    }
+    for (const auto& [t, what] : {std::pair{&p.q, "q"}, std::pair{&p.k, "k"}, std::pair{&p.v, "v"}, std::pair{&p.out, "out"}}) {
+      if (!vector_aligned(*t)) {
+        return NotSupported(std::string("cuda engine: ") + what +
+                            " must have a 16-byte aligned base and strides that are multiples of 16 bytes");
+      }
+    }
+    const int64_t int_max = std::numeric_limits<int32_t>::max();
+    if (g.batch > kMaxGridYZ || g.heads_kv > kMaxGridYZ) {
+      return NotSupported("cuda engine: batch and KV heads must be <= " + std::to_string(kMaxGridYZ));
+    }
+    if (g.max_q * g.heads_q > int_max || g.max_k > int_max || g.total_q * g.heads_q > int_max) {
+      return NotSupported("cuda engine: sequence lengths times heads must fit in int32");
+    }
+    return Status::Ok();
+  }
+
+  size_t workspace_bytes(const AttentionParams& p) const override {
+    int sms = 0, cc = 0;
+    if (!cuda_device_properties(&sms, &cc).ok()) return 0;
+    const Geometry g = geometry(p);
+    const int splits = num_splits_for(p, g, sms);
+    if (splits <= 1) return 0;
+    return partial_o_bytes(g, splits) + partial_lse_bytes(g, splits);
+  }
+
+  Status run(const AttentionParams& p, void* workspace, void* stream) const override {
+    int sms = 0, cc = 0;
+    GA_RETURN_IF_ERROR(cuda_device_properties(&sms, &cc));
+    const Geometry g = geometry(p);
+    KernelParams kp;
+    kp.q = p.q.data;
+    kp.k = p.k.data;
+    kp.v = p.v.data;
+    kp.out = p.out.data;
+    kp.lse = static_cast<float*>(p.lse.data);
+    // Strides: the last three dims are (row, head, element); batched/paged add a leading one.
+    auto strides3 = [](const TensorView& t, int64_t* batch, int64_t* row, int64_t* head) {
+      *batch = t.rank == 4 ? t.stride[0] : 0;
+      *row = t.stride[t.rank - 3];
+      *head = t.stride[t.rank - 2];
+    };
+    strides3(p.q, &kp.q_batch_stride, &kp.q_row_stride, &kp.q_head_stride);
+    strides3(p.k, &kp.k_batch_stride, &kp.k_row_stride, &kp.k_head_stride);
+    strides3(p.v, &kp.v_batch_stride, &kp.v_row_stride, &kp.v_head_stride);
+    strides3(p.out, &kp.o_batch_stride, &kp.o_row_stride, &kp.o_head_stride);
+    if (p.lse.defined()) {
+      kp.lse_head_stride = p.lse.stride[0];
+      kp.lse_row_stride = p.lse.stride[1];
+    }
+    kp.cu_seqlens_q = static_cast<const int32_t*>(p.cu_seqlens_q.data);
+    kp.cu_seqlens_k = static_cast<const int32_t*>(p.cu_seqlens_k.data);
+    kp.seqlens_k = static_cast<const int32_t*>(p.seqlens_k.data);
+    if (g.layout == KvLayout::kPaged) {
+      kp.block_table = static_cast<const int32_t*>(p.block_table.data);
+      kp.block_table_stride = p.block_table.stride[0];
+      kp.page_size = static_cast<int>(p.k.size(1));
+    }
+    kp.batch = static_cast<int>(g.batch);
+    kp.seqlen_q = static_cast<int>(g.max_q);
+    kp.seqlen_k = g.layout == KvLayout::kBatched ? static_cast<int>(p.k.size(1)) : 0;
+    kp.heads_q = static_cast<int>(g.heads_q);
+    kp.heads_kv = static_cast<int>(g.heads_kv);
+    kp.group = static_cast<int>(g.heads_q / g.heads_kv);
+    kp.scale = std::isnan(p.softmax_scale) ? static_cast<float>(1.0 / std::sqrt(static_cast<double>(g.head_dim)))
+                                           : p.softmax_scale;
+    kp.softcap = p.softcap;
+    kp.causal = p.causal;
+    kp.window_left = p.window_left;
+    kp.window_right = p.window_right;
+    kp.m_blocks = static_cast<int>((g.max_q * kp.group + cuda_engine::kTileRows - 1) / cuda_engine::kTileRows);
+    kp.num_splits = num_splits_for(p, g, sms);
+    if (g.batch == 0 || g.max_q == 0 || kp.m_blocks == 0) return Status::Ok();  // nothing to compute
+    if (kp.num_splits > 1) {
+      if (workspace == nullptr) return Status(StatusCode::kInternal, "cuda engine: split-KV run without workspace");
+      kp.partial_rows = g.total_q * g.heads_q;
+      kp.o_partial = static_cast<float*>(workspace);
+      kp.lse_partial = reinterpret_cast<float*>(static_cast<char*>(workspace) + partial_o_bytes(g, kp.num_splits));
+    }
+    const auto s = static_cast<cudaStream_t>(stream);
+    const bool use_pdl = cc >= 90;
+    if (p.q.dtype == DType::kBF16) return dispatch_head_dim<__nv_bfloat16>(g.head_dim, kp, s, use_pdl);
+    return dispatch_head_dim<__half>(g.head_dim, kp, s, use_pdl);
+  }
 };
+
 }  // namespace
+
 const AttentionEngine& attention_cuda_engine() {
   static const CudaAttention engine;
   return engine;
 }
+
 }  // namespace groupattn

@@ -1,0 +1,292 @@
+// The cuda engine's attention kernel (FlashAttention-2 style, mma.sync, sm80+). One kernel serves
+// prefill and decode, MHA/GQA/MQA: query heads of one KV group are packed into the tile rows.
+//
+//   Q   [.., Sq, Hq, D]   rows of a tile: packed row R = token * group + head_in_group (PackGQA),
+//   K,V [.., Sk, Hkv, D]  so one CTA reads each K/V tile of its KV head once for the whole group.
+//   out [.., Sq, Hq, Dv] in Q's dtype, lse fp32 [Hq, total_q] (natural log)  -- num_splits == 1
+//   o_partial fp32 [S, total_q*Hq, Dv], lse_partial [S, total_q*Hq]            -- num_splits  > 1
+//
+// Grid (m_blocks * num_splits, Hkv, B); 4 warps, each owning 16 packed rows. Per KV tile of the
+// CTA's split: S = Q K^T on tensor cores, scale / softcap / mask in fp32, online softmax (running
+// max and sum per row, in log2 units), P rounded to the input type, O += P V on tensor cores.
+// K and V tiles arrive by cp.async in two groups so V's copy overlaps Q K^T.
+#pragma once
+
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+
+#include <cstdint>
+
+#include "attention/engines/cuda/kernel_params.h"
+#include "attention/engines/cuda/seq_and_mask.cuh"
+#include "cuda/cp_async.cuh"
+#include "cuda/mma_sm80.cuh"
+#include "cuda/pdl.cuh"
+
+namespace groupattn::cuda_engine {
+
+inline constexpr float kLog2e = 1.4426950408889634f;
+inline constexpr float kLn2 = 0.6931471805599453f;
+
+// Tile configuration for one (element type, head dim); D == Dv.
+template <class T, int kHeadDim_>
+struct TileTraits {
+  using Element = T;
+  static constexpr int kHeadDim = kHeadDim_;
+  static constexpr int kWarps = 4;
+  static constexpr int kThreads = kWarps * 32;
+  static constexpr int kMmaM = 16, kMmaN = 8, kMmaK = 16;  // mma.sync m16n8k16
+  static constexpr int kBlockM = kWarps * kMmaM;           // packed query rows per CTA
+  // Keys per tile: 256-wide heads halve it to keep the O accumulator plus S in registers.
+  static constexpr int kBlockN = kHeadDim <= 128 ? 64 : 32;
+  static constexpr int kChunk = 16 / static_cast<int>(sizeof(T));  // elements per 16-byte copy
+  // Shared rows padded by one 16-byte chunk: rows stay 16-byte aligned and consecutive rows start
+  // 4 banks apart, so the fragment loads (8 rows x 4 words) hit 32 distinct banks.
+  static constexpr int kRowStride = kHeadDim + kChunk;
+  static constexpr int kChunksPerRow = kHeadDim / kChunk;
+  static constexpr int kNTiles = kBlockN / kMmaN;  // S fragments per warp
+  static constexpr int kDTiles = kHeadDim / kMmaN; // O fragments per warp
+  static constexpr int kKSteps = kHeadDim / kMmaK; // Q K^T reduction steps
+  static constexpr int kPSteps = kBlockN / kMmaK;  // P V reduction steps
+  static constexpr size_t kSmemBytes =
+      static_cast<size_t>(kBlockM + 2 * kBlockN) * kRowStride * sizeof(T);
+
+  static_assert(sizeof(T) == 2, "mma.sync path takes 16-bit inputs (bf16, fp16)");
+  static_assert(kHeadDim % kMmaK == 0 && kHeadDim % kChunk == 0, "head dim must be a multiple of 16");
+  static_assert(kBlockN % kMmaK == 0, "key tile must be a multiple of the MMA K");
+  static_assert((kRowStride * sizeof(T)) % 16 == 0, "shared rows must stay 16-byte aligned for cp.async");
+};
+
+template <class Traits>
+struct TileKernel {
+  using T = typename Traits::Element;
+  using Mma = cuda::MmaType<T>;
+  static constexpr int kBlockM = Traits::kBlockM, kBlockN = Traits::kBlockN;
+  static constexpr int kRowStride = Traits::kRowStride, kChunk = Traits::kChunk;
+  static constexpr int kChunksPerRow = Traits::kChunksPerRow, kThreads = Traits::kThreads;
+
+  // Copies key/value rows [blk * kBlockN, +kBlockN) of KV head `kvh` into `dst`; rows past the
+  // sequence are zero-filled (their scores are masked, and zero keeps 0 * V finite).
+  static __device__ __forceinline__ void load_kv_tile(const KernelParams& p, const SeqInfo& s, int b,
+                                                      int kvh, int blk, const T* base, int64_t offset,
+                                                      int64_t row_stride, int64_t head_stride,
+                                                      int64_t page_stride, T* dst) {
+    for (int c = threadIdx.x; c < kBlockN * kChunksPerRow; c += kThreads) {
+      const int r = c / kChunksPerRow, ch = c % kChunksPerRow;
+      const int j = blk * kBlockN + r;
+      const bool valid = j < s.k_len;
+      int64_t row = 0;
+      if (valid) {
+        if (p.block_table != nullptr) {
+          // paged: key j lives in page block_table[b][j / page_size], slot j % page_size
+          const int64_t page = p.block_table[b * p.block_table_stride + j / p.page_size];
+          row = page * page_stride + static_cast<int64_t>(j % p.page_size) * row_stride;
+        } else {
+          row = offset + static_cast<int64_t>(j) * row_stride;
+        }
+      }
+      const T* src = valid ? base + row + kvh * head_stride + ch * kChunk : base;
+      cuda::cp_async_16_or_zero(dst + r * kRowStride + ch * kChunk, src, valid);
+    }
+  }
+
+  static __device__ __forceinline__ uint32_t lds32(const T* p) {
+    return *reinterpret_cast<const uint32_t*>(p);
+  }
+
+  static __device__ void run(const KernelParams& p) {
+    extern __shared__ __align__(16) unsigned char smem_raw[];
+    T* q_s = reinterpret_cast<T*>(smem_raw);
+    T* k_s = q_s + kBlockM * kRowStride;
+    T* v_s = k_s + kBlockN * kRowStride;
+
+    const int m_block = blockIdx.x / p.num_splits;
+    const int split = blockIdx.x % p.num_splits;
+    const int kv_group = blockIdx.y;  // query heads [kv_group * group, +group)
+    const int b = blockIdx.z;
+    const SeqInfo s = seq_info(p, b);
+    const int packed_rows = s.q_len * p.group;
+    const int row0 = m_block * kBlockM;
+    if (row0 >= packed_rows) return;  // this tile lies past the sequence's queries
+    const int kvh = kv_head_of(kv_group * p.group, p.group, p.heads_kv);
+
+    const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+    const int g = lane / 4, t = lane % 4;  // fragment row group and column pair
+
+    // This thread's two rows (g and g + 8 of its warp's 16): token, query head, visible keys.
+    int token[2], head[2];
+    KeyInterval vis[2];
+    bool row_valid[2];
+    for (int r = 0; r < 2; ++r) {
+      const int R = row0 + warp * Traits::kMmaM + g + 8 * r;
+      row_valid[r] = R < packed_rows;
+      token[r] = R / p.group;  // packed row -> (token, head in group)
+      head[r] = kv_group * p.group + R % p.group;
+      vis[r] = row_valid[r] ? visible_keys(p, s, token[r]) : KeyInterval{1, 0};
+    }
+
+    // KV tiles this CTA visits: its split's slice, cut to the keys any of its rows can see.
+    const int last_row = min(row0 + kBlockM, packed_rows) - 1;
+    const KeyInterval first_vis = visible_keys(p, s, row0 / p.group);
+    const KeyInterval last_vis = visible_keys(p, s, last_row / p.group);
+    const int n_blocks = (s.k_len + kBlockN - 1) / kBlockN;
+    int blk_begin = 0, blk_end = 0;
+    split_range(n_blocks, split, p.num_splits, &blk_begin, &blk_end);
+    if (first_vis.lo <= last_vis.hi) {
+      blk_begin = max(blk_begin, first_vis.lo / kBlockN);
+      blk_end = min(blk_end, last_vis.hi / kBlockN + 1);
+    } else {
+      blk_end = blk_begin;
+    }
+
+    const T* q = static_cast<const T*>(p.q);
+    const T* k = static_cast<const T*>(p.k);
+    const T* v = static_cast<const T*>(p.v);
+
+    float o_acc[Traits::kDTiles][4];
+    for (int dt = 0; dt < Traits::kDTiles; ++dt)
+      for (int e = 0; e < 4; ++e) o_acc[dt][e] = 0.f;
+    float m_run[2] = {-INFINITY, -INFINITY};  // running max of the row's scores, log2 units
+    float l_run[2] = {0.f, 0.f};              // this thread's share of the row's running sum
+
+    if (blk_begin < blk_end) {
+      for (int c = threadIdx.x; c < kBlockM * kChunksPerRow; c += kThreads) {
+        const int r = c / kChunksPerRow, ch = c % kChunksPerRow;
+        const int R = row0 + r;
+        const bool valid = R < packed_rows;
+        const int h = kv_group * p.group + R % p.group;
+        // packed row R -> Q[token R / group, head h]
+        const T* src = valid ? q + s.q_offset + static_cast<int64_t>(R / p.group) * p.q_row_stride +
+                                   h * p.q_head_stride + ch * kChunk
+                             : q;
+        cuda::cp_async_16_or_zero(q_s + r * kRowStride + ch * kChunk, src, valid);
+      }
+      load_kv_tile(p, s, b, kvh, blk_begin, k, s.k_offset, p.k_row_stride, p.k_head_stride, p.k_batch_stride, k_s);
+      cuda::cp_async_commit();  // group: Q and K
+      load_kv_tile(p, s, b, kvh, blk_begin, v, s.v_offset, p.v_row_stride, p.v_head_stride, p.v_batch_stride, v_s);
+      cuda::cp_async_commit();  // group: V
+    }
+
+    const T* q_warp = q_s + warp * Traits::kMmaM * kRowStride;
+    const uint16_t* v_u16 = reinterpret_cast<const uint16_t*>(v_s);
+    for (int blk = blk_begin; blk < blk_end; ++blk) {
+      const bool has_next = blk + 1 < blk_end;
+      cuda::cp_async_wait<1>();  // K (and Q) of this tile landed; V may be in flight
+      __syncthreads();
+
+      float sc[Traits::kNTiles][4];
+      for (int nt = 0; nt < Traits::kNTiles; ++nt)
+        for (int e = 0; e < 4; ++e) sc[nt][e] = 0.f;
+      for (int ks = 0; ks < Traits::kKSteps; ++ks) {
+        const T* qa = q_warp + g * kRowStride + ks * Traits::kMmaK + 2 * t;
+        const uint32_t a[4] = {lds32(qa), lds32(qa + 8 * kRowStride), lds32(qa + 8),
+                               lds32(qa + 8 * kRowStride + 8)};
+        for (int nt = 0; nt < Traits::kNTiles; ++nt) {
+          // B = K^T: column n of B is key row nt*8+g, read along the head dim
+          const T* kb = k_s + (nt * Traits::kMmaN + g) * kRowStride + ks * Traits::kMmaK + 2 * t;
+          Mma::mma(sc[nt], a, lds32(kb), lds32(kb + 8));
+        }
+      }
+      __syncthreads();  // every warp is done with K: refill it while softmax and P V run
+      if (has_next) {
+        load_kv_tile(p, s, b, kvh, blk + 1, k, s.k_offset, p.k_row_stride, p.k_head_stride, p.k_batch_stride, k_s);
+        cuda::cp_async_commit();
+      }
+
+      // Scale, softcap and mask in fp32; then the online-softmax update per row.
+      for (int nt = 0; nt < Traits::kNTiles; ++nt) {
+        for (int e = 0; e < 4; ++e) {
+          const int r = e / 2;
+          const int j = blk * kBlockN + nt * Traits::kMmaN + 2 * t + (e & 1);  // key of element e
+          float x = sc[nt][e] * p.scale;
+          if (p.softcap > 0.f) x = p.softcap * tanhf(x / p.softcap);
+          x *= kLog2e;
+          sc[nt][e] = (j < vis[r].lo || j > vis[r].hi) ? -INFINITY : x;
+        }
+      }
+      for (int r = 0; r < 2; ++r) {
+        float mx = -INFINITY;
+        for (int nt = 0; nt < Traits::kNTiles; ++nt) mx = fmaxf(mx, fmaxf(sc[nt][2 * r], sc[nt][2 * r + 1]));
+        mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));  // the 4 threads of a row: lanes 4g..4g+3
+        mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
+        const float m_new = fmaxf(m_run[r], mx);
+        const float m_use = m_new == -INFINITY ? 0.f : m_new;  // row with no visible key yet
+        const float alpha = exp2f(m_run[r] - m_use);
+        m_run[r] = m_new;
+        float sum = 0.f;
+        for (int nt = 0; nt < Traits::kNTiles; ++nt) {
+          sc[nt][2 * r] = exp2f(sc[nt][2 * r] - m_use);
+          sc[nt][2 * r + 1] = exp2f(sc[nt][2 * r + 1] - m_use);
+          sum += sc[nt][2 * r] + sc[nt][2 * r + 1];
+        }
+        l_run[r] = l_run[r] * alpha + sum;
+        for (int dt = 0; dt < Traits::kDTiles; ++dt) {
+          o_acc[dt][2 * r] *= alpha;
+          o_acc[dt][2 * r + 1] *= alpha;
+        }
+      }
+
+      if (has_next) {
+        cuda::cp_async_wait<1>();  // V of this tile landed; the next K may be in flight
+      } else {
+        cuda::cp_async_wait<0>();
+      }
+      __syncthreads();
+      for (int ps = 0; ps < Traits::kPSteps; ++ps) {
+        // Two adjacent S fragments (16 keys) form the A fragment of P: C layout == A layout.
+        const uint32_t a[4] = {Mma::pack(sc[2 * ps][0], sc[2 * ps][1]), Mma::pack(sc[2 * ps][2], sc[2 * ps][3]),
+                               Mma::pack(sc[2 * ps + 1][0], sc[2 * ps + 1][1]),
+                               Mma::pack(sc[2 * ps + 1][2], sc[2 * ps + 1][3])};
+        const int key = ps * Traits::kMmaK + 2 * t;
+        for (int dt = 0; dt < Traits::kDTiles; ++dt) {
+          // B = V: column n = head-dim dt*8+g, rows = keys key, key+1 (and +8, +9)
+          const uint16_t* vb = v_u16 + key * kRowStride + dt * Traits::kMmaN + g;
+          const uint32_t b0 = cuda::pack_u16(vb[0], vb[kRowStride]);
+          const uint32_t b1 = cuda::pack_u16(vb[8 * kRowStride], vb[9 * kRowStride]);
+          Mma::mma(o_acc[dt], a, b0, b1);
+        }
+      }
+      __syncthreads();  // every warp is done with V: refill it
+      if (has_next) {
+        load_kv_tile(p, s, b, kvh, blk + 1, v, s.v_offset, p.v_row_stride, p.v_head_stride, p.v_batch_stride, v_s);
+        cuda::cp_async_commit();
+      }
+    }
+    cuda::allow_dependent_launch();
+
+    // Epilogue: finish the row sums, normalise, write O and LSE (or the split's partials).
+    for (int r = 0; r < 2; ++r) {
+      float l = l_run[r];
+      l += __shfl_xor_sync(0xffffffffu, l, 1);
+      l += __shfl_xor_sync(0xffffffffu, l, 2);
+      if (!row_valid[r]) continue;
+      const float inv = l > 0.f ? 1.f / l : 0.f;  // no visible key: O = 0
+      const float lse = l > 0.f ? (m_run[r] + log2f(l)) * kLn2 : -INFINITY;
+      const int64_t q_token = s.q_token0 + token[r];
+      if (p.num_splits == 1) {
+        char* out_row = static_cast<char*>(p.out) +
+                        (s.o_offset + token[r] * p.o_row_stride + head[r] * p.o_head_stride) * sizeof(T);
+        T* o = reinterpret_cast<T*>(out_row);
+        for (int dt = 0; dt < Traits::kDTiles; ++dt)
+          Mma::store2(o + dt * Traits::kMmaN + 2 * t, o_acc[dt][2 * r] * inv, o_acc[dt][2 * r + 1] * inv);
+        if (p.lse != nullptr && t == 0) p.lse[head[r] * p.lse_head_stride + q_token * p.lse_row_stride] = lse;
+      } else {
+        const int64_t prow = static_cast<int64_t>(split) * p.partial_rows + q_token * p.heads_q + head[r];
+        if (t == 0) p.lse_partial[prow] = lse;
+        if (l > 0.f) {  // the combine kernel reads O only of splits with a finite LSE
+          float* o = p.o_partial + prow * Traits::kHeadDim;
+          for (int dt = 0; dt < Traits::kDTiles; ++dt)
+            *reinterpret_cast<float2*>(o + dt * Traits::kMmaN + 2 * t) =
+                make_float2(o_acc[dt][2 * r] * inv, o_acc[dt][2 * r + 1] * inv);
+        }
+      }
+    }
+  }
+};
+
+template <class Traits>
+__global__ void __launch_bounds__(Traits::kThreads) attention_tile_kernel(const KernelParams p) {
+  TileKernel<Traits>::run(p);
+}
+
+}  // namespace groupattn::cuda_engine

@@ -1,0 +1,88 @@
+// Split-KV combine: merges the per-split partials of the tile kernel into O and LSE.
+//
+//   lse_partial fp32 [S, total_q*Hq]      natural-log LSE of each split, -inf = split saw no key
+//   o_partial   fp32 [S, total_q*Hq, Dv]  each split's normalised O (written only if LSE finite)
+//   out [.., Sq, Hq, Dv] (Q's dtype), lse fp32 [Hq, total_q]
+//
+// One warp per (query token, query head) row; grid (row blocks over max_seqlen_q * Hq, B).
+//   lse = max_s lse_s + log(sum_s exp(lse_s - max)), O = sum_s exp(lse_s - lse) * O_s,
+// over the splits with a finite LSE only: no global max buffer, no atomics, fixed order.
+// Launched as a programmatic dependent of the tile kernel: it waits for it before reading.
+#pragma once
+
+#include <cstdint>
+
+#include "attention/engines/cuda/kernel_params.h"
+#include "attention/engines/cuda/seq_and_mask.cuh"
+#include "cuda/mma_sm80.cuh"
+#include "cuda/pdl.cuh"
+
+namespace groupattn::cuda_engine {
+
+template <class T, int kHeadDimV_>
+struct CombineTraits {
+  using Element = T;
+  static constexpr int kHeadDimV = kHeadDimV_;
+  static constexpr int kWarps = 4;  // rows per CTA
+  static constexpr int kThreads = kWarps * 32;
+  static constexpr int kElemsPerLane = kHeadDimV / 32;
+  static_assert(kHeadDimV % 32 == 0, "each lane takes an equal share of the O row");
+};
+
+__device__ __forceinline__ float warp_max(float x) {
+  for (int offset = 16; offset > 0; offset /= 2) x = fmaxf(x, __shfl_xor_sync(0xffffffffu, x, offset));
+  return x;
+}
+
+// Butterfly sum: every lane ends with the same value, in the same order on every run.
+__device__ __forceinline__ float warp_sum(float x) {
+  for (int offset = 16; offset > 0; offset /= 2) x += __shfl_xor_sync(0xffffffffu, x, offset);
+  return x;
+}
+
+template <class Traits>
+__global__ void __launch_bounds__(Traits::kThreads) combine_kernel(const KernelParams p) {
+  using T = typename Traits::Element;
+  using Store = cuda::MmaType<T>;
+  cuda::wait_for_primary();
+
+  const int b = blockIdx.y;
+  const SeqInfo s = seq_info(p, b);
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  const int row = blockIdx.x * Traits::kWarps + warp;  // row = token * Hq + head
+  if (row >= s.q_len * p.heads_q) return;
+  const int token = row / p.heads_q, head = row % p.heads_q;
+  const int64_t prow = (s.q_token0 + token) * p.heads_q + head;
+
+  float mx = -INFINITY;
+  for (int sp = lane; sp < p.num_splits; sp += 32) mx = fmaxf(mx, p.lse_partial[sp * p.partial_rows + prow]);
+  mx = warp_max(mx);
+  float lse = -INFINITY;
+  if (mx != -INFINITY) {
+    float sum = 0.f;
+    for (int sp = lane; sp < p.num_splits; sp += 32) {
+      const float x = p.lse_partial[sp * p.partial_rows + prow];
+      if (x != -INFINITY) sum += expf(x - mx);
+    }
+    lse = mx + logf(warp_sum(sum));
+  }
+
+  float acc[Traits::kElemsPerLane];
+  for (int e = 0; e < Traits::kElemsPerLane; ++e) acc[e] = 0.f;
+  if (lse != -INFINITY) {
+    for (int sp = 0; sp < p.num_splits; ++sp) {
+      const float x = p.lse_partial[sp * p.partial_rows + prow];
+      if (x == -INFINITY) continue;  // empty split: its O was never written
+      const float w = expf(x - lse);
+      // lane owns elements [lane * kElemsPerLane, +kElemsPerLane) of the row
+      const float* o = p.o_partial + (sp * p.partial_rows + prow) * Traits::kHeadDimV + lane * Traits::kElemsPerLane;
+      for (int e = 0; e < Traits::kElemsPerLane; ++e) acc[e] += w * o[e];
+    }
+  }
+  T* out = static_cast<T*>(p.out) + s.o_offset + token * p.o_row_stride + head * p.o_head_stride +
+           lane * Traits::kElemsPerLane;
+  for (int e = 0; e < Traits::kElemsPerLane; ++e) Store::store1(out + e, acc[e]);
+  if (p.lse != nullptr && lane == 0) p.lse[head * p.lse_head_stride + (s.q_token0 + token) * p.lse_row_stride] = lse;
+}
+
+}  // namespace groupattn::cuda_engine

@@ -1,0 +1,6 @@
+// Explicit instantiation: cuda engine, bf16, head dim 128.
+#include "attention/engines/cuda/launch_impl.cuh"
+
+namespace groupattn::cuda_engine {
+template Status launch_attention<__nv_bfloat16, 128>(const KernelParams&, cudaStream_t, bool);
+}  // namespace groupattn::cuda_engine

@@ -1,0 +1,6 @@
+// Explicit instantiation: cuda engine, f16, head dim 64.
+#include "attention/engines/cuda/launch_impl.cuh"
+
+namespace groupattn::cuda_engine {
+template Status launch_attention<__half, 64>(const KernelParams&, cudaStream_t, bool);
+}  // namespace groupattn::cuda_engine

@@ -1,0 +1,52 @@
+// The plain struct the cuda engine's kernels take: pointers, element strides and counts, filled
+// on the host from AttentionParams (cuda_engine.cu) and read on the device. No CUDA types here.
+#pragma once
+
+#include <cstdint>
+
+namespace groupattn::cuda_engine {
+
+struct KernelParams {
+  const void* q = nullptr;
+  const void* k = nullptr;
+  const void* v = nullptr;
+  void* out = nullptr;
+  float* lse = nullptr;  // nullptr: not requested
+
+  // Element strides. Batched tensors use the batch stride; varlen ones have batch stride 0 and
+  // start at their cu_seqlens row; paged K/V use the page stride in place of the batch stride.
+  int64_t q_batch_stride = 0, q_row_stride = 0, q_head_stride = 0;
+  int64_t k_batch_stride = 0, k_row_stride = 0, k_head_stride = 0;
+  int64_t v_batch_stride = 0, v_row_stride = 0, v_head_stride = 0;
+  int64_t o_batch_stride = 0, o_row_stride = 0, o_head_stride = 0;
+  int64_t lse_head_stride = 0, lse_row_stride = 0;
+
+  const int32_t* cu_seqlens_q = nullptr;  // varlen Q
+  const int32_t* cu_seqlens_k = nullptr;  // varlen K/V
+  const int32_t* seqlens_k = nullptr;     // per-sequence KV length (paged; optional batched)
+  const int32_t* block_table = nullptr;   // paged K/V
+  int64_t block_table_stride = 0;
+  int page_size = 0;
+
+  int batch = 0;
+  int seqlen_q = 0;  // batched Sq, or max_seqlen_q for varlen Q
+  int seqlen_k = 0;  // batched Sk (the cache length), unused for varlen/paged
+  int heads_q = 0;
+  int heads_kv = 0;
+  int group = 0;     // heads_q / heads_kv: query heads packed into the rows of one tile
+
+  float scale = 0.f;    // softmax scale
+  float softcap = 0.f;  // 0 = off
+  bool causal = false;
+  int64_t window_left = -1;
+  int64_t window_right = -1;
+
+  int m_blocks = 0;    // query tiles per (sequence, KV head): ceil(seqlen_q * group / kBlockM)
+  int num_splits = 1;  // >1: write fp32 partials for the combine kernel instead of out/lse
+  // Split partials, indexed by (split, packed row = global query token * heads_q + query head).
+  float* o_partial = nullptr;    // [num_splits, total_q * heads_q, Dv]
+  float* lse_partial = nullptr;  // [num_splits, total_q * heads_q], natural log; -inf = empty
+  int64_t partial_rows = 0;      // total_q * heads_q
+};
+
+}  // namespace groupattn::cuda_engine

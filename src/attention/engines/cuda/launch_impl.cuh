@@ -1,0 +1,34 @@
+// Definition of launch_attention<T, D>: included only by the inst_*.cu files.
+#pragma once
+
+#include "attention/engines/cuda/attention_tile_kernel.cuh"
+#include "attention/engines/cuda/combine_kernel.cuh"
+#include "attention/engines/cuda/launch.h"
+#include "cuda/cuda_check.h"
+#include "cuda/pdl.cuh"
+
+namespace groupattn::cuda_engine {
+
+template <class T, int kHeadDim>
+Status launch_attention(const KernelParams& p, cudaStream_t stream, bool use_pdl) {
+  using Tile = TileTraits<T, kHeadDim>;
+  using Combine = CombineTraits<T, kHeadDim>;
+  static_assert(Tile::kBlockM == kTileRows && Tile::kBlockN == tile_keys(kHeadDim),
+                "host tile sizes (launch.h) must match the kernel traits");
+  auto* tile = attention_tile_kernel<Tile>;
+  GA_CUDA_RETURN_IF_ERROR(cudaFuncSetAttribute(tile, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                               static_cast<int>(Tile::kSmemBytes)));
+  const dim3 grid(static_cast<unsigned>(p.m_blocks * p.num_splits), static_cast<unsigned>(p.heads_kv),
+                  static_cast<unsigned>(p.batch));
+  tile<<<grid, Tile::kThreads, Tile::kSmemBytes, stream>>>(p);
+  GA_RETURN_IF_ERROR(cuda::last_launch_status("attention_tile_kernel"));
+  if (p.num_splits == 1) return Status::Ok();
+
+  const int rows = p.seqlen_q * p.heads_q;  // rows of the longest sequence
+  const dim3 combine_grid(static_cast<unsigned>((rows + Combine::kWarps - 1) / Combine::kWarps),
+                          static_cast<unsigned>(p.batch));
+  return cuda::launch_maybe_pdl(combine_kernel<Combine>, combine_grid, dim3(Combine::kThreads), 0,
+                                stream, use_pdl, "launching combine_kernel", p);
+}
+
+}  // namespace groupattn::cuda_engine

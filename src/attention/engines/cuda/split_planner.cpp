@@ -1,0 +1,46 @@
+#include "attention/engines/cuda/split_planner.h"
+
+#include <algorithm>
+#include <cmath>
+
+namespace groupattn::cuda_engine {
+
+namespace {
+// Query tiles filling this fraction of the SMs already make a good wave: do not split.
+constexpr double kFullMachineFraction = 0.8;
+// KV this short (in tiles) is not worth the partial-output traffic of splitting.
+constexpr int kMinBlocksToSplit = 4;
+// Take the smallest split count within this fraction of the best wave efficiency.
+constexpr double kEfficiencySlack = 0.85;
+}  // namespace
+
+int auto_num_splits(const SplitProblem& p) {
+  if (p.sm_count <= 0 || p.batch <= 0 || p.kv_heads <= 0 || p.m_blocks <= 0) return 1;
+  const double tiles = static_cast<double>(p.batch) * p.kv_heads * p.m_blocks;
+  if (tiles >= kFullMachineFraction * p.sm_count) return 1;
+  if (p.n_blocks <= kMinBlocksToSplit) return 1;
+  const int most = std::min({kMaxSplits, p.sm_count, p.n_blocks});
+  // A split count is worth trying only if it changes the tiles per split (ceil(n / s)).
+  auto eligible = [&](int s) {
+    return s == 1 || (p.n_blocks + s - 1) / s != (p.n_blocks + s - 2) / (s - 1);
+  };
+  auto efficiency = [&](int s) {
+    const double waves = tiles * s / p.sm_count;
+    return waves / std::ceil(waves);
+  };
+  double best = 0.0;
+  for (int s = 1; s <= most; ++s) {
+    if (eligible(s)) best = std::max(best, efficiency(s));
+  }
+  for (int s = 1; s <= most; ++s) {
+    if (eligible(s) && efficiency(s) >= kEfficiencySlack * best) return s;
+  }
+  return 1;
+}
+
+int plan_num_splits(const SplitProblem& p, int requested) {
+  if (requested > 0) return std::min(requested, kMaxSplits);
+  return auto_num_splits(p);
+}
+
+}  // namespace groupattn::cuda_engine

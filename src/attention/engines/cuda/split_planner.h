@@ -1,0 +1,28 @@
+// Split-KV planning for the cuda engine: how many slices of the KV sequence each query tile is
+// cut into. A pure function of the machine size and the problem's tile counts, so it is tested on
+// the CPU (tests/cpu/cuda_split_planner_test.cpp).
+#pragma once
+
+namespace groupattn::cuda_engine {
+
+// Most splits one problem may use (bounds the combine kernel's loop and the workspace).
+inline constexpr int kMaxSplits = 128;
+
+struct SplitProblem {
+  int sm_count = 0;   // multiprocessors of the device
+  int batch = 0;      // sequences
+  int kv_heads = 0;   // KV heads (one CTA row of the grid per KV head: query heads are packed)
+  int m_blocks = 0;   // query tiles per (sequence, KV head) at the longest query length
+  int n_blocks = 0;   // KV tiles of the longest KV sequence
+};
+
+// Automatic split count (FlashAttention's wave-efficiency idea): no split when the query tiles
+// already fill most of the machine or the KV is only a few tiles long; otherwise the smallest
+// split count whose last wave is nearly as full as the best one's.
+int auto_num_splits(const SplitProblem& p);
+
+// The split count a call uses: `requested` > 0 is the caller's override (clamped to
+// [1, kMaxSplits]); 0 asks for auto_num_splits().
+int plan_num_splits(const SplitProblem& p, int requested);
+
+}  // namespace groupattn::cuda_engine

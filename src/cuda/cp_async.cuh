@@ -1,0 +1,28 @@
+// cp.async (sm80+): 16-byte global -> shared copies that bypass registers, with zero fill.
+#pragma once
+
+#include <cstdint>
+
+namespace groupattn::cuda {
+
+inline constexpr int kCpAsyncBytes = 16;
+
+// Copies 16 bytes from `src` to `dst` when `valid`, else writes 16 zero bytes to `dst` (src is
+// not read then, but must still be a mapped address: pass any valid pointer).
+__device__ __forceinline__ void cp_async_16_or_zero(void* dst, const void* src, bool valid) {
+  const uint32_t saddr = static_cast<uint32_t>(__cvta_generic_to_shared(dst));
+  const int src_bytes = valid ? kCpAsyncBytes : 0;
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(saddr), "l"(src),
+               "r"(src_bytes)
+               : "memory");
+}
+
+__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::: "memory"); }
+
+// Waits until at most `kPending` of this thread's committed groups are still in flight.
+template <int kPending>
+__device__ __forceinline__ void cp_async_wait() {
+  asm volatile("cp.async.wait_group %0;\n" ::"n"(kPending) : "memory");
+}
+
+}  // namespace groupattn::cuda

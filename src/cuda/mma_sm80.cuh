@@ -1,0 +1,69 @@
+// Warp-level tensor-core MMA for sm80+ (mma.sync m16n8k16, fp32 accumulate) and the element
+// types it takes. Fragment layouts (PTX ISA, "mma.m16n8k16"), g = lane / 4, t = lane % 4:
+//   A 16x16 row-major, 4 regs: a0 (g, 2t..2t+1), a1 (g+8, 2t..), a2 (g, 2t+8..), a3 (g+8, 2t+8..)
+//   B 16x8 "col",      2 regs: b0 (k 2t..2t+1, n g), b1 (k 2t+8.., n g)
+//   C 16x8 fp32,       4 regs: c0,c1 (g, 2t..2t+1), c2,c3 (g+8, 2t..2t+1)
+// A register holds two consecutive-column elements, the lower column in the low 16 bits.
+#pragma once
+
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+
+#include <cstdint>
+
+namespace groupattn::cuda {
+
+template <class T>
+struct MmaType;
+
+template <>
+struct MmaType<__nv_bfloat16> {
+  // Two floats as one register of two bf16 (x in the low half).
+  static __device__ __forceinline__ uint32_t pack(float lo, float hi) {
+    __nv_bfloat162 h = __floats2bfloat162_rn(lo, hi);
+    return *reinterpret_cast<uint32_t*>(&h);
+  }
+  static __device__ __forceinline__ void store2(void* dst, float lo, float hi) {
+    *reinterpret_cast<__nv_bfloat162*>(dst) = __floats2bfloat162_rn(lo, hi);
+  }
+  static __device__ __forceinline__ void store1(void* dst, float x) {
+    *reinterpret_cast<__nv_bfloat16*>(dst) = __float2bfloat16_rn(x);
+  }
+  static __device__ __forceinline__ void mma(float (&c)[4], const uint32_t (&a)[4], uint32_t b0,
+                                             uint32_t b1) {
+    asm volatile(
+        "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, "
+        "{%8,%9}, {%0,%1,%2,%3};\n"
+        : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+  }
+};
+
+template <>
+struct MmaType<__half> {
+  static __device__ __forceinline__ uint32_t pack(float lo, float hi) {
+    __half2 h = __floats2half2_rn(lo, hi);
+    return *reinterpret_cast<uint32_t*>(&h);
+  }
+  static __device__ __forceinline__ void store2(void* dst, float lo, float hi) {
+    *reinterpret_cast<__half2*>(dst) = __floats2half2_rn(lo, hi);
+  }
+  static __device__ __forceinline__ void store1(void* dst, float x) {
+    *reinterpret_cast<__half*>(dst) = __float2half_rn(x);
+  }
+  static __device__ __forceinline__ void mma(float (&c)[4], const uint32_t (&a)[4], uint32_t b0,
+                                             uint32_t b1) {
+    asm volatile(
+        "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, "
+        "{%8,%9}, {%0,%1,%2,%3};\n"
+        : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+  }
+};
+
+// Two 16-bit elements at different addresses as one register (lo in the low half).
+__device__ __forceinline__ uint32_t pack_u16(uint16_t lo, uint16_t hi) {
+  return static_cast<uint32_t>(lo) | (static_cast<uint32_t>(hi) << 16);
+}
+
+}  // namespace groupattn::cuda

@@ -1,0 +1,265 @@
+#include "gpu/cuda_attention_harness.h"
+
+#if GROUPATTN_WITH_CUDA
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <numeric>
+#include <random>
+#include <sstream>
+
+namespace groupattn::test {
+
+namespace {
+// TESTING.md: relative error on O, absolute error on LSE.
+constexpr double kRelTolBf16 = 1e-2;
+constexpr double kRelTolF16 = 2e-3;
+constexpr double kLseAbsTol = 1e-3;
+// Strided views: every non-last stride gets this many extra elements (16 bytes of 16-bit data).
+constexpr int64_t kStridePad = 8;
+
+// Shape with padded strides (each stride = the inner extent * inner stride + kStridePad).
+HostTensor make_tensor(DType dt, const std::vector<int64_t>& shape, bool strided) {
+  if (!strided) return HostTensor(dt, shape);
+  std::vector<int64_t> st(shape.size(), 1);
+  for (int d = static_cast<int>(shape.size()) - 2; d >= 0; --d) st[d] = st[d + 1] * shape[d + 1] + kStridePad;
+  return HostTensor(dt, shape, st);
+}
+
+HostTensor int_tensor(const std::vector<int>& values) {
+  HostTensor t(DType::kI32, {static_cast<int64_t>(values.size())});
+  for (size_t i = 0; i < values.size(); ++i) t.set({static_cast<int64_t>(i)}, values[i]);
+  return t;
+}
+
+std::vector<int> prefix_sums(const std::vector<int>& lens) {
+  std::vector<int> cu(lens.size() + 1, 0);
+  for (size_t i = 0; i < lens.size(); ++i) cu[i + 1] = cu[i] + lens[i];
+  return cu;
+}
+
+std::unique_ptr<DeviceTensor> mirror(const HostTensor& t) {
+  return t.defined() ? std::make_unique<DeviceTensor>(t) : nullptr;
+}
+TensorView dview(const std::unique_ptr<DeviceTensor>& t) { return t ? t->view() : TensorView{}; }
+
+}  // namespace
+
+HostTensor like(const HostTensor& t) {
+  std::vector<int64_t> st(t.view().stride, t.view().stride + t.view().rank);
+  return HostTensor(t.dtype(), t.shape(), st);
+}
+
+namespace {
+int max_of(const std::vector<int>& v) { return v.empty() ? 0 : *std::max_element(v.begin(), v.end()); }
+}  // namespace
+
+std::string describe(const Case& c) {
+  std::ostringstream os;
+  os << dtype_name(c.dtype) << " Hq/Hkv=" << c.hq << "/" << c.hkv << " D=" << c.d << " q_lens=";
+  for (int x : c.q_lens) os << x << ",";
+  os << " k_lens=";
+  for (int x : c.k_lens) os << x << ",";
+  os << (c.q_varlen ? " q-varlen" : " q-batched")
+     << (c.kv == KvKind::kBatched ? " kv-batched" : c.kv == KvKind::kVarlen ? " kv-varlen" : " kv-paged");
+  if (c.kv == KvKind::kPaged) os << " page=" << c.page_size;
+  os << (c.causal ? " causal" : "") << " window=(" << c.window_left << "," << c.window_right << ")"
+     << " softcap=" << c.softcap << " splits=" << c.num_splits << (c.strided ? " strided" : "");
+  return os.str();
+}
+
+std::unique_ptr<Problem> make_problem(const Case& c) {
+  auto p = std::make_unique<Problem>();
+  p->c = c;
+  std::mt19937_64 rng(c.seed);
+  const int64_t batch = static_cast<int64_t>(c.q_lens.size());
+  const int64_t total_q = std::accumulate(c.q_lens.begin(), c.q_lens.end(), int64_t{0});
+  if (c.q_varlen) {
+    p->q = make_tensor(c.dtype, {total_q, c.hq, c.d}, c.strided);
+    p->out = make_tensor(c.dtype, {total_q, c.hq, c.d}, c.strided);
+    p->cu_q = int_tensor(prefix_sums(c.q_lens));
+  } else {
+    p->q = make_tensor(c.dtype, {batch, c.q_lens[0], c.hq, c.d}, c.strided);
+    p->out = make_tensor(c.dtype, {batch, c.q_lens[0], c.hq, c.d}, c.strided);
+  }
+  p->lse = c.strided ? HostTensor(DType::kF32, {c.hq, total_q}, {total_q + 3, 1}) : HostTensor(DType::kF32, {c.hq, total_q});
+  switch (c.kv) {
+    case KvKind::kBatched: {
+      const int sk = max_of(c.k_lens);
+      p->k = make_tensor(c.dtype, {batch, sk, c.hkv, c.d}, c.strided);
+      p->v = make_tensor(c.dtype, {batch, sk, c.hkv, c.d}, c.strided);
+      if (std::any_of(c.k_lens.begin(), c.k_lens.end(), [&](int x) { return x != sk; })) p->seqlens_k = int_tensor(c.k_lens);
+      break;
+    }
+    case KvKind::kVarlen: {
+      const int total_k = std::accumulate(c.k_lens.begin(), c.k_lens.end(), 0);
+      p->k = make_tensor(c.dtype, {total_k, c.hkv, c.d}, c.strided);
+      p->v = make_tensor(c.dtype, {total_k, c.hkv, c.d}, c.strided);
+      p->cu_k = int_tensor(prefix_sums(c.k_lens));
+      break;
+    }
+    case KvKind::kPaged: {
+      // Shuffled page ids, spare pages that no sequence uses, one spare column in the table.
+      std::vector<int> pages_of(c.k_lens.size());
+      int used = 0, max_pages = 0;
+      for (size_t b = 0; b < c.k_lens.size(); ++b) {
+        pages_of[b] = (c.k_lens[b] + c.page_size - 1) / c.page_size;
+        used += pages_of[b];
+        max_pages = std::max(max_pages, pages_of[b]);
+      }
+      const int num_pages = used + 3;
+      std::vector<int> ids(static_cast<size_t>(num_pages));
+      std::iota(ids.begin(), ids.end(), 0);
+      std::shuffle(ids.begin(), ids.end(), rng);
+      p->k = make_tensor(c.dtype, {num_pages, c.page_size, c.hkv, c.d}, c.strided);
+      p->v = make_tensor(c.dtype, {num_pages, c.page_size, c.hkv, c.d}, c.strided);
+      p->block_table = HostTensor(DType::kI32, {batch, max_pages + 1});
+      int next = 0;
+      for (int64_t b = 0; b < batch; ++b) {
+        for (int j = 0; j <= max_pages; ++j) {
+          const bool live = j < pages_of[static_cast<size_t>(b)];
+          p->block_table.set({b, j}, live ? ids[static_cast<size_t>(next++)] : ids[static_cast<size_t>(num_pages - 1)]);
+        }
+      }
+      p->seqlens_k = int_tensor(c.k_lens);
+      break;
+    }
+  }
+  p->q.fill_normal(rng);
+  p->k.fill_normal(rng);
+  p->v.fill_normal(rng);
+  p->upload();
+  return p;
+}
+
+std::unique_ptr<Problem> make_copied_up(const Problem& g) {
+  Case c = g.c;
+  c.hkv = c.hq;
+  auto p = make_problem(c);  // same shapes and indices (same seed), Hkv = Hq
+  const int64_t group = g.c.hq / g.c.hkv;
+  for (HostTensor* dst : {&p->k, &p->v}) {
+    const HostTensor& src = dst == &p->k ? g.k : g.v;
+    for_each_index(dst->shape(), [&](const std::vector<int64_t>& i) {
+      std::vector<int64_t> j = i;
+      j[j.size() - 2] /= group;  // MHA head h holds GQA KV head h / group
+      dst->set(i, src.at(j));
+    });
+  }
+  for_each_index(p->q.shape(), [&](const std::vector<int64_t>& i) { p->q.set(i, g.q.at(i)); });
+  p->upload();
+  return p;
+}
+
+void Problem::upload() {
+  dq = mirror(q);
+  dk = mirror(k);
+  dv = mirror(v);
+  dout = mirror(out);
+  dlse = mirror(lse);
+  dcu_q = mirror(cu_q);
+  dcu_k = mirror(cu_k);
+  dseqlens_k = mirror(seqlens_k);
+  dblock_table = mirror(block_table);
+}
+
+namespace {
+AttentionParams common_params(const Case& c) {
+  AttentionParams a;
+  a.causal = c.causal;
+  a.window_left = c.window_left;
+  a.window_right = c.window_right;
+  a.softcap = c.softcap;
+  a.softmax_scale = c.scale;
+  a.num_splits = c.num_splits;
+  if (c.q_varlen) a.max_seqlen_q = max_of(c.q_lens);
+  if (c.kv == KvKind::kVarlen || c.kv == KvKind::kPaged) a.max_seqlen_k = max_of(c.k_lens);
+  return a;
+}
+}  // namespace
+
+AttentionParams Problem::host_params() {
+  AttentionParams a = common_params(c);
+  a.q = q.view();
+  a.k = k.view();
+  a.v = v.view();
+  a.out = out.view();
+  a.lse = lse.view();
+  a.cu_seqlens_q = cu_q.view();
+  a.cu_seqlens_k = cu_k.view();
+  a.seqlens_k = seqlens_k.view();
+  a.block_table = block_table.view();
+  return a;
+}
+
+AttentionParams Problem::device_params() const {
+  AttentionParams a = common_params(c);
+  a.q = dview(dq);
+  a.k = dview(dk);
+  a.v = dview(dv);
+  a.out = dview(dout);
+  a.lse = dview(dlse);
+  a.cu_seqlens_q = dview(dcu_q);
+  a.cu_seqlens_k = dview(dcu_k);
+  a.seqlens_k = dview(dseqlens_k);
+  a.block_table = dview(dblock_table);
+  return a;
+}
+
+Status run_cuda(Problem& p, HostTensor* got_out, HostTensor* got_lse) {
+  p.dout->poison();
+  p.dlse->poison();
+  RunOptions o;
+  o.engine = "cuda";
+  GA_RETURN_IF_ERROR(attention(p.device_params(), o));
+  p.dout->download(got_out);
+  p.dlse->download(got_lse);
+  return Status::Ok();
+}
+
+Status run_reference(Problem& p) {
+  RunOptions o;
+  o.engine = "reference";
+  return attention(p.host_params(), o);
+}
+
+void expect_matches_reference(const Problem& p, const HostTensor& got_out, const HostTensor& got_lse,
+                              const std::string& label) {
+  const std::vector<double> out = got_out.values(), ref = p.out.values();
+  EXPECT_TRUE(all_finite(out)) << label << ": NaN/Inf in O";
+  const double tol = p.c.dtype == DType::kBF16 ? kRelTolBf16 : kRelTolF16;
+  const double rel = rel_error(out, ref);
+  EXPECT_LT(rel, tol) << label << ": relative error of O";
+  const std::vector<double> lse = got_lse.values(), lse_ref = p.lse.values();
+  int bad = 0;
+  double worst = 0.0;
+  for (size_t i = 0; i < lse.size(); ++i) {
+    if (std::isinf(lse_ref[i]) && lse_ref[i] < 0) {
+      if (!(std::isinf(lse[i]) && lse[i] < 0)) ++bad;  // no visible key: LSE must be -inf
+    } else if (!std::isfinite(lse[i])) {
+      ++bad;
+    } else {
+      worst = std::max(worst, std::abs(lse[i] - lse_ref[i]));
+    }
+  }
+  EXPECT_EQ(bad, 0) << label << ": LSE rows with the wrong -inf/finite state";
+  EXPECT_LT(worst, kLseAbsTol) << label << ": LSE abs error";
+}
+
+void check_case(const Case& c) {
+  const std::string label = describe(c);
+  auto p = make_problem(c);
+  const Status rs = run_reference(*p);
+  ASSERT_TRUE(rs.ok()) << label << ": reference: " << rs.to_string();
+  HostTensor out = like(p->out), lse = like(p->lse);
+  const Status s = run_cuda(*p, &out, &lse);
+  ASSERT_TRUE(s.ok()) << label << ": cuda: " << s.to_string();
+  expect_matches_reference(*p, out, lse, label);
+  EXPECT_TRUE(p->dout->guards_intact()) << label << ": write outside out";
+  EXPECT_TRUE(p->dlse->guards_intact()) << label << ": write outside lse";
+  for (auto* t : {p->dq.get(), p->dk.get(), p->dv.get()}) EXPECT_TRUE(t->guards_intact()) << label << ": inputs' guards";
+}
+
+}  // namespace groupattn::test
+
+#endif  // GROUPATTN_WITH_CUDA

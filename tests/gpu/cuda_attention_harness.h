@@ -1,0 +1,75 @@
+// Test harness for the cuda attention engine: builds a random problem (batched / varlen / paged,
+// optionally strided) as host tensors, mirrors it on the device, runs the fp64 reference on the
+// host copies and the cuda engine on the device, and compares with TESTING.md's pass rules.
+#pragma once
+
+#if GROUPATTN_WITH_CUDA
+
+#include <cmath>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "common/device_tensor.h"
+#include "common/host_tensor.h"
+#include "groupattn/attention.h"
+
+namespace groupattn::test {
+
+enum class KvKind { kBatched, kVarlen, kPaged };
+
+struct Case {
+  DType dtype = DType::kBF16;
+  int64_t hq = 8, hkv = 2, d = 128;
+  std::vector<int> q_lens = {1};  // per sequence; batched Q needs them all equal
+  std::vector<int> k_lens = {1};  // per sequence; batched K uses seqlens_k when they differ
+  bool q_varlen = false;
+  KvKind kv = KvKind::kBatched;
+  int page_size = 16;
+  bool causal = false;
+  int64_t window_left = -1, window_right = -1;
+  float softcap = 0.f;
+  float scale = NAN;
+  int num_splits = 0;
+  bool strided = false;  // pad every stride (16-byte multiples), LSE too
+  uint64_t seed = 1;
+};
+
+std::string describe(const Case& c);
+// An empty host tensor with t's dtype, shape and strides (HostTensor copies alias their view).
+HostTensor like(const HostTensor& t);
+
+// One problem's tensors on the host, and their device mirrors after upload().
+struct Problem {
+  Case c;
+  HostTensor q, k, v, out, lse, cu_q, cu_k, seqlens_k, block_table;
+  std::unique_ptr<DeviceTensor> dq, dk, dv, dout, dlse, dcu_q, dcu_k, dseqlens_k, dblock_table;
+
+  AttentionParams host_params();
+  AttentionParams device_params() const;
+  void upload();
+};
+
+// Random problem for `c`. With `copy_up_from`, K/V (and indices) are the given problem's with KV
+// head h / group copied to head h, so Hkv == Hq (MHA) with the same math per query head.
+std::unique_ptr<Problem> make_problem(const Case& c);
+std::unique_ptr<Problem> make_copied_up(const Problem& gqa);
+
+// Runs the engine on the device (outputs NaN-poisoned first) and downloads O and LSE into
+// got_out / got_lse (shaped like p.out / p.lse). Returns the engine's status.
+Status run_cuda(Problem& p, HostTensor* got_out, HostTensor* got_lse);
+
+// Runs the reference on the host copies into p.out / p.lse.
+Status run_reference(Problem& p);
+
+// The pass rules; adds a gtest failure with `label` on any violation.
+void expect_matches_reference(const Problem& p, const HostTensor& got_out, const HostTensor& got_lse,
+                              const std::string& label);
+
+// Whole check: reference vs cuda, guards, NaN-free.
+void check_case(const Case& c);
+
+}  // namespace groupattn::test
+
+#endif  // GROUPATTN_WITH_CUDA

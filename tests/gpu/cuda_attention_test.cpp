@@ -1,0 +1,271 @@
+// GPU tier for the cuda attention engine: every case against the fp64 reference (TESTING.md pass
+// rules), plus bitwise checks (native GQA vs K/V copied up, determinism) and declines.
+#include <gtest/gtest.h>
+
+#if GROUPATTN_WITH_CUDA
+
+#include <utility>
+#include <vector>
+
+#include "gpu/cuda_attention_harness.h"
+
+namespace groupattn::test {
+namespace {
+
+class CudaAttention : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (!have_cuda_device()) GTEST_SKIP() << "no CUDA device";
+  }
+};
+
+// The head ratios of TESTING.md: Hq/Hkv != Hkv, MQA, a non-power-of-two group.
+const std::vector<std::pair<int64_t, int64_t>> kHeadRatios = {{8, 4}, {8, 2}, {64, 8}, {32, 2}, {8, 1}, {12, 4}};
+
+TEST_F(CudaAttention, HeadRatiosPrefillCausal) {
+  for (auto [hq, hkv] : kHeadRatios) {
+    Case c;
+    c.hq = hq, c.hkv = hkv, c.d = 64;
+    c.q_lens = {70, 70};
+    c.k_lens = {70, 70};
+    c.causal = true;
+    check_case(c);
+  }
+}
+
+TEST_F(CudaAttention, HeadRatiosDecodePagedSplit) {
+  for (auto [hq, hkv] : kHeadRatios) {
+    Case c;
+    c.hq = hq, c.hkv = hkv, c.d = 128;
+    c.q_lens = {3, 3};
+    c.k_lens = {300, 41};
+    c.kv = KvKind::kPaged;
+    c.causal = true;
+    c.num_splits = 3;
+    check_case(c);
+  }
+}
+
+TEST_F(CudaAttention, HeadDimsAndDtypes) {
+  for (DType dt : {DType::kBF16, DType::kF16}) {
+    for (int64_t d : {32, 64, 128, 256}) {
+      Case c;
+      c.dtype = dt, c.d = d, c.hq = 6, c.hkv = 2;
+      c.q_lens = {65};
+      c.k_lens = {129};  // Sq < Sk, causal
+      c.causal = true;
+      check_case(c);
+      c.q_lens = {130};
+      c.k_lens = {63};  // Sq > Sk: the first rows see no key
+      check_case(c);
+      c.causal = false;
+      check_case(c);
+    }
+  }
+}
+
+TEST_F(CudaAttention, LengthsAroundTiles) {
+  for (int n : {1, 2, 31, 32, 33, 63, 64, 65, 127, 129}) {
+    Case c;
+    c.dtype = DType::kF16;
+    c.hq = 8, c.hkv = 2, c.d = 128;
+    c.q_lens = {n};
+    c.k_lens = {n};
+    c.causal = n % 2 == 1;
+    check_case(c);
+  }
+}
+
+TEST_F(CudaAttention, VarlenWithEmptySequences) {
+  for (bool causal : {false, true}) {
+    Case c;
+    c.hq = 12, c.hkv = 4, c.d = 64;
+    c.q_lens = {5, 0, 77, 1, 64, 3};
+    c.k_lens = {5, 3, 77, 0, 130, 2};  // sequence 3 has no keys; sequence 5 has Sq > Sk
+    c.q_varlen = true;
+    c.kv = KvKind::kVarlen;
+    c.causal = causal;
+    check_case(c);
+  }
+}
+
+TEST_F(CudaAttention, WindowSoftcapScale) {
+  Case c;
+  c.hq = 8, c.hkv = 2, c.d = 128;
+  c.q_lens = {150};
+  c.k_lens = {150};
+  for (auto [wl, wr] : std::vector<std::pair<int64_t, int64_t>>{{32, 0}, {16, 8}, {-1, 5}, {70, -1}}) {
+    c.window_left = wl, c.window_right = wr;
+    check_case(c);
+  }
+  c.window_left = c.window_right = -1;
+  c.causal = true;
+  c.softcap = 5.f;
+  c.scale = 0.3f;
+  check_case(c);
+}
+
+TEST_F(CudaAttention, DecodePagedPageSizesSplits) {
+  for (int page : {1, 16, 64}) {
+    for (int splits : {1, 3, 0}) {
+      for (int sq : {1, 16}) {
+        Case c;
+        c.hq = 32, c.hkv = 8, c.d = 128;
+        c.q_lens = {sq, sq, sq};
+        c.k_lens = {1000, 17, 300};
+        c.kv = KvKind::kPaged;
+        c.page_size = page;
+        c.causal = true;
+        c.num_splits = splits;
+        c.seed = static_cast<uint64_t>(page * 10 + splits);
+        check_case(c);
+      }
+    }
+  }
+}
+
+TEST_F(CudaAttention, DecodeLongAutoSplitAllDims) {
+  for (int64_t d : {64, 128, 256}) {
+    Case c;
+    c.hq = 8, c.hkv = 1, c.d = d;
+    c.q_lens = {4};
+    c.k_lens = {3001};
+    c.causal = true;
+    c.num_splits = 0;  // automatic: one tile row per KV head leaves the machine idle -> splits
+    check_case(c);
+    c.kv = KvKind::kPaged;
+    c.page_size = 16;
+    check_case(c);
+  }
+}
+
+TEST_F(CudaAttention, DecodeBatchedCacheWithSeqlensAndVarlenQ) {
+  Case c;
+  c.hq = 16, c.hkv = 4, c.d = 128;
+  c.q_lens = {2, 2, 2};
+  c.k_lens = {500, 0, 77};
+  c.causal = true;
+  c.num_splits = 3;
+  check_case(c);
+  c.q_lens = {1, 16, 4};
+  c.q_varlen = true;
+  c.kv = KvKind::kPaged;
+  c.k_lens = {500, 16, 77};
+  check_case(c);
+}
+
+TEST_F(CudaAttention, StridedViews) {
+  Case c;
+  c.hq = 8, c.hkv = 2, c.d = 64;
+  c.strided = true;
+  c.q_lens = {40, 40};
+  c.k_lens = {90, 90};
+  c.causal = true;
+  check_case(c);
+  c.q_varlen = true;
+  c.kv = KvKind::kVarlen;
+  c.q_lens = {40, 7};
+  c.k_lens = {90, 300};
+  c.num_splits = 3;
+  check_case(c);
+  c.q_varlen = false;
+  c.q_lens = {4, 4};
+  c.kv = KvKind::kPaged;
+  check_case(c);
+}
+
+// Native GQA and the same engine on K/V copied up to Hq heads: bitwise equal O and LSE.
+TEST_F(CudaAttention, GqaEqualsCopiedUpBitwise) {
+  for (DType dt : {DType::kBF16, DType::kF16}) {
+    std::vector<Case> cases;
+    Case prefill;
+    prefill.dtype = dt, prefill.hq = 12, prefill.hkv = 4, prefill.d = 128;
+    prefill.q_lens = {100};
+    prefill.k_lens = {130};
+    prefill.causal = true;
+    cases.push_back(prefill);
+    Case decode = prefill;
+    decode.hq = 8, decode.hkv = 2;
+    decode.q_lens = {4, 4};
+    decode.k_lens = {700, 33};
+    decode.kv = KvKind::kPaged;
+    decode.num_splits = 3;
+    cases.push_back(decode);
+    for (const Case& c : cases) {
+      auto gqa = make_problem(c);
+      auto mha = make_copied_up(*gqa);
+      HostTensor o1 = like(gqa->out), l1 = like(gqa->lse), o2 = like(mha->out), l2 = like(mha->lse);
+      ASSERT_TRUE(run_cuda(*gqa, &o1, &l1).ok()) << describe(c);
+      ASSERT_TRUE(run_cuda(*mha, &o2, &l2).ok()) << describe(c);
+      EXPECT_TRUE(bitwise_equal(o1, o2)) << describe(c) << ": O differs";
+      EXPECT_TRUE(bitwise_equal(l1, l2)) << describe(c) << ": LSE differs";
+    }
+  }
+}
+
+TEST_F(CudaAttention, DeterministicOver20Runs) {
+  Case c;
+  c.hq = 8, c.hkv = 2, c.d = 128;
+  c.q_lens = {2};
+  c.k_lens = {4000};
+  c.kv = KvKind::kPaged;
+  c.causal = true;
+  c.num_splits = 0;
+  auto p = make_problem(c);
+  HostTensor o0 = like(p->out), l0 = like(p->lse);
+  ASSERT_TRUE(run_cuda(*p, &o0, &l0).ok());
+  for (int run = 1; run < 20; ++run) {
+    HostTensor o = like(p->out), l = like(p->lse);
+    ASSERT_TRUE(run_cuda(*p, &o, &l).ok());
+    ASSERT_TRUE(bitwise_equal(o, o0) && bitwise_equal(l, l0)) << "run " << run << " differs";
+  }
+}
+
+// A prefix of the batch gives bitwise the same rows as the whole batch.
+TEST_F(CudaAttention, BatchPrefixSameRows) {
+  Case whole;
+  whole.hq = 8, whole.hkv = 2, whole.d = 64;
+  whole.q_lens = {3, 3, 3};
+  whole.k_lens = {200, 90, 400};
+  whole.kv = KvKind::kPaged;
+  whole.num_splits = 3;
+  auto p = make_problem(whole);
+  HostTensor o = like(p->out), l = like(p->lse);
+  ASSERT_TRUE(run_cuda(*p, &o, &l).ok());
+  // The prefix: the same problem with B = 1 (its K/V pool and block table row 0 are the same).
+  AttentionParams a = p->device_params();
+  a.q.shape[0] = 1;
+  a.out.shape[0] = 1;
+  a.block_table.shape[0] = 1;
+  a.seqlens_k.shape[0] = 1;
+  const int64_t rows = 3;
+  a.lse.shape[1] = rows;
+  p->dout->poison();
+  p->dlse->poison();
+  RunOptions opt;
+  opt.engine = "cuda";
+  ASSERT_TRUE(attention(a, opt).ok());
+  HostTensor o1 = like(p->out), l1 = like(p->lse);
+  p->dout->download(&o1);
+  p->dlse->download(&l1);
+  for_each_index({1, 3, whole.hq, whole.d}, [&](const std::vector<int64_t>& i) {
+    ASSERT_EQ(o.at(i), o1.at(i));
+  });
+  for_each_index({whole.hq, rows}, [&](const std::vector<int64_t>& i) { ASSERT_EQ(l.at(i), l1.at(i)); });
+}
+
+TEST_F(CudaAttention, DeclinesWithReason) {
+  Case c;
+  c.hq = 4, c.hkv = 2, c.d = 96;  // no instantiation for 96
+  auto p = make_problem(c);
+  RunOptions opt;
+  opt.engine = "cuda";
+  const Status s = attention(p->device_params(), opt);
+  EXPECT_EQ(s.code(), StatusCode::kNotSupported);
+  EXPECT_NE(s.message().find("head dim"), std::string::npos) << s.message();
+}
+
+}  // namespace
+}  // namespace groupattn::test
+
+#endif  // GROUPATTN_WITH_CUDA
