@@ -94,8 +94,14 @@ class _TorchFw:
     def flat_lse(buf):
         return buf.view(buf.shape[0], -1)
 
-    @staticmethod
-    def arg(x):
+    def arg(self, x):
+        # torch refuses to export a tensor that requires grad through DLPack; say why instead.
+        if x is not None and x.requires_grad:
+            if self.torch.is_grad_enabled():
+                raise NotImplementedError(
+                    "groupattn has no backward pass: an input requires grad (run under "
+                    "torch.no_grad() / torch.inference_mode(), or detach it)")
+            x = x.detach()
         return x, False
 
 
