@@ -447,6 +447,18 @@ TEST(KdaReference, EnginesWriteAllOutputsAndNothingElse) {
   }
 }
 
+// T = 0: nothing to write in out; the final state is the initial state.
+TEST(KdaReference, EmptySequencesPassStateThrough) {
+  for (const NamedFn& f : kBoth) {
+    SCOPED_TRACE(f.name);
+    KdaCase c;
+    c.B = 2, c.T = 0;
+    c.build(4);
+    ASSERT_TRUE(run_pinned(c.params(), f.name).ok());
+    EXPECT_TRUE(bitwise_equal(c.final_state, c.initial));
+  }
+}
+
 TEST(KdaReference, EngineOrder) {
   const auto& engines = kda_engines();
   ASSERT_GE(engines.size(), 2u);
