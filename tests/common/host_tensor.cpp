@@ -39,6 +39,22 @@ HostTensor::HostTensor(DType dtype, std::vector<int64_t> shape, std::vector<int6
   allocate(empty ? 0 : last + 1);
 }
 
+HostTensor::HostTensor(const HostTensor& other)
+    : shape_(other.shape_), strides_(other.strides_), buf_(other.buf_), view_(other.view_) {
+  if (view_.data != nullptr) view_.data = buf_.data() + kGuardBytes;
+}
+
+HostTensor& HostTensor::operator=(const HostTensor& other) {
+  if (this != &other) {
+    shape_ = other.shape_;
+    strides_ = other.strides_;
+    buf_ = other.buf_;
+    view_ = other.view_;
+    if (view_.data != nullptr) view_.data = buf_.data() + kGuardBytes;
+  }
+  return *this;
+}
+
 void HostTensor::allocate(int64_t span_elements) {
   const int64_t esize = static_cast<int64_t>(dtype_size(view_.dtype));
   // Keep at least one element so that an empty tensor still has a non-null pointer.

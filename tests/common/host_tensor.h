@@ -20,6 +20,12 @@ class HostTensor {
   // Explicit element strides (last must be 1); the buffer covers the whole strided span.
   HostTensor(DType dtype, std::vector<int64_t> shape, std::vector<int64_t> strides);
 
+  // Copies own their buffer (the view is re-pointed); moves keep the heap buffer and its view.
+  HostTensor(const HostTensor& other);
+  HostTensor& operator=(const HostTensor& other);
+  HostTensor(HostTensor&&) noexcept = default;
+  HostTensor& operator=(HostTensor&&) noexcept = default;
+
   const TensorView& view() const { return view_; }
   DType dtype() const { return view_.dtype; }
   const std::vector<int64_t>& shape() const { return shape_; }

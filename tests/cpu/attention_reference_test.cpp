@@ -70,14 +70,6 @@ HostTensor restride(const HostTensor& src, const std::vector<int64_t>& strides) 
   return t;
 }
 
-// A deep copy (HostTensor's own copy would share the source's view pointer).
-HostTensor clone(const HostTensor& src) {
-  if (!src.defined()) return HostTensor();
-  HostTensor t(src.dtype(), src.shape());
-  for_each_index(src.shape(), [&](const std::vector<int64_t>& i) { t.set(i, src.at(i)); });
-  return t;
-}
-
 // Runs the reference engine through the public API with poisoned outputs, and checks that every
 // output element got written (no NaN left) and no guard band was touched.
 Result run(Problem& pr, const AttentionParams& s = {}) {
@@ -191,7 +183,7 @@ TEST(AttentionReference, PagedWithShuffledAndSparePagesEqualsContiguous) {
   for (int64_t page_size : {1, 16, 64}) {
     SCOPED_TRACE("page_size " + std::to_string(page_size));
     Problem pg;
-    pg.q = clone(con.q);
+    pg.q = con.q;
     pg.out = HostTensor(DType::kF32, {batch, sq, hq, dv});
     pg.lse = HostTensor(DType::kF32, {hq, batch * sq});
     pg.seqlens_k = int_tensor({batch}, lens);
@@ -229,7 +221,7 @@ TEST(AttentionReference, VarlenEqualsPerSequenceBatched) {
 
   // Varlen Q against a batched cache with fill levels: the same keys.
   Problem vb;
-  vb.q = clone(vl.q);
+  vb.q = vl.q;
   vb.out = HostTensor(DType::kF32, {total_q, hq, dv});
   vb.lse = HostTensor(DType::kF32, {hq, total_q});
   vb.cu_q = int_tensor({batch + 1}, cq);
@@ -277,7 +269,7 @@ TEST(AttentionReference, GqaEqualsMhaOnCopiedUpKv) {
       const int64_t sq = 5, sk = 9, d = 32, dv = 32;
       Problem gqa = batched(rng, 1, sq, sk, hq, hkv, d, dv, dtype);
       Problem mha = batched(rng, 1, sq, sk, hq, hq, d, dv, dtype);
-      mha.q = clone(gqa.q);
+      mha.q = gqa.q;
       const int64_t group = hq / hkv;
       for_each_index({1, sk, hq, d}, [&](const std::vector<int64_t>& i) {
         mha.k.set(i, gqa.k.at({i[0], i[1], i[2] / group, i[3]}));  // MHA head h holds KV head h / group
@@ -461,8 +453,8 @@ TEST(AttentionReference, DvDiffersFromD) {
   // Each half of V's channels, as a strided view into the same buffer, gives that half of O.
   for (int64_t half = 0; half < 2; ++half) {
     Problem part = batched(rng, batch, sq, sk, hq, hkv, d, dv / 2);
-    part.q = clone(whole.q);
-    part.k = clone(whole.k);
+    part.q = whole.q;
+    part.k = whole.k;
     for_each_index(part.v.shape(), [&](const std::vector<int64_t>& i) {
       part.v.set(i, whole.v.at({i[0], i[1], i[2], half * (dv / 2) + i[3]}));
     });
@@ -488,7 +480,7 @@ TEST(AttentionReference, StridedViewsEqualContiguousBatched) {
   st.v = restride(con.v, padded_strides(con.v.shape(), 1));
   st.out = HostTensor(DType::kF32, con.out.shape(), padded_strides(con.out.shape(), 2));
   st.lse = HostTensor(DType::kF32, con.lse.shape(), padded_strides(con.lse.shape(), 5));
-  st.seqlens_k = clone(con.seqlens_k);
+  st.seqlens_k = con.seqlens_k;
   const Result rs = run(st, s);
   EXPECT_EQ(rs.o, rc.o);
   EXPECT_EQ(rs.lse, rc.lse);
@@ -519,8 +511,8 @@ TEST(AttentionReference, StridedViewsEqualContiguousVarlenQPagedKv) {
   s.causal = true;
   const Result rc = run(con, s);
   Problem st;
-  st.cu_q = clone(con.cu_q);
-  st.seqlens_k = clone(con.seqlens_k);
+  st.cu_q = con.cu_q;
+  st.seqlens_k = con.seqlens_k;
   st.q = restride(con.q, padded_strides(con.q.shape(), 2));
   st.k = restride(con.k, padded_strides(con.k.shape(), 1));
   st.v = restride(con.v, padded_strides(con.v.shape(), 3));
