@@ -222,15 +222,16 @@ def run_kda(q, k, v, g, beta, *, scale=None, initial_state=None, final_state=Non
 
 def chunk_kda(q, k, v, g, beta, scale=None, initial_state=None, output_final_state=False,
               use_qk_l2norm_in_kernel=False, use_gate_in_kernel=False, use_beta_sigmoid_in_kernel=False,
-              allow_neg_eigval=False, lower_bound=None, A_log=None, dt_bias=None, state_v_first=True,
+              allow_neg_eigval=False, lower_bound=None, A_log=None, dt_bias=None, state_v_first=False,
               cu_seqlens=None, engine=None):
     """Kimi Delta Attention, chunked prefill; fla chunk_kda argument names.
 
     q, k: [B, T, H, K]; v: [B, T, HV, V] (HV % H == 0); g: fp32 [B, T, HV, K] (log decay, or the
     raw gate input with use_gate_in_kernel: softplus gate with A_log, or the lower-bound sigmoid
     gate when lower_bound is given); beta: fp32 [B, T, HV]. Varlen: B == 1 and cu_seqlens [N+1].
-    States are fp32 [N, HV, V, K] (state_v_first=True, the serving layout) or [N, HV, K, V]
-    (state_v_first=False, fla's layout).
+    States are fp32 [N, HV, K, V] (state_v_first=False, fla's default, so ported fla code means
+    what it meant there) or [N, HV, V, K] (state_v_first=True, the serving layout of vLLM/SGLang
+    state pools and fla's own KDA layer).
 
     Returns (o [B, T, HV, V], final_state or None).
     """
@@ -259,7 +260,7 @@ def fused_recurrent_kda(q, k, v, g, beta, scale=None, initial_state=None, output
                         use_qk_l2norm_in_kernel=False, cu_seqlens=None, ssm_state_indices=None,
                         use_gate_in_kernel=False, use_beta_sigmoid_in_kernel=False,
                         allow_neg_eigval=False, lower_bound=None, A_log=None, dt_bias=None,
-                        state_v_first=True, engine=None):
+                        state_v_first=False, engine=None):
     """KDA recurrent step(s), fla fused_recurrent_kda argument names (the decode path of vLLM and
     SGLang). Same tensors as chunk_kda. With ssm_state_indices (int32 [N]), initial_state is a
     state pool [pool, HV, ., .]: sequence n starts from row ssm_state_indices[n] and its final

@@ -32,7 +32,7 @@ def problem(b=2, t=7, h=2, hv=4, kd=32, vd=32):
 def test_log_decay_with_initial_state(fn):
     q, k, v, g, beta = problem()
     s0 = rand(2, 4, 32, 32) * 0.1  # [N, HV, V, K]
-    o, final = fn(q, k, v, g, beta, initial_state=s0, output_final_state=True)
+    o, final = fn(q, k, v, g, beta, initial_state=s0, output_final_state=True, state_v_first=True)
     assert o.shape == v.shape and o.dtype == np.float32 and final.shape == (2, 4, 32, 32)
     for b in range(2):
         ro, rs = kda_ref(q[b], k[b], v[b], g[b], beta[b], s0=s0[b])
@@ -46,10 +46,19 @@ def test_no_final_state_unless_asked():
     assert rel_rms(o[0], kda_ref(q[0], k[0], v[0], g[0], beta[0])[0]) < 1e-5
 
 
+def test_default_state_layout_is_fla_k_first():
+    # fla's default (state_v_first=False): [N, HV, K, V]; visible when K != V.
+    q, k, v, g, beta = problem(b=1, kd=32, vd=64)
+    _, final = groupattn.chunk_kda(q, k, v, g, beta, output_final_state=True)
+    assert final.shape == (1, 4, 32, 64)
+    _, final = groupattn.fused_recurrent_kda(q, k, v, g, beta, output_final_state=True)
+    assert final.shape == (1, 4, 32, 64)
+
+
 def test_state_k_first_is_the_transpose():
     q, k, v, g, beta = problem(b=1, kd=32, vd=64)
     s0 = rand(1, 4, 64, 32) * 0.1
-    o_v, s_v = groupattn.chunk_kda(q, k, v, g, beta, initial_state=s0, output_final_state=True)
+    o_v, s_v = groupattn.chunk_kda(q, k, v, g, beta, initial_state=s0, output_final_state=True, state_v_first=True)
     o_k, s_k = groupattn.chunk_kda(q, k, v, g, beta, initial_state=np.ascontiguousarray(s0.swapaxes(2, 3)),
                                    output_final_state=True, state_v_first=False)
     assert s_k.shape == (1, 4, 32, 64)
@@ -67,7 +76,7 @@ def test_gate_in_kernel_l2norm_beta_sigmoid(lower_bound):
     o, final = groupattn.chunk_kda(q, k, v, graw, blogit, initial_state=None, output_final_state=True,
                                    use_qk_l2norm_in_kernel=True, use_gate_in_kernel=True,
                                    use_beta_sigmoid_in_kernel=True, lower_bound=lower_bound,
-                                   A_log=A_log, dt_bias=dt_bias, scale=0.25)
+                                   A_log=A_log, dt_bias=dt_bias, scale=0.25, state_v_first=True)
     geff = kda_gate(graw[0].astype(np.float64), A_log=A_log.astype(np.float64),
                     dt_bias=dt_bias.astype(np.float64), lower_bound=lower_bound)
     ro, rs = kda_ref(q[0], k[0], v[0], geff, 1 / (1 + np.exp(-blogit[0].astype(np.float64))), scale=0.25,
@@ -79,7 +88,7 @@ def test_varlen_cu_seqlens():
     q, k, v, g, beta = problem(b=1, t=11)
     cu = np.array([0, 4, 4, 11], np.int32)  # includes an empty sequence
     s0 = rand(3, 4, 32, 32) * 0.1
-    o, final = groupattn.chunk_kda(q, k, v, g, beta, initial_state=s0, output_final_state=True, cu_seqlens=cu)
+    o, final = groupattn.chunk_kda(q, k, v, g, beta, initial_state=s0, output_final_state=True, cu_seqlens=cu, state_v_first=True)
     assert final.shape == (3, 4, 32, 32)
     for n in range(3):
         sl = slice(cu[n], cu[n + 1])
@@ -94,7 +103,7 @@ def test_state_pool_updated_in_place():
     pool = rand(6, 4, 32, 32) * 0.1
     before = pool.copy()
     idx = np.array([4, 0, 2], np.int32)
-    o, final = groupattn.fused_recurrent_kda(q, k, v, g, beta, initial_state=pool, ssm_state_indices=idx)
+    o, final = groupattn.fused_recurrent_kda(q, k, v, g, beta, initial_state=pool, ssm_state_indices=idx, state_v_first=True)
     assert final is pool
     for n in range(3):
         ro, rs = kda_ref(q[n], k[n], v[n], g[n], beta[n], s0=before[idx[n]])
