@@ -2,6 +2,7 @@
 #include "groupattn/kda.h"
 
 #include "kda/engine_list.h"
+#include "kda/engines/cuda/kda_cuda_engine.h"
 #include "kda/reference_chunked.h"
 #include "kda/validate.h"
 
@@ -10,6 +11,9 @@ namespace groupattn {
 const std::vector<const KdaEngine*>& kda_engines() {
   static const std::vector<const KdaEngine*> engines = [] {
     std::vector<const KdaEngine*> list;
+#if GROUPATTN_WITH_CUDA
+    list.push_back(&kda_cuda_engine());  // device tensors; declines host ones, so the reference follows
+#endif
     list.push_back(&kda_reference_engine());
     list.push_back(&kda_reference_chunked_engine());  // after "reference": reached only when pinned
     return list;

@@ -1,0 +1,21 @@
+// The KDA "cuda" engine (portable CUDA, sm80+): the recurrent decode path and the chunked prefill.
+// kda_cuda_run_path lets tests run either path on any problem (the engine picks one by length).
+#pragma once
+
+#include <cstddef>
+
+#include "groupattn/kda.h"
+#include "kda/engine_list.h"
+
+namespace groupattn {
+
+#if GROUPATTN_WITH_CUDA
+const KdaEngine& kda_cuda_engine();  // engines/cuda/kda_cuda_engine.cu
+
+enum class KdaCudaPath { kAuto, kRecurrent, kChunked };
+// Checks support as the engine does, then runs `path` on `stream` (cudaStream_t as void*), with
+// a stream-ordered workspace allocation when the path needs scratch.
+Status kda_cuda_run_path(const KdaParams& p, KdaCudaPath path, void* stream);
+#endif
+
+}  // namespace groupattn

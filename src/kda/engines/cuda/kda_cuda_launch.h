@@ -1,0 +1,54 @@
+// Host-side entry points of the KDA cuda kernels (kda_recurrent.cu, kda_chunked.cu) and the
+// chunked path's workspace layout, shared by the engine and its launches.
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <cstddef>
+#include <cstdint>
+
+#include "groupattn/status.h"
+#include "kda/engines/cuda/kda_cuda_common.cuh"
+
+namespace groupattn::kda_cuda {
+
+// Workspace of the chunked path, carved from the caller's buffer:
+//   chunk_offsets int64 [N + 1]                  first chunk index of each sequence
+//   chunk blocks  fp32  [max_chunks, HV, block]  one prep result per (chunk, value head)
+// with block = W [16,K] | Qt [16,K] | Kh [16,K] | U [16,V] | Aqk [16,16] | exp(Gamma_C) [K].
+struct ChunkLayout {
+  int64_t max_chunks = 0;    // upper bound on sum_n ceil(len_n / 16)
+  int64_t block_floats = 0;  // floats per (chunk, value head)
+  size_t offsets_bytes = 0;  // aligned
+  size_t total_bytes = 0;
+  // Float offsets inside one block.
+  int64_t w = 0, qt = 0, kh = 0, u = 0, aqk = 0, ec = 0;
+};
+
+inline ChunkLayout chunk_layout(int64_t B, int64_t T, int64_t N, bool varlen, int64_t HV, int64_t K, int64_t V) {
+  constexpr size_t kAlign = 256;
+  ChunkLayout l;
+  const int64_t per_seq = (T + kChunk - 1) / kChunk;
+  // Dense: B sequences of T tokens. Varlen: the N lengths sum to T, and each adds at most one
+  // partial chunk beyond T / 16.
+  l.max_chunks = varlen ? per_seq + N : B * per_seq;
+  l.w = 0;
+  l.qt = l.w + kChunk * K;
+  l.kh = l.qt + kChunk * K;
+  l.u = l.kh + kChunk * K;
+  l.aqk = l.u + kChunk * V;
+  l.ec = l.aqk + kChunk * kChunk;
+  l.block_floats = l.ec + K;
+  l.offsets_bytes = (static_cast<size_t>(N + 1) * sizeof(int64_t) + kAlign - 1) / kAlign * kAlign;
+  l.total_bytes = l.offsets_bytes + static_cast<size_t>(l.max_chunks * HV * l.block_floats) * sizeof(float);
+  return l;
+}
+
+// The per-token recurrence (any T; the decode path). `bf16` selects the q/k/v/out element type
+// (else f16). K is 64 or 128.
+Status launch_recurrent(const DeviceParams& p, bool bf16, cudaStream_t stream);
+// The chunked path: chunk map, per-(chunk, head) prep, then the sequential state pass and output.
+Status launch_chunked(const DeviceParams& p, bool bf16, void* workspace, const ChunkLayout& layout,
+                      cudaStream_t stream);
+
+}  // namespace groupattn::kda_cuda

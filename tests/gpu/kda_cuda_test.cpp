@@ -1,0 +1,431 @@
+// GPU tier for the KDA cuda engine: both of its paths (recurrent decode, chunked prefill) against
+// the fp64 per-token recurrence on host copies (TESTING.md: relative RMS < 5e-3 on output and
+// final state, NaN never), across gate strengths, GVA, varlen, state pools in place, chaining,
+// guard bands, determinism and declines. Each case prints its error figures ("[kda] ...").
+#include <gtest/gtest.h>
+
+#if GROUPATTN_WITH_CUDA
+
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <memory>
+#include <numeric>
+#include <random>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "common/device_tensor.h"
+#include "common/host_tensor.h"
+#include "cpu/kda_test_case.h"
+#include "groupattn/kda.h"
+#include "kda/engines/cuda/kda_cuda_engine.h"
+#include "kda/reference.h"
+
+namespace groupattn::test {
+namespace {
+
+constexpr double kKdaRelTol = 5e-3;  // TESTING.md, output and final state
+
+class KdaCuda : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (!have_cuda_device()) GTEST_SKIP() << "no CUDA device";
+  }
+};
+
+const char* path_name(KdaCudaPath p) {
+  return p == KdaCudaPath::kRecurrent ? "recurrent" : p == KdaCudaPath::kChunked ? "chunked" : "auto";
+}
+
+std::string describe(const KdaCase& c, KdaCudaPath path, const std::string& extra) {
+  std::ostringstream os;
+  os << path_name(path) << " " << dtype_name(c.dtype) << " B=" << c.B << " T=" << c.T << " H/HV=" << c.H << "/"
+     << c.HV << " K=" << c.K << " V=" << c.V << " gate="
+     << (c.gate == KdaGate::kLogDecay ? "log" : c.gate == KdaGate::kSoftplus ? "softplus" : "lb")
+     << " lb=" << c.lower_bound << " g=[" << c.g_lo << "," << c.g_hi << "]" << (c.with_A_log ? " A_log" : "")
+     << (c.with_dt_bias ? " dt_bias" : "") << (c.l2norm ? " l2" : "") << (c.beta_sigmoid ? " bsig" : "")
+     << (c.neg_eigval ? " neg" : "") << (c.layout == KdaStateLayout::kKFirst ? " K-first" : " V-first");
+  if (!c.cu.empty()) {
+    os << " cu(" << dtype_name(c.cu_dtype) << ")=";
+    for (int64_t x : c.cu) os << x << ",";
+  }
+  os << extra;
+  return os.str();
+}
+
+std::unique_ptr<DeviceTensor> mirror(const HostTensor& t) {
+  return t.defined() ? std::make_unique<DeviceTensor>(t) : nullptr;
+}
+TensorView dview(const std::unique_ptr<DeviceTensor>& t) { return t ? t->view() : TensorView{}; }
+
+// One problem on host and device. With `pool_extra` >= 0 the states are a pool of N + pool_extra
+// rows, sequence n using row idx[n] (shuffled), updated in place (initial_state == final_state).
+struct KdaRun {
+  KdaCase c;
+  bool pool = false;
+  HostTensor idx;  // state_indices, int32 [N]
+  std::unique_ptr<DeviceTensor> dq, dk, dv, dg, dbeta, dout, dinit, dfinal, dAlog, ddt, dcu, didx;
+
+  void setup(uint64_t seed, int pool_extra) {
+    c.build(seed);
+    if (pool_extra >= 0) {
+      pool = true;
+      const int64_t N = c.N(), rows = N + pool_extra;
+      std::mt19937_64 rng(seed + 7);
+      c.initial = HostTensor(DType::kF32, c.state_shape(rows));
+      c.initial.fill_normal(rng, 0.0, 0.5);
+      std::vector<int> perm(static_cast<size_t>(rows));
+      std::iota(perm.begin(), perm.end(), 0);
+      std::shuffle(perm.begin(), perm.end(), rng);
+      idx = HostTensor(DType::kI32, {N});
+      for (int64_t n = 0; n < N; ++n) idx.set({n}, perm[static_cast<size_t>(n)]);
+      c.final_state = HostTensor();
+    }
+    dq = mirror(c.q), dk = mirror(c.k), dv = mirror(c.v), dg = mirror(c.g), dbeta = mirror(c.beta);
+    dout = mirror(c.out), dinit = mirror(c.initial), dfinal = mirror(c.final_state);
+    dAlog = mirror(c.A_log), ddt = mirror(c.dt_bias), dcu = mirror(c.cu_seqlens), didx = mirror(idx);
+  }
+  KdaParams host_params() const {
+    KdaParams p = c.params();
+    if (pool) p.state_indices = idx.view();
+    return p;
+  }
+  KdaParams device_params() const {
+    KdaParams p = c.params();
+    p.q = dview(dq), p.k = dview(dk), p.v = dview(dv), p.g = dview(dg), p.beta = dview(dbeta);
+    p.out = dview(dout);
+    p.initial_state = dview(dinit);
+    p.final_state = pool ? dview(dinit) : dview(dfinal);
+    p.A_log = dview(dAlog), p.dt_bias = dview(ddt), p.cu_seqlens = dview(dcu);
+    if (pool) p.state_indices = dview(didx);
+    return p;
+  }
+  int64_t row(int64_t n) const { return pool ? static_cast<int64_t>(idx.at({n})) : n; }
+  // The device's final states gathered per sequence as [N, HV, K, V] (the reference's order).
+  std::vector<double> final_states() const {
+    const bool has_final = pool || dfinal != nullptr;
+    if (!has_final) return {};
+    HostTensor st = pool ? c.initial : c.final_state;
+    (pool ? dinit : dfinal)->download(&st);
+    std::vector<double> s;
+    for (int64_t n = 0; n < c.N(); ++n) {
+      for (int64_t hv = 0; hv < c.HV; ++hv) {
+        for (int64_t d = 0; d < c.K; ++d) {
+          for (int64_t e = 0; e < c.V; ++e) {
+            s.push_back(c.layout == KdaStateLayout::kVFirst ? st.at({row(n), hv, e, d}) : st.at({row(n), hv, d, e}));
+          }
+        }
+      }
+    }
+    return s;
+  }
+};
+
+struct Errors {
+  double out = 0, state = 0;
+};
+
+// Runs `path` on the device (out NaN-poisoned first), compares with the fp64 recurrence.
+Errors check_run(KdaRun& r, KdaCudaPath path, const std::string& extra = "") {
+  const std::string label = describe(r.c, path, extra);
+  std::vector<double> ref_out, ref_state;
+  const Status rs = kda_recurrent_fp64(r.host_params(), &ref_out, &ref_state);
+  EXPECT_TRUE(rs.ok()) << label << ": reference: " << rs.to_string();
+  HostTensor pool_before;
+  if (r.pool) pool_before = r.c.initial;
+  r.dout->poison();
+  if (r.dfinal) r.dfinal->poison();
+  const Status s = kda_cuda_run_path(r.device_params(), path, nullptr);
+  EXPECT_TRUE(s.ok()) << label << ": cuda: " << s.to_string();
+  cuda_check(cudaDeviceSynchronize(), "cudaDeviceSynchronize");
+  Errors err;
+  HostTensor out = r.c.out;
+  r.dout->download(&out);
+  const std::vector<double> got = out.values();
+  EXPECT_TRUE(all_finite(got)) << label << ": NaN/Inf in out";
+  err.out = rel_error(got, ref_out);
+  EXPECT_LT(err.out, kKdaRelTol) << label << ": out rel RMS";
+  const std::vector<double> st = r.final_states();
+  if (!st.empty()) {
+    EXPECT_TRUE(all_finite(st)) << label << ": NaN/Inf in final state";
+    err.state = rel_error(st, ref_state);
+    EXPECT_LT(err.state, kKdaRelTol) << label << ": final state rel RMS";
+  }
+  if (r.pool) {  // rows no sequence names are untouched, bit for bit
+    HostTensor after = r.c.initial;
+    r.dinit->download(&after);
+    std::vector<bool> used(static_cast<size_t>(r.c.initial.shape()[0]), false);
+    for (int64_t n = 0; n < r.c.N(); ++n) used[static_cast<size_t>(r.row(n))] = true;
+    int changed = 0;
+    for_each_index(r.c.initial.shape(), [&](const std::vector<int64_t>& i) {
+      if (!used[static_cast<size_t>(i[0])] && after.at(i) != pool_before.at(i)) ++changed;
+    });
+    EXPECT_EQ(changed, 0) << label << ": unreferenced pool rows changed";
+  }
+  for (auto* t : {r.dq.get(), r.dk.get(), r.dv.get(), r.dg.get(), r.dbeta.get(), r.dout.get(), r.dinit.get(),
+                  r.dfinal.get(), r.dcu.get(), r.didx.get()}) {
+    if (t != nullptr) {
+      EXPECT_TRUE(t->guards_intact()) << label << ": guard band overwritten";
+    }
+  }
+  std::printf("[kda] out %.2e state %.2e  %s\n", err.out, err.state, label.c_str());
+  return err;
+}
+
+// The production-like defaults: bf16, GVA 2 -> 4, K = V = 128, l2norm, beta logits, lower-bound gate.
+KdaCase base_case() {
+  KdaCase c;
+  c.dtype = DType::kBF16;
+  c.B = 2, c.T = 77, c.H = 2, c.HV = 4, c.K = 128, c.V = 128;
+  c.l2norm = true, c.beta_sigmoid = true;
+  c.gate = KdaGate::kLowerBound;
+  c.with_A_log = true, c.with_dt_bias = true;
+  c.g_lo = -2.0, c.g_hi = 6.0;  // sigmoid arguments up to saturation: decays down to lower_bound
+  return c;
+}
+
+const KdaCudaPath kPaths[] = {KdaCudaPath::kRecurrent, KdaCudaPath::kChunked};
+
+TEST_F(KdaCuda, LowerBoundGateStrengths) {
+  for (float lb : {-1.f, -2.f, -3.f, -5.f, -8.f}) {
+    for (KdaCudaPath path : kPaths) {
+      KdaRun r;
+      r.c = base_case();
+      r.c.lower_bound = lb;
+      r.setup(11, -1);
+      check_run(r, path);
+    }
+  }
+}
+
+TEST_F(KdaCuda, SoftplusGateVeryNegativeDecay) {
+  for (KdaCudaPath path : kPaths) {
+    for (bool dt : {true, false}) {
+      KdaRun r;
+      r.c = base_case();
+      r.c.gate = KdaGate::kSoftplus;
+      r.c.with_dt_bias = dt;
+      r.c.g_lo = -4.0, r.c.g_hi = 30.0;  // softplus up to 30 * exp(A_log <= 1): log decays below -20 per token
+      r.setup(12, -1);
+      check_run(r, path, dt ? "" : " (no dt_bias)");
+    }
+    KdaRun r;  // lower bound without A_log; plain log decay without gate parameters
+    r.c = base_case();
+    r.c.with_A_log = false;
+    r.setup(13, -1);
+    check_run(r, path);
+    KdaRun l;
+    l.c = base_case();
+    l.c.gate = KdaGate::kLogDecay;
+    l.c.with_A_log = false, l.c.with_dt_bias = false;
+    l.c.g_lo = -3.0, l.c.g_hi = 0.0;
+    l.setup(14, -1);
+    check_run(l, path);
+  }
+}
+
+TEST_F(KdaCuda, DtypesHeadDimsLayoutsOptions) {
+  for (KdaCudaPath path : kPaths) {
+    for (DType dt : {DType::kBF16, DType::kF16}) {
+      for (auto [K, V] : {std::pair<int64_t, int64_t>{64, 64}, {64, 128}, {128, 64}, {128, 128}}) {
+        KdaRun r;
+        r.c = base_case();
+        r.c.dtype = dt, r.c.K = K, r.c.V = V, r.c.T = 33;
+        r.c.H = 3, r.c.HV = 6;
+        r.setup(20 + static_cast<uint64_t>(K + V), -1);
+        check_run(r, path);
+      }
+    }
+    KdaRun a;  // K-first states, custom scale, negative eigenvalues
+    a.c = base_case();
+    a.c.layout = KdaStateLayout::kKFirst;
+    a.c.scale = 0.3f;
+    a.c.neg_eigval = true;
+    a.setup(30, -1);
+    check_run(a, path, " scale=0.3");
+    KdaRun b;  // no l2norm (unit-norm keys), raw beta
+    b.c = base_case();
+    b.c.l2norm = false, b.c.beta_sigmoid = false;
+    b.c.H = 1, b.c.HV = 8;  // GVA 8:1
+    b.setup(31, -1);
+    check_run(b, path);
+    KdaRun z;  // zero initial state, no final state
+    z.c = base_case();
+    z.c.with_initial = false, z.c.with_final = false;
+    z.setup(32, -1);
+    check_run(z, path, " no states");
+  }
+}
+
+TEST_F(KdaCuda, VarlenInt32Int64) {
+  for (KdaCudaPath path : kPaths) {
+    for (DType cu : {DType::kI32, DType::kI64}) {
+      KdaRun r;
+      r.c = base_case();
+      r.c.B = 1;
+      r.c.cu = {0, 0, 1, 17, 33, 73, 73, 110};  // zero-length sequences, 1, 16, 16 + 0, 40, 37
+      r.c.T = r.c.cu.back();
+      r.c.cu_dtype = cu;
+      r.setup(40, -1);
+      check_run(r, path);
+    }
+  }
+}
+
+TEST_F(KdaCuda, LongSequenceFewHeads) {
+  KdaRun r;
+  r.c = base_case();
+  r.c.gate = KdaGate::kSoftplus;
+  r.c.g_lo = -4.0, r.c.g_hi = 8.0;
+  r.c.B = 1, r.c.T = 1000, r.c.H = 2, r.c.HV = 2;
+  r.setup(50, -1);
+  check_run(r, KdaCudaPath::kChunked);
+  check_run(r, KdaCudaPath::kAuto);
+}
+
+TEST_F(KdaCuda, DecodeOnPoolInPlace) {
+  for (KdaStateLayout layout : {KdaStateLayout::kVFirst, KdaStateLayout::kKFirst}) {
+    for (int64_t T : {1, 3, 16}) {
+      KdaRun r;
+      r.c = base_case();
+      r.c.layout = layout;
+      r.c.B = 5, r.c.T = T;
+      r.setup(60 + static_cast<uint64_t>(T), 7);
+      check_run(r, KdaCudaPath::kAuto, " pool+7 in place");
+      // The chunked path on the same pool problem (fresh pool).
+      KdaRun q;
+      q.c = r.c;
+      q.setup(60 + static_cast<uint64_t>(T), 7);
+      check_run(q, KdaCudaPath::kChunked, " pool+7 in place");
+    }
+    KdaRun v;  // varlen decode on a pool
+    v.c = base_case();
+    v.c.layout = layout;
+    v.c.B = 1;
+    v.c.cu = {0, 1, 5, 21, 23};
+    v.c.T = 23;
+    v.setup(70, 5);
+    check_run(v, KdaCudaPath::kAuto, " varlen pool+5 in place");
+  }
+}
+
+// Prefill of tokens [0, a) then of [a, T) from its final state equals one prefill of [0, T); and
+// decode steps of one token, in place on the state, continue it the same way.
+TEST_F(KdaCuda, StateChaining) {
+  KdaCase c = base_case();
+  c.B = 2, c.T = 83;
+  KdaRun r;
+  r.c = c;
+  r.setup(80, -1);
+  std::vector<double> ref_out, ref_state;
+  ASSERT_TRUE(kda_recurrent_fp64(r.host_params(), &ref_out, &ref_state).ok());
+
+  const int64_t a = 50, steps = 3, b_end = r.c.T - steps;  // chunked [0,a), chunked [a,b_end), 3 decode steps
+  HostTensor mid = r.c.initial;
+  DeviceTensor dmid(mid);
+  dmid.poison();
+  r.dout->poison();
+  r.dfinal->poison();
+  const KdaParams full = r.device_params();
+  auto sliced = [&](int64_t t0, int64_t len) {
+    KdaParams p = full;
+    for (TensorView* t : {&p.q, &p.k, &p.v, &p.g, &p.beta, &p.out}) *t = slice_tokens(*t, t0, len);
+    return p;
+  };
+  KdaParams p1 = sliced(0, a);
+  p1.final_state = dmid.view();
+  ASSERT_TRUE(kda_cuda_run_path(p1, KdaCudaPath::kChunked, nullptr).ok());
+  KdaParams p2 = sliced(a, b_end - a);
+  p2.initial_state = dmid.view();
+  p2.final_state = dmid.view();  // in place
+  ASSERT_TRUE(kda_cuda_run_path(p2, KdaCudaPath::kChunked, nullptr).ok());
+  for (int64_t t = b_end; t < r.c.T; ++t) {
+    KdaParams p3 = sliced(t, 1);
+    p3.initial_state = dmid.view();
+    p3.final_state = t + 1 == r.c.T ? r.dfinal->view() : dmid.view();
+    ASSERT_TRUE(kda_cuda_run_path(p3, KdaCudaPath::kRecurrent, nullptr).ok());
+  }
+  cuda_check(cudaDeviceSynchronize(), "cudaDeviceSynchronize");
+  HostTensor out = r.c.out;
+  r.dout->download(&out);
+  const std::vector<double> got = out.values(), st = r.final_states();
+  EXPECT_TRUE(all_finite(got));
+  EXPECT_TRUE(all_finite(st));
+  const double eo = rel_error(got, ref_out), es = rel_error(st, ref_state);
+  EXPECT_LT(eo, kKdaRelTol);
+  EXPECT_LT(es, kKdaRelTol);
+  std::printf("[kda] out %.2e state %.2e  chaining [0,%lld) + [%lld,%lld) + %lld decode steps\n", eo, es,
+              static_cast<long long>(a), static_cast<long long>(a), static_cast<long long>(b_end),
+              static_cast<long long>(steps));
+}
+
+TEST_F(KdaCuda, DeterministicRepeats) {
+  for (KdaCudaPath path : kPaths) {
+    KdaRun r;
+    r.c = base_case();
+    r.setup(90, -1);
+    HostTensor first = r.c.out, again = r.c.out, s_first = r.c.final_state, s_again = r.c.final_state;
+    for (int i = 0; i < 20; ++i) {
+      r.dout->poison();
+      r.dfinal->poison();
+      ASSERT_TRUE(kda_cuda_run_path(r.device_params(), path, nullptr).ok());
+      cuda_check(cudaDeviceSynchronize(), "cudaDeviceSynchronize");
+      r.dout->download(i == 0 ? &first : &again);
+      r.dfinal->download(i == 0 ? &s_first : &s_again);
+      if (i > 0) {
+        ASSERT_TRUE(bitwise_equal(first, again)) << path_name(path) << " repeat " << i << ": out differs";
+        ASSERT_TRUE(bitwise_equal(s_first, s_again)) << path_name(path) << " repeat " << i << ": state differs";
+      }
+    }
+  }
+}
+
+// The public entry point selects "cuda" for device tensors (with the library's own workspace)
+// and the reference for host ones; what the engine does not serve gets a reason.
+TEST_F(KdaCuda, SelectionAndDeclines) {
+  KdaRun r;
+  r.c = base_case();
+  r.c.T = 100;  // chunked: the library allocates the workspace
+  r.setup(100, -1);
+  const char* name = nullptr;
+  ASSERT_TRUE(kda_engine_for(r.device_params(), {}, &name).ok());
+  EXPECT_STREQ(name, "cuda");
+  ASSERT_TRUE(kda_engine_for(r.host_params(), {}, &name).ok());
+  EXPECT_STREQ(name, "reference");
+  size_t ws = 0;
+  ASSERT_TRUE(kda_workspace_bytes(r.device_params(), {}, &ws).ok());
+  EXPECT_GT(ws, 0u);
+  r.dout->poison();
+  ASSERT_TRUE(kda(r.device_params()).ok());
+  cuda_check(cudaDeviceSynchronize(), "cudaDeviceSynchronize");
+  std::vector<double> ref_out;
+  ASSERT_TRUE(kda_recurrent_fp64(r.host_params(), &ref_out, nullptr).ok());
+  HostTensor out = r.c.out;
+  r.dout->download(&out);
+  EXPECT_LT(rel_error(out.values(), ref_out), kKdaRelTol);
+
+  RunOptions pin;
+  pin.engine = "cuda";
+  KdaRun f;  // f32 q/k/v: declined with the accepted set
+  f.c = base_case();
+  f.c.dtype = DType::kF32;
+  f.setup(101, -1);
+  Status s = kda(f.device_params(), pin);
+  EXPECT_EQ(s.code(), StatusCode::kNotSupported) << s.to_string();
+  EXPECT_NE(s.message().find("bf16, f16"), std::string::npos) << s.to_string();
+  KdaRun d;  // head dim 32: declined
+  d.c = base_case();
+  d.c.K = 32, d.c.V = 32;
+  d.setup(102, -1);
+  s = kda(d.device_params(), pin);
+  EXPECT_EQ(s.code(), StatusCode::kNotSupported) << s.to_string();
+  EXPECT_NE(s.message().find("64 or 128"), std::string::npos) << s.to_string();
+}
+
+}  // namespace
+}  // namespace groupattn::test
+
+#endif  // GROUPATTN_WITH_CUDA
