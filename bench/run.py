@@ -1,0 +1,189 @@
+#!/usr/bin/env python3
+"""groupattn benchmark: our engines (pinned by name through the groupattn package) against the peers
+(torch SDPA's cuDNN and FlashAttention-2 backends; fla chunk_kda for KDA when importable), in one
+process, on the same tensors, under the protocol of ../shared/BENCHMARKING.md.
+
+  python bench/run.py --suite prefill|decode|kda|all [--quick] [--out bench/results/NAME.json]
+                      [--suite-minutes M] [--engines cuda,...]
+
+Writes one JSON file (provenance, ceilings, engine verification, one entry per configuration) and
+rewrites it after every configuration, so an interrupted run keeps what it measured. Then:
+  python bench/report.py bench/results/NAME.json      -> docs/PERFORMANCE.md + plots
+  python bench/compare.py A.json B.json               -> regressions outside the p20-p80 bands
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(HERE)
+sys.path.insert(0, HERE)
+
+os.environ.setdefault("FLA_DISABLE_BACKEND_DISPATCH", "1")
+
+
+def _label(suite, cfg):
+    if suite == "prefill":
+        if cfg["kind"] == "varlen":
+            return f"{cfg['hq']}/{cfg['hkv']} d{cfg['d']} varlen{len(cfg['lengths'])} {'causal' if cfg['causal'] else 'full'}"
+        return f"{cfg['hq']}/{cfg['hkv']} d{cfg['d']} S{cfg['sq']} B{cfg['batch']} {'causal' if cfg['causal'] else 'full'}"
+    if suite == "decode":
+        lay = "contig" if cfg["page"] is None else f"page{cfg['page']}"
+        return (f"{cfg['hq']}/{cfg['hkv']} d{cfg['d']} B{cfg['batch']} L{cfg['kv_len']} n{cfg['new']} {lay}"
+                + (" mixed" if cfg["mixed"] else ""))
+    return f"T{cfg['T']} H{cfg['H']} N{cfg['N']} {cfg['gate']}"
+
+
+def _decode_priority(cfg):
+    # contiguous single-token first (the peers' comparison), then multi-token, then paged, then mixed
+    return (cfg["mixed"], cfg["page"] is not None, cfg["new"] != 1)
+
+
+def _budgets(spec, suites):
+    if spec is None:
+        return {}
+    if "=" not in spec:
+        return {s: float(spec) for s in suites}
+    out = {}
+    for part in spec.split(","):
+        k, v = part.split("=")
+        out[k.strip()] = float(v)
+    return out
+
+
+def _write(path, data):
+    tmp = path + ".tmp"
+    with open(tmp, "w") as f:
+        json.dump(data, f, indent=1, default=str)
+    os.replace(tmp, path)
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--suite", default="all", choices=["prefill", "decode", "kda", "all"])
+    ap.add_argument("--quick", action="store_true", help="a small subset of each matrix (~2 minutes in all)")
+    ap.add_argument("--out", default=None, help="results JSON (default bench/results/<suite>[-quick]-<date>.json)")
+    ap.add_argument("--suite-minutes", default=None,
+                    help="stop starting new configurations of a suite after this many minutes; the rest are "
+                         "listed in the JSON as not run. One number for every suite, or e.g. "
+                         "prefill=1.5,decode=2.5,kda=2")
+    ap.add_argument("--engines", default=None, help="comma-separated groupattn engine names (default: every "
+                                                    "available non-reference engine of each op)")
+    ap.add_argument("--no-peers", action="store_true", help="our engines only")
+    args = ap.parse_args(argv)
+
+    import torch
+
+    if not torch.cuda.is_available():
+        print("bench/run.py needs a CUDA GPU (torch.cuda.is_available() is False)", file=sys.stderr)
+        return 2
+    import harness as H
+    import matrices
+    import suites as S
+
+    suites = ["prefill", "decode", "kda"] if args.suite == "all" else [args.suite]
+    budgets = _budgets(args.suite_minutes, suites)
+    stamp = time.strftime("%Y%m%d-%H%M%S", time.gmtime())
+    out = args.out or os.path.join(HERE, "results", f"{args.suite}{'-quick' if args.quick else ''}-{stamp}.json")
+    os.makedirs(os.path.dirname(os.path.abspath(out)), exist_ok=True)
+
+    data = {"schema": 1, "suites_requested": suites, "quick": args.quick,
+            "protocol": {"rounds": S.ROUNDS, "target_ms_per_replay": S.TARGET_MS,
+                         "rotation_bytes_min": H.ROTATION_BYTES,
+                         "order": "per round: each contender's graph once, in a fixed interleaved order, then the "
+                                  "control (a second graph of the first of our engines)",
+                         "attention_rel_tol": S.refs.ATTN_REL_TOL, "kda_rel_tol": S.refs.KDA_REL_TOL}}
+    data["provenance"] = H.provenance(ROOT, ["bench/run.py"] + (argv if argv is not None else sys.argv[1:]))
+    data["provenance"]["clocks_before"] = H.nvidia_smi()
+    fla_fn, fla_ver = S.load_fla()
+    data["provenance"]["peers"]["fla"] = fla_ver if fla_fn is not None else None
+    data["provenance"]["peers"]["fla_status"] = "loaded" if fla_fn is not None else fla_ver
+    data["provenance"]["peers"]["torch_sdpa"] = {"torch": torch.__version__, "cudnn": torch.backends.cudnn.version()}
+    _write(out, data)
+
+    t0 = time.time()
+    print("measuring ceilings (GEMM, HBM read) ...", file=sys.stderr, flush=True)
+    data["ceilings"] = {"gemm": H.gemm_ceiling(), "hbm": H.hbm_ceiling()}
+    g = data["ceilings"]["gemm"]["tflops"]["median"]
+    hb = data["ceilings"]["hbm"]["gbps"]
+    print(f"  GEMM {g:.0f} TFLOP/s; HBM read {hb['median']:.0f} GB/s ({data['ceilings']['hbm']['ceiling_method']})"
+          if hb else f"  GEMM {g:.0f} TFLOP/s; HBM read: failed", file=sys.stderr, flush=True)
+    _write(out, data)
+
+    data["verification"] = {}
+    data["suites"] = {}
+    for suite in suites:
+        op = "kda" if suite == "kda" else "attention"
+        engines = args.engines.split(",") if args.engines else S.our_engines(op)
+        cfgs = matrices.SUITES[suite](args.quick)
+        if suite == "decode":
+            cfgs = sorted(cfgs, key=_decode_priority)
+        try:
+            data["verification"][suite] = (S.verify_kda_engines(engines) if suite == "kda"
+                                           else S.verify_attention_engines(engines))
+        except Exception as e:
+            data["verification"][suite] = {"error": f"{type(e).__name__}: {str(e)[:300]}"}
+        entries = []
+        data["suites"][suite] = {"engines": engines, "entries": entries, "not_run": []}
+        bar = H.Progress(len(cfgs), suite)
+        ts = time.time()
+        for cfg in cfgs:
+            label = _label(suite, cfg)
+            if budgets.get(suite) is not None and time.time() - ts > budgets[suite] * 60:
+                data["suites"][suite]["not_run"].append({"config": cfg, "label": label,
+                                                         "reason": f"suite time budget ({budgets[suite]} min) spent"})
+                bar.step("skipped (budget) " + label)
+                continue
+            c0 = time.time()
+            try:
+                if suite == "prefill":
+                    e = S.prefill_config(cfg, engines, peers=not args.no_peers)
+                elif suite == "decode":
+                    e = S.decode_config(cfg, engines)
+                else:
+                    e = S.kda_config(cfg, engines)
+            except Exception as ex:
+                import traceback
+
+                e = {"config": cfg, "errors": {"_config": f"{type(ex).__name__}: {str(ex)[:400]}",
+                                               "_traceback": traceback.format_exc()[-1500:]}}
+            e["label"] = label
+            e["seconds"] = round(time.time() - c0, 2)
+            entries.append(e)
+            torch.cuda.synchronize()
+            torch.cuda.empty_cache()
+            _write(out, data)
+            bar.step(label + " " + _brief(e))
+        bar.close()
+
+    data["provenance"]["clocks_after"] = H.nvidia_smi()
+    data["provenance"]["wall_seconds"] = round(time.time() - t0, 1)
+    _write(out, data)
+    print(f"wrote {out}", file=sys.stderr)
+    return 0
+
+
+def _brief(e):
+    t = e.get("timing", {})
+    parts = []
+    for n, r in t.items():
+        if n.endswith("#ctrl"):
+            continue
+        v = r.get("tflops") or r.get("gbps")
+        unit = "TF" if "tflops" in r else ("GB/s" if "gbps" in r else "")
+        parts.append(f"{n.split(':')[-1]}={r['ms']['median']*1e3:.0f}us" + (f"/{v:.0f}{unit}" if v else ""))
+    bad = [n for n, c in e.get("correctness", {}).items() if not c.get("ok")]
+    if bad:
+        parts.append("FAIL:" + ",".join(bad))
+    if e.get("errors"):
+        parts.append("ERR:" + ",".join(k for k in e["errors"] if k != "_traceback"))
+    return " ".join(parts)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
