@@ -45,7 +45,13 @@ fi
 echo "gpu-bench: built in $(( $(date +%s) - t0 ))s"
 export GROUPATTN_BENCH_BUILD_FLAGS="pip install . --no-build-isolation ${FLAGS[*]} (scikit-build-core, CMake Release per pyproject.toml)"
 
-# BENCH_TIMEOUT_S (default 0 = none) stops run.py so that the report is still written from what it measured.
+# BENCH_TIMEOUT_S (default 0 = none) stops run.py so that the report is still written from what it
+# measured; BENCH_DEADLINE (epoch seconds) sets it to what is left before that time, less 25 s.
+if [[ -n "${BENCH_DEADLINE:-}" ]]; then
+  BENCH_TIMEOUT_S=$(( BENCH_DEADLINE - $(date +%s) - 25 ))
+  (( BENCH_TIMEOUT_S < 10 )) && BENCH_TIMEOUT_S=10
+  echo "gpu-bench: run.py gets ${BENCH_TIMEOUT_S}s (BENCH_DEADLINE)"
+fi
 timeout "${BENCH_TIMEOUT_S:-0}" python3 bench/run.py --suite "$SUITE" $QUICK --suite-minutes "$MINUTES" --out "$DEST/bench.json" 2>&1 | tee "$DEST/run.log"
 rc=${PIPESTATUS[0]}
 echo "gpu-bench: run.py exit $rc after $(( $(date +%s) - t0 ))s"
