@@ -2,6 +2,7 @@
 
 #include <cerrno>
 #include <cstdlib>
+#include <utility>
 
 namespace groupattn::cli {
 
@@ -27,8 +28,10 @@ bool parse_float(const std::string& s, double* out) {
 bool split2(const std::string& s, char sep, std::string* a, std::string* b) {
   const size_t pos = s.find(sep);
   if (pos == std::string::npos) return false;
-  *a = s.substr(0, pos);
-  *b = s.substr(pos + 1);
+  // `a` may alias `s` (parse splits a flag's name in place): take both halves before assigning.
+  std::string head = s.substr(0, pos), tail = s.substr(pos + 1);
+  *a = std::move(head);
+  *b = std::move(tail);
   return true;
 }
 }  // namespace
