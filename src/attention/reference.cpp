@@ -111,13 +111,20 @@ int64_t q_offset(const Geometry& g, const TensorView& t, int64_t b, int64_t i, i
 
 // The visible key range [lo, hi) of a query at key position `pos` in a sequence of `sk` keys,
 // intersected with the shard [key_begin, key_end). The mask is an interval, so a range suffices.
+// Windows may be any int64 (INT64_MAX means "as good as unbounded"), so the bounds saturate.
+int64_t saturating_add(int64_t x, int64_t y) {
+  int64_t r = 0;
+  if (__builtin_add_overflow(x, y, &r)) return y > 0 ? INT64_MAX : INT64_MIN;
+  return r;
+}
+
 void visible_range(const AttentionParams& p, int64_t pos, int64_t sk, int64_t key_begin, int64_t key_end,
                    int64_t* lo, int64_t* hi) {
   int64_t a = std::max<int64_t>(0, key_begin);
   int64_t z = std::min(sk, key_end);  // exclusive
   if (p.causal) z = std::min(z, pos + 1);
-  if (p.window_left >= 0) a = std::max(a, pos - p.window_left);
-  if (p.window_right >= 0) z = std::min(z, pos + p.window_right + 1);
+  if (p.window_left >= 0) a = std::max(a, saturating_add(pos, -p.window_left));
+  if (p.window_right >= 0) z = std::min(z, saturating_add(saturating_add(pos, p.window_right), 1));
   *lo = a;
   *hi = std::max(a, z);
 }

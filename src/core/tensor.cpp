@@ -35,11 +35,13 @@ int64_t TensorView::numel() const {
 }
 
 int64_t TensorView::span_bytes() const {
-  int64_t last = 0;  // element offset of the last addressable element
+  // An empty view addresses nothing, whatever its other strides (which may be huge: they are
+  // never multiplied out). Non-empty views passed validation, so the sum fits in int64.
   for (int i = 0; i < rank; ++i) {
     if (shape[i] == 0) return 0;
-    last += (shape[i] - 1) * stride[i];
   }
+  int64_t last = 0;  // element offset of the last addressable element
+  for (int i = 0; i < rank; ++i) last += (shape[i] - 1) * stride[i];
   return (last + 1) * static_cast<int64_t>(dtype_size(dtype));
 }
 

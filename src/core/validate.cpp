@@ -9,9 +9,11 @@
 namespace groupattn {
 
 std::string shape_string(const TensorView& t) {
+  // A rank outside 1..kMaxRank is reported by check_rank / check_layout; print what exists.
+  const int rank = t.rank < 0 ? 0 : (t.rank > TensorView::kMaxRank ? TensorView::kMaxRank : t.rank);
   std::string s = "[";
-  for (int i = 0; i < t.rank; ++i) s += (i ? ", " : "") + std::to_string(t.shape[i]);
-  return s + "]";
+  for (int i = 0; i < rank; ++i) s += (i ? ", " : "") + std::to_string(t.shape[i]);
+  return s + (rank < t.rank ? ", ...]" : "]");
 }
 
 Status check_defined(const TensorView& t, const char* name) {
@@ -47,10 +49,52 @@ Status check_dim(const TensorView& t, const char* name, int dim, const char* dim
   return Status::Ok();
 }
 
+namespace {
+
+std::string stride_string(const TensorView& t) {
+  std::string s = "[";
+  for (int i = 0; i < t.rank; ++i) s += (i ? ", " : "") + std::to_string(t.stride[i]);  // rank checked
+  return s + "]";
+}
+
+// Sizes and strides already non-negative. Every product of sizes (element counts, B * Sq, ...)
+// and the byte span (sum of (size - 1) * stride, times the element size) must fit in int64, so
+// that no later index computation on an accepted view can wrap.
+Status check_extent_fits(const TensorView& t, const char* name) {
+  int64_t elements = 1;  // product of max(size, 1): bounds the product of any subset of sizes
+  int64_t last = 0;      // element offset of the last addressable element
+  bool empty = false;
+  for (int i = 0; i < t.rank; ++i) {
+    if (__builtin_mul_overflow(elements, t.shape[i] > 1 ? t.shape[i] : 1, &elements)) {
+      return InvalidArgument(std::string(name) + ": shape " + shape_string(t) +
+                             " has more elements than int64 can count (accepted: products of sizes < 2^63)");
+    }
+    empty = empty || t.shape[i] == 0;
+    int64_t step = 0;
+    if (t.shape[i] > 0 && (__builtin_mul_overflow(t.shape[i] - 1, t.stride[i], &step) ||
+                           __builtin_add_overflow(last, step, &last))) {
+      last = INT64_MAX;
+    }
+  }
+  int64_t bytes = 0;
+  if (!empty && (last == INT64_MAX || __builtin_add_overflow(last, 1, &bytes) ||
+                 __builtin_mul_overflow(bytes, static_cast<int64_t>(dtype_size(t.dtype)), &bytes))) {
+    return InvalidArgument(std::string(name) + ": shape " + shape_string(t) + " with strides " + stride_string(t) +
+                           " spans more than 2^63 bytes (accepted: views whose byte span fits in int64)");
+  }
+  return Status::Ok();
+}
+
+}  // namespace
+
 Status check_layout(const TensorView& t, const char* name) {
   if (t.rank < 1 || t.rank > TensorView::kMaxRank) {
     return InvalidArgument(std::string(name) + ": rank " + std::to_string(t.rank) +
                            " out of range (accepted: 1.." + std::to_string(TensorView::kMaxRank) + ")");
+  }
+  if (dtype_size(t.dtype) == 0) {  // a value outside the DType enum (an uninitialised or bad cast)
+    return InvalidArgument(std::string(name) + ": unknown dtype value " +
+                           std::to_string(static_cast<int>(t.dtype)) + " (accepted: a groupattn::DType)");
   }
   for (int i = 0; i < t.rank; ++i) {
     if (t.shape[i] < 0) {
@@ -61,6 +105,7 @@ Status check_layout(const TensorView& t, const char* name) {
                              " at dim " + std::to_string(i) + " (accepted: strides >= 0)");
     }
   }
+  GA_RETURN_IF_ERROR(check_extent_fits(t, name));
   if (t.shape[t.rank - 1] > 1 && t.stride[t.rank - 1] != 1) {
     return InvalidArgument(std::string(name) + ": last dimension has stride " +
                            std::to_string(t.stride[t.rank - 1]) +
