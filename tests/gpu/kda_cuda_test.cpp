@@ -425,6 +425,84 @@ TEST_F(KdaCuda, SelectionAndDeclines) {
   EXPECT_NE(s.message().find("64 or 128"), std::string::npos) << s.to_string();
 }
 
+
+// Timing, not part of the GPU tier (disabled): --gtest_also_run_disabled_tests
+// --gtest_filter='KdaCuda.DISABLED_Timing'. GPU time per call by CUDA events (10 calls after 2
+// warm-up calls, the caller's workspace): the decode step on a state pool in place (GB/s of state
+// traffic, read + write) and chunked prefill at the production gate on issue 4's shapes.
+double time_us(const KdaParams& p, const RunOptions& o) {
+  cudaEvent_t a, b;
+  cuda_check(cudaEventCreate(&a), "cudaEventCreate");
+  cuda_check(cudaEventCreate(&b), "cudaEventCreate");
+  for (int i = 0; i < 2; ++i) EXPECT_TRUE(kda(p, o).ok());
+  constexpr int kIters = 10;
+  cuda_check(cudaEventRecord(a), "cudaEventRecord");
+  for (int i = 0; i < kIters; ++i) EXPECT_TRUE(kda(p, o).ok());
+  cuda_check(cudaEventRecord(b), "cudaEventRecord");
+  cuda_check(cudaEventSynchronize(b), "cudaEventSynchronize");
+  float ms = 0.f;
+  cuda_check(cudaEventElapsedTime(&ms, a, b), "cudaEventElapsedTime");
+  cuda_check(cudaEventDestroy(a), "cudaEventDestroy");
+  cuda_check(cudaEventDestroy(b), "cudaEventDestroy");
+  return 1e3 * ms / kIters;
+}
+
+TEST_F(KdaCuda, DISABLED_Timing) {
+  for (int64_t N : {256, 1024}) {  // decode: one token per sequence, HV = 32, pool of N rows in place
+    KdaRun r;
+    r.c = base_case();
+    r.c.B = N, r.c.T = 1, r.c.H = 32, r.c.HV = 32;
+    r.c.with_initial = false, r.c.with_final = false;
+    r.setup(200, -1);
+    const int64_t state_bytes = N * 32 * 128 * 128 * 4;
+    void* pool = nullptr;
+    cuda_check(cudaMalloc(&pool, static_cast<size_t>(state_bytes)), "cudaMalloc");
+    cuda_check(cudaMemset(pool, 0, static_cast<size_t>(state_bytes)), "cudaMemset");
+    KdaParams p = r.device_params();
+    p.initial_state = p.final_state = make_contiguous_view(pool, DType::kF32, {N, 32, 128, 128}, Device::kCUDA);
+    RunOptions o;
+    o.engine = "cuda";
+    const double us = time_us(p, o);
+    std::printf("[kda-time] decode N=%lld T=1 HV=32 pool %.0f MiB: %.1f us, %.0f GB/s of state (read + write)\n",
+                static_cast<long long>(N), static_cast<double>(state_bytes) / (1 << 20), us,
+                2.0 * static_cast<double>(state_bytes) / (us * 1e3));
+    cuda_check(cudaFree(pool), "cudaFree");
+  }
+  for (auto [T, H] : {std::pair<int64_t, int64_t>{1024, 4}, {2048, 12}, {4096, 16}, {8192, 16}, {8192, 24}}) {
+    KdaRun r;
+    r.c = base_case();
+    r.c.B = 1, r.c.T = T, r.c.H = H, r.c.HV = H;
+    r.setup(201, -1);
+    const KdaParams p = r.device_params();
+    RunOptions o;
+    o.engine = "cuda";
+    size_t ws = 0;
+    ASSERT_TRUE(kda_workspace_bytes(p, o, &ws).ok());
+    cuda_check(cudaMalloc(&o.workspace, ws), "cudaMalloc");
+    o.workspace_bytes = ws;
+    const double us = time_us(p, o);
+    double rec_us = 0;
+    if (T <= 2048) {  // the recurrent path on the same problem, for scale
+      cuda_check(cudaDeviceSynchronize(), "cudaDeviceSynchronize");
+      cudaEvent_t a, b;
+      cuda_check(cudaEventCreate(&a), "cudaEventCreate");
+      cuda_check(cudaEventCreate(&b), "cudaEventCreate");
+      cuda_check(cudaEventRecord(a), "cudaEventRecord");
+      EXPECT_TRUE(kda_cuda_run_path(p, KdaCudaPath::kRecurrent, nullptr).ok());
+      cuda_check(cudaEventRecord(b), "cudaEventRecord");
+      cuda_check(cudaEventSynchronize(b), "cudaEventSynchronize");
+      float ms = 0.f;
+      cuda_check(cudaEventElapsedTime(&ms, a, b), "cudaEventElapsedTime");
+      rec_us = 1e3 * ms;
+      cuda_check(cudaEventDestroy(a), "cudaEventDestroy");
+      cuda_check(cudaEventDestroy(b), "cudaEventDestroy");
+    }
+    std::printf("[kda-time] prefill T=%lld H=HV=%lld lb=-5: chunked %.1f us (workspace %.0f MiB), recurrent %.1f us\n",
+                static_cast<long long>(T), static_cast<long long>(H), us, static_cast<double>(ws) / (1 << 20), rec_us);
+    cuda_check(cudaFree(o.workspace), "cudaFree");
+  }
+}
+
 }  // namespace
 }  // namespace groupattn::test
 

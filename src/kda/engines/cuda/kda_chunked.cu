@@ -32,6 +32,7 @@ namespace {
 constexpr int kThreads = 256;
 constexpr int kWarps = kThreads / kWarp;
 constexpr int kMaxV = 128;
+constexpr int kAcc = 4;  // partial sums per dot product in the state pass
 static_assert(kThreads == kChunk * kValueTile, "state pass: one thread per (row, column) of a chunk tile");
 
 __global__ void kda_chunk_map_kernel(const DeviceParams p, int64_t* chunk_offsets) {
@@ -209,13 +210,23 @@ __global__ void __launch_bounds__(kThreads)
     if (tid < K) ec[tid] = blk[l.ec + tid];
     __syncthreads();
 
-    float ws = 0.f, qsum = 0.f;
-    for (int d = 0; d < K; ++d) {
-      ws += Ws[r][d] * S[d][e];
-      qsum += Qs[r][d] * S[d][e];
+    // kAcc independent partial sums per dot: the FMA latency chain is K / kAcc long, not K.
+    float ws[kAcc] = {}, qsum[kAcc] = {};
+#pragma unroll 4
+    for (int d = 0; d < K; d += kAcc) {
+#pragma unroll
+      for (int a = 0; a < kAcc; ++a) {
+        ws[a] += Ws[r][d + a] * S[d + a][e];
+        qsum[a] += Qs[r][d + a] * S[d + a][e];
+      }
     }
-    D[r][e] = Us[r][e] - ws;  // the true writes beta_r r_r of the chunk
-    QS[r][e] = qsum;
+#pragma unroll
+    for (int a = 1; a < kAcc; ++a) {
+      ws[0] += ws[a];
+      qsum[0] += qsum[a];
+    }
+    D[r][e] = Us[r][e] - ws[0];  // the true writes beta_r r_r of the chunk
+    QS[r][e] = qsum[0];
     __syncthreads();
 
     float o = QS[r][e];
@@ -223,9 +234,13 @@ __global__ void __launch_bounds__(kThreads)
     const int64_t tok = j * kChunk + r;  // token inside the sequence
     if (tok < sq.len) ob[(sq.bos + tok) * p.o_st + e0 + e] = from_float<T>(o + bad);
 
-    for (int i = tid; i < K * kValueTile; i += kThreads) {
+    static_assert(K * kValueTile % kThreads == 0, "the state tile splits evenly over the threads");
+#pragma unroll
+    for (int it = 0; it < K * kValueTile / kThreads; ++it) {  // K / 16 independent elements per thread
+      const int i = tid + it * kThreads;
       const int d = i / kValueTile, ee = i % kValueTile;
       float acc = ec[d] * S[d][ee];
+#pragma unroll
       for (int rr = 0; rr < kChunk; ++rr) acc += Khs[rr][d] * D[rr][ee];
       S[d][ee] = acc;
     }
