@@ -61,6 +61,18 @@ std::unique_ptr<DeviceTensor> mirror(const HostTensor& t) {
 }
 TensorView dview(const std::unique_ptr<DeviceTensor>& t) { return t ? t->view() : TensorView{}; }
 
+// A copy of `t` with every non-last stride padded by 8 elements (gaps NaN): strided views.
+HostTensor padded(const HostTensor& t) {
+  if (!t.defined()) return t;
+  const std::vector<int64_t>& shape = t.shape();
+  std::vector<int64_t> st(shape.size(), 1);
+  for (int d = static_cast<int>(shape.size()) - 2; d >= 0; --d) st[d] = st[d + 1] * shape[d + 1] + 8;
+  HostTensor s(t.dtype(), shape, st);
+  s.poison();
+  for_each_index(shape, [&](const std::vector<int64_t>& i) { s.set(i, t.at(i)); });
+  return s;
+}
+
 // One problem on host and device. With `pool_extra` >= 0 the states are a pool of N + pool_extra
 // rows, sequence n using row idx[n] (shuffled), updated in place (initial_state == final_state).
 struct KdaRun {
@@ -69,7 +81,7 @@ struct KdaRun {
   HostTensor idx;  // state_indices, int32 [N]
   std::unique_ptr<DeviceTensor> dq, dk, dv, dg, dbeta, dout, dinit, dfinal, dAlog, ddt, dcu, didx;
 
-  void setup(uint64_t seed, int pool_extra) {
+  void setup(uint64_t seed, int pool_extra, bool strided = false) {
     c.build(seed);
     if (pool_extra >= 0) {
       pool = true;
@@ -83,6 +95,11 @@ struct KdaRun {
       idx = HostTensor(DType::kI32, {N});
       for (int64_t n = 0; n < N; ++n) idx.set({n}, perm[static_cast<size_t>(n)]);
       c.final_state = HostTensor();
+    }
+    if (strided) {
+      for (HostTensor* t : {&c.q, &c.k, &c.v, &c.g, &c.beta, &c.out, &c.initial, &c.final_state, &c.dt_bias}) {
+        *t = padded(*t);
+      }
     }
     dq = mirror(c.q), dk = mirror(c.k), dv = mirror(c.v), dg = mirror(c.g), dbeta = mirror(c.beta);
     dout = mirror(c.out), dinit = mirror(c.initial), dfinal = mirror(c.final_state);
@@ -272,6 +289,22 @@ TEST_F(KdaCuda, VarlenInt32Int64) {
       r.setup(40, -1);
       check_run(r, path);
     }
+  }
+}
+
+TEST_F(KdaCuda, StridedViews) {
+  for (KdaCudaPath path : kPaths) {
+    KdaRun r;
+    r.c = base_case();
+    r.c.T = 40;
+    r.setup(45, -1, true);
+    check_run(r, path, " strided");
+    KdaRun k;
+    k.c = base_case();
+    k.c.layout = KdaStateLayout::kKFirst;
+    k.c.B = 3, k.c.T = 2;
+    k.setup(46, 4, true);
+    check_run(k, path, " strided pool+4 in place");
   }
 }
 
