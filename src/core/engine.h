@@ -4,6 +4,8 @@
 #pragma once
 
 #include <cstddef>
+#include <new>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -71,15 +73,28 @@ Status select_engine(const char* op, const std::vector<const Engine<Params>*>& e
 template <class Params>
 Status run_engine(const Engine<Params>& engine, const Params& p, const RunOptions& options);
 
+// An engine's own host allocation failing (std::bad_alloc from a std::vector, e.g. the reference's
+// scratch on a huge problem) becomes kOutOfMemory: no exception crosses the API.
+template <class Params>
+Status run_engine_or_oom(const Engine<Params>& engine, const Params& p, void* workspace, void* stream) {
+  try {
+    return engine.run(p, workspace, stream);
+  } catch (const std::bad_alloc&) {
+    return {StatusCode::kOutOfMemory, std::string("engine '") + engine.name() + "': host allocation failed"};
+  } catch (const std::length_error&) {
+    return {StatusCode::kOutOfMemory, std::string("engine '") + engine.name() + "': host allocation too large"};
+  }
+}
+
 template <class Params>
 Status run_engine(const Engine<Params>& engine, const Params& p, const RunOptions& options) {
   const size_t need = engine.workspace_bytes(p);
   if (need == 0 || (options.workspace != nullptr && options.workspace_bytes >= need)) {
-    return engine.run(p, need == 0 ? nullptr : options.workspace, options.stream);
+    return run_engine_or_oom(engine, p, need == 0 ? nullptr : options.workspace, options.stream);
   }
   void* ws = nullptr;
   GA_RETURN_IF_ERROR(allocate_workspace(need, options.stream, &ws));
-  Status s = engine.run(p, ws, options.stream);
+  Status s = run_engine_or_oom(engine, p, ws, options.stream);
   Status f = free_workspace(ws, options.stream);
   return s.ok() ? f : s;
 }

@@ -2,6 +2,7 @@
 
 #include <cstdint>
 #include <cstring>
+#include <exception>
 
 #include "core/cuda_runtime_shim.h"
 #include "core/dtype.h"
@@ -146,6 +147,21 @@ Status check_no_overlap(const TensorView& out, const char* out_name, const Tenso
   return Status::Ok();
 }
 
+namespace {
+// An index value read exactly (a round trip through double loses int64 values past 2^53 and is
+// undefined past 2^63: found by validate_kda_fuzz on an int64 cu_seqlens). dtype is I32 or I64.
+int64_t load_index(const char* p, DType dtype) {
+  if (dtype == DType::kI64) {
+    int64_t v = 0;
+    std::memcpy(&v, p, sizeof v);
+    return v;
+  }
+  int32_t v = 0;
+  std::memcpy(&v, p, sizeof v);
+  return v;
+}
+}  // namespace
+
 Status read_indices(const TensorView& t, const char* name, const RunOptions& options,
                     std::vector<int64_t>* values, bool* read) {
   values->clear();
@@ -158,19 +174,26 @@ Status read_indices(const TensorView& t, const char* name, const RunOptions& opt
   std::vector<char> host;
   const char* base = static_cast<const char*>(t.data);
   int64_t base_off = 0;
-  if (t.device == Device::kCUDA) {
-    if (!options.check_device_indices) return Status::Ok();
-    // Copy the span the view covers, then index it on the host.
-    const int64_t bytes = t.span_bytes();
-    host.resize(static_cast<size_t>(bytes));
-    GA_RETURN_IF_ERROR(copy_device_to_host(host.data(), t.data, static_cast<size_t>(bytes), name));
-    base = host.data();
+  // Index tensors can be huge views of little memory (stride 0): a failed host allocation is a
+  // Status, not an exception out of the API.
+  try {
+    if (t.device == Device::kCUDA) {
+      if (!options.check_device_indices) return Status::Ok();
+      // Copy the span the view covers, then index it on the host.
+      const int64_t bytes = t.span_bytes();
+      host.resize(static_cast<size_t>(bytes));
+      GA_RETURN_IF_ERROR(copy_device_to_host(host.data(), t.data, static_cast<size_t>(bytes), name));
+      base = host.data();
+    }
+    values->reserve(static_cast<size_t>(rows * cols));  // fits: check_layout bounds the product
+  } catch (const std::exception&) {  // std::bad_alloc, std::length_error
+    return {StatusCode::kOutOfMemory, std::string(name) + ": cannot hold " + std::to_string(rows * cols) +
+                                          " index values in host memory to check them"};
   }
-  values->reserve(static_cast<size_t>(rows * cols));
   for (int64_t r = 0; r < rows; ++r) {
     for (int64_t c = 0; c < cols; ++c) {
       const int64_t off = base_off + (r * row_stride + c * t.stride[t.rank - 1]) * static_cast<int64_t>(esize);
-      values->push_back(static_cast<int64_t>(load_as_double(base, t.dtype, off)));
+      values->push_back(load_index(base + off, t.dtype));
     }
   }
   *read = true;

@@ -9,6 +9,7 @@
 #include <cstdint>
 #include <random>
 #include <string>
+#include <vector>
 
 #include "common/host_tensor.h"
 #include "groupattn/attention.h"
@@ -97,6 +98,27 @@ TEST(Sizes, KdaRejectsSpanPastInt64) {
   EXPECT_TRUE(validate_kda(p).ok()) << validate_kda(p).to_string();
 }
 
+TEST(Sizes, IndexTensorTooLargeToReadIsOutOfMemoryNotAnException) {
+  // Broadcast views of one row: B = 2^50 sequences in a few bytes. Reading seqlens_k back to check
+  // it needs 8 PiB of host memory: the call must return kOutOfMemory, not throw std::bad_alloc.
+  const int64_t batch = int64_t{1} << 50;
+  std::vector<float> q(32), k(32), v(32), out(32);
+  AttentionParams p;
+  p.q = make_strided_view(q.data(), DType::kF32, {batch, 1, 1, 32}, {0, 0, 0, 1});
+  p.k = make_strided_view(k.data(), DType::kF32, {batch, 1, 1, 32}, {0, 0, 0, 1});
+  p.v = make_strided_view(v.data(), DType::kF32, {batch, 1, 1, 32}, {0, 0, 0, 1});
+  p.out = make_strided_view(out.data(), DType::kF32, {batch, 1, 1, 32}, {0, 0, 0, 1});
+  // A fake pointer above user space (its 4 PiB span overlaps nothing real): the host buffer for
+  // the values is reserved before anything is read.
+  p.seqlens_k = make_contiguous_view(reinterpret_cast<void*>(uintptr_t{1} << 56), DType::kI32, {batch});
+  ASSERT_TRUE(validate_attention(p).ok()) << validate_attention(p).to_string();
+  RunOptions o;
+  o.engine = "reference";
+  const Status s = attention(p, o);
+  EXPECT_EQ(s.code(), StatusCode::kOutOfMemory) << s.to_string();
+  EXPECT_NE(s.message().find("seqlens_k"), std::string::npos) << s.message();
+}
+
 TEST(FuzzRegression, RankAboveMaxIsRejectedWithoutReadingPastTheShape) {
   // Found by validate_attention_fuzz: the rank error message printed shape[5] of a rank-6 view.
   AttentionParams p = big_decode();
@@ -104,6 +126,30 @@ TEST(FuzzRegression, RankAboveMaxIsRejectedWithoutReadingPastTheShape) {
   const Status s = validate_attention(p);
   EXPECT_EQ(s.code(), StatusCode::kInvalidArgument) << s.to_string();
   EXPECT_NE(s.message().find("q: rank 6"), std::string::npos) << s.message();
+}
+
+TEST(FuzzRegression, Int64CuSeqlensNearInt64MaxIsReadExactly) {
+  // Found by validate_kda_fuzz: int64 index values went through double (undefined past 2^63,
+  // rounded past 2^53). The last entry 2^53 + 1 must be reported exactly.
+  std::vector<float> q(64 * 3), g(64 * 3), beta(3), out(64 * 3);
+  std::vector<int64_t> cu = {0, (int64_t{1} << 53) + 1};
+  KdaParams p;
+  p.q = make_contiguous_view(q.data(), DType::kF32, {1, 3, 1, 64});
+  p.k = p.q;
+  p.v = p.q;
+  p.g = make_contiguous_view(g.data(), DType::kF32, {1, 3, 1, 64});
+  p.beta = make_contiguous_view(beta.data(), DType::kF32, {1, 3, 1});
+  p.out = make_contiguous_view(out.data(), DType::kF32, {1, 3, 1, 64});
+  p.cu_seqlens = make_contiguous_view(cu.data(), DType::kI64, {2});
+  RunOptions o;
+  o.engine = "reference";
+  Status s = kda(p, o);
+  EXPECT_EQ(s.code(), StatusCode::kInvalidArgument) << s.to_string();
+  EXPECT_NE(s.message().find("9007199254740993"), std::string::npos) << s.message();
+  cu[1] = INT64_MAX;
+  s = kda(p, o);
+  EXPECT_EQ(s.code(), StatusCode::kInvalidArgument) << s.to_string();
+  EXPECT_NE(s.message().find("9223372036854775807"), std::string::npos) << s.message();
 }
 
 TEST(FuzzRegression, UnknownDtypeValueIsRejected) {
