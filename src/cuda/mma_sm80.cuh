@@ -61,9 +61,25 @@ struct MmaType<__half> {
   }
 };
 
-// Two 16-bit elements at different addresses as one register (lo in the low half).
-__device__ __forceinline__ uint32_t pack_u16(uint16_t lo, uint16_t hi) {
-  return static_cast<uint32_t>(lo) | (static_cast<uint32_t>(hi) << 16);
+}  // namespace groupattn::cuda
+
+namespace groupattn::cuda {
+
+// ldmatrix (sm75+): four 8x8 16-bit matrices from shared memory, one row address per lane
+// (lanes 8i..8i+7 give the rows of matrix i); lane l receives row l / 4, columns 2(l % 4)..+1 of
+// each matrix (with .trans: column l / 4, rows 2(l % 4)..+1), i.e. MMA fragment layout.
+__device__ __forceinline__ void ldmatrix_x4(uint32_t (&r)[4], const void* row_address) {
+  const uint32_t a = static_cast<uint32_t>(__cvta_generic_to_shared(row_address));
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+               : "r"(a));
+}
+
+__device__ __forceinline__ void ldmatrix_x4_trans(uint32_t (&r)[4], const void* row_address) {
+  const uint32_t a = static_cast<uint32_t>(__cvta_generic_to_shared(row_address));
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+               : "r"(a));
 }
 
 }  // namespace groupattn::cuda

@@ -9,7 +9,8 @@
 // Grid (m_blocks * num_splits, Hkv, B); 4 warps, each owning 16 packed rows. Per KV tile of the
 // CTA's split: S = Q K^T on tensor cores, scale / softcap / mask in fp32, online softmax (running
 // max and sum per row, in log2 units), P rounded to the input type, O += P V on tensor cores.
-// K and V tiles arrive by cp.async in two groups so V's copy overlaps Q K^T.
+// K and V tiles arrive by cp.async in two groups so V's copy overlaps Q K^T; MMA operands come
+// from shared memory by ldmatrix (V transposed on load).
 #pragma once
 
 #include <cuda_bf16.h>
@@ -54,6 +55,7 @@ struct TileTraits {
   static_assert(sizeof(T) == 2, "mma.sync path takes 16-bit inputs (bf16, fp16)");
   static_assert(kHeadDim % kMmaK == 0 && kHeadDim % kChunk == 0, "head dim must be a multiple of 16");
   static_assert(kBlockN % kMmaK == 0, "key tile must be a multiple of the MMA K");
+  static_assert(kNTiles % 2 == 0 && kDTiles % 2 == 0, "ldmatrix.x4 loads two 8-wide tiles at once");
   static_assert((kRowStride * sizeof(T)) % 16 == 0, "shared rows must stay 16-byte aligned for cp.async");
 };
 
@@ -88,10 +90,6 @@ struct TileKernel {
       const T* src = valid ? base + row + kvh * head_stride + ch * kChunk : base;
       cuda::cp_async_16_or_zero(dst + r * kRowStride + ch * kChunk, src, valid);
     }
-  }
-
-  static __device__ __forceinline__ uint32_t lds32(const T* p) {
-    return *reinterpret_cast<const uint32_t*>(p);
   }
 
   static __device__ void run(const KernelParams& p) {
@@ -168,7 +166,9 @@ struct TileKernel {
     }
 
     const T* q_warp = q_s + warp * Traits::kMmaM * kRowStride;
-    const uint16_t* v_u16 = reinterpret_cast<const uint16_t*>(v_s);
+    // Warps whose 16 rows all lie past the sequence's packed rows (decode: group * Sq < 64) only
+    // help with the copies; their MMAs would be wasted.
+    const bool warp_active = row0 + warp * Traits::kMmaM < packed_rows;
     for (int blk = blk_begin; blk < blk_end; ++blk) {
       const bool has_next = blk + 1 < blk_end;
       cuda::cp_async_wait<1>();  // K (and Q) of this tile landed; V may be in flight
@@ -177,14 +177,18 @@ struct TileKernel {
       float sc[Traits::kNTiles][4];
       for (int nt = 0; nt < Traits::kNTiles; ++nt)
         for (int e = 0; e < 4; ++e) sc[nt][e] = 0.f;
-      for (int ks = 0; ks < Traits::kKSteps; ++ks) {
-        const T* qa = q_warp + g * kRowStride + ks * Traits::kMmaK + 2 * t;
-        const uint32_t a[4] = {lds32(qa), lds32(qa + 8 * kRowStride), lds32(qa + 8),
-                               lds32(qa + 8 * kRowStride + 8)};
-        for (int nt = 0; nt < Traits::kNTiles; ++nt) {
-          // B = K^T: column n of B is key row nt*8+g, read along the head dim
-          const T* kb = k_s + (nt * Traits::kMmaN + g) * kRowStride + ks * Traits::kMmaK + 2 * t;
-          Mma::mma(sc[nt], a, lds32(kb), lds32(kb + 8));
+      for (int ks = 0; ks < Traits::kKSteps && warp_active; ++ks) {
+        // A = Q rows of this warp: lane l addresses row (l % 16), column half (l / 16) of the step
+        uint32_t a[4];
+        cuda::ldmatrix_x4(a, q_warp + (lane % 16) * kRowStride + ks * Traits::kMmaK + (lane / 16) * 8);
+        for (int nt = 0; nt < Traits::kNTiles; nt += 2) {
+          // B = K^T for key tiles nt, nt+1: lane l addresses key nt*8 + (l % 8) + (l / 16) * 8,
+          // head-dim half (l / 8) % 2; registers: b0, b1 of tile nt, then of tile nt+1
+          uint32_t kb[4];
+          cuda::ldmatrix_x4(kb, k_s + (nt * Traits::kMmaN + lane % 8 + (lane / 16) * 8) * kRowStride +
+                                    ks * Traits::kMmaK + ((lane / 8) % 2) * 8);
+          Mma::mma(sc[nt], a, kb[0], kb[1]);
+          Mma::mma(sc[nt + 1], a, kb[2], kb[3]);
         }
       }
       __syncthreads();  // every warp is done with K: refill it while softmax and P V run
@@ -232,18 +236,19 @@ struct TileKernel {
         cuda::cp_async_wait<0>();
       }
       __syncthreads();
-      for (int ps = 0; ps < Traits::kPSteps; ++ps) {
+      for (int ps = 0; ps < Traits::kPSteps && warp_active; ++ps) {
         // Two adjacent S fragments (16 keys) form the A fragment of P: C layout == A layout.
         const uint32_t a[4] = {Mma::pack(sc[2 * ps][0], sc[2 * ps][1]), Mma::pack(sc[2 * ps][2], sc[2 * ps][3]),
                                Mma::pack(sc[2 * ps + 1][0], sc[2 * ps + 1][1]),
                                Mma::pack(sc[2 * ps + 1][2], sc[2 * ps + 1][3])};
-        const int key = ps * Traits::kMmaK + 2 * t;
-        for (int dt = 0; dt < Traits::kDTiles; ++dt) {
-          // B = V: column n = head-dim dt*8+g, rows = keys key, key+1 (and +8, +9)
-          const uint16_t* vb = v_u16 + key * kRowStride + dt * Traits::kMmaN + g;
-          const uint32_t b0 = cuda::pack_u16(vb[0], vb[kRowStride]);
-          const uint32_t b1 = cuda::pack_u16(vb[8 * kRowStride], vb[9 * kRowStride]);
-          Mma::mma(o_acc[dt], a, b0, b1);
+        for (int dt = 0; dt < Traits::kDTiles; dt += 2) {
+          // B = V (keys x head dim, transposed on load) for head-dim tiles dt, dt+1: lane l
+          // addresses key ps*16 + (l % 8) + ((l / 8) % 2) * 8, head-dim column dt*8 + (l / 16) * 8
+          uint32_t vb[4];
+          cuda::ldmatrix_x4_trans(vb, v_s + (ps * Traits::kMmaK + lane % 8 + ((lane / 8) % 2) * 8) * kRowStride +
+                                          dt * Traits::kMmaN + (lane / 16) * 8);
+          Mma::mma(o_acc[dt], a, vb[0], vb[1]);
+          Mma::mma(o_acc[dt + 1], a, vb[2], vb[3]);
         }
       }
       __syncthreads();  // every warp is done with V: refill it
