@@ -12,8 +12,7 @@ inline constexpr int kCpAsyncBytes = 16;
 __device__ __forceinline__ void cp_async_16_or_zero(void* dst, const void* src, bool valid) {
   const uint32_t saddr = static_cast<uint32_t>(__cvta_generic_to_shared(dst));
   const int src_bytes = valid ? kCpAsyncBytes : 0;
-  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(saddr), "l"(src),
-               "r"(src_bytes)
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(saddr), "l"(src), "r"(src_bytes)
                : "memory");
 }
 

@@ -11,8 +11,7 @@ namespace groupattn::cuda {
 
 inline Status to_status(cudaError_t e, const char* what) {
   if (e == cudaSuccess) return Status::Ok();
-  const StatusCode code =
-      e == cudaErrorMemoryAllocation ? StatusCode::kOutOfMemory : StatusCode::kCudaError;
+  const StatusCode code = e == cudaErrorMemoryAllocation ? StatusCode::kOutOfMemory : StatusCode::kCudaError;
   return {code, std::string(what) + ": " + cudaGetErrorName(e) + " (" + cudaGetErrorString(e) + ")"};
 }
 

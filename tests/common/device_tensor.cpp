@@ -40,7 +40,8 @@ DeviceTensor::DeviceTensor(const HostTensor& host) {
   cuda_check(cudaMalloc(&p, static_cast<size_t>(span_bytes_ + 2 * kGuardBytes)), "cudaMalloc");
   base_ = static_cast<unsigned char*>(p);
   cuda_check(cudaMemset(base_, kGuardByte, static_cast<size_t>(span_bytes_ + 2 * kGuardBytes)), "cudaMemset");
-  cuda_check(cudaMemcpy(base_ + kGuardBytes, host.view().data, static_cast<size_t>(span_bytes_), cudaMemcpyHostToDevice),
+  cuda_check(cudaMemcpy(base_ + kGuardBytes, host.view().data, static_cast<size_t>(span_bytes_),
+                        cudaMemcpyHostToDevice),
              "cudaMemcpy H2D");
   view_.data = base_ + kGuardBytes;
   view_.device = Device::kCUDA;
@@ -67,12 +68,14 @@ DeviceTensor& DeviceTensor::operator=(DeviceTensor&& other) noexcept {
 }
 
 void DeviceTensor::poison() {
-  cuda_check(cudaMemset(base_ + kGuardBytes, kPoisonByte, static_cast<size_t>(span_bytes_)), "cudaMemset poison");
+  cuda_check(cudaMemset(base_ + kGuardBytes, kPoisonByte, static_cast<size_t>(span_bytes_)),
+             "cudaMemset poison");
 }
 
 void DeviceTensor::download(HostTensor* host) const {
   cuda_check(cudaDeviceSynchronize(), "cudaDeviceSynchronize");
-  cuda_check(cudaMemcpy(host->view().data, base_ + kGuardBytes, static_cast<size_t>(span_bytes_), cudaMemcpyDeviceToHost),
+  cuda_check(cudaMemcpy(host->view().data, base_ + kGuardBytes, static_cast<size_t>(span_bytes_),
+                        cudaMemcpyDeviceToHost),
              "cudaMemcpy D2H");
 }
 

@@ -62,7 +62,9 @@ std::string describe(const Case& c) {
   os << " k_lens=";
   for (int x : c.k_lens) os << x << ",";
   os << (c.q_varlen ? " q-varlen" : " q-batched")
-     << (c.kv == KvKind::kBatched ? " kv-batched" : c.kv == KvKind::kVarlen ? " kv-varlen" : " kv-paged");
+     << (c.kv == KvKind::kBatched  ? " kv-batched"
+         : c.kv == KvKind::kVarlen ? " kv-varlen"
+                                   : " kv-paged");
   if (c.kv == KvKind::kPaged) os << " page=" << c.page_size;
   os << (c.causal ? " causal" : "") << " window=(" << c.window_left << "," << c.window_right << ")"
      << " softcap=" << c.softcap << " splits=" << c.num_splits << (c.strided ? " strided" : "");
@@ -83,13 +85,15 @@ std::unique_ptr<Problem> make_problem(const Case& c) {
     p->q = make_tensor(c.dtype, {batch, c.q_lens[0], c.hq, c.d}, c.strided);
     p->out = make_tensor(c.dtype, {batch, c.q_lens[0], c.hq, c.d}, c.strided);
   }
-  p->lse = c.strided ? HostTensor(DType::kF32, {c.hq, total_q}, {total_q + 3, 1}) : HostTensor(DType::kF32, {c.hq, total_q});
+  p->lse = c.strided ? HostTensor(DType::kF32, {c.hq, total_q}, {total_q + 3, 1})
+                     : HostTensor(DType::kF32, {c.hq, total_q});
   switch (c.kv) {
     case KvKind::kBatched: {
       const int sk = max_of(c.k_lens);
       p->k = make_tensor(c.dtype, {batch, sk, c.hkv, c.d}, c.strided);
       p->v = make_tensor(c.dtype, {batch, sk, c.hkv, c.d}, c.strided);
-      if (std::any_of(c.k_lens.begin(), c.k_lens.end(), [&](int x) { return x != sk; })) p->seqlens_k = int_tensor(c.k_lens);
+      if (std::any_of(c.k_lens.begin(), c.k_lens.end(), [&](int x) { return x != sk; }))
+        p->seqlens_k = int_tensor(c.k_lens);
       break;
     }
     case KvKind::kVarlen: {
@@ -119,7 +123,8 @@ std::unique_ptr<Problem> make_problem(const Case& c) {
       for (int64_t b = 0; b < batch; ++b) {
         for (int j = 0; j <= max_pages; ++j) {
           const bool live = j < pages_of[static_cast<size_t>(b)];
-          p->block_table.set({b, j}, live ? ids[static_cast<size_t>(next++)] : ids[static_cast<size_t>(num_pages - 1)]);
+          p->block_table.set(
+              {b, j}, live ? ids[static_cast<size_t>(next++)] : ids[static_cast<size_t>(num_pages - 1)]);
         }
       }
       p->seqlens_k = int_tensor(c.k_lens);
@@ -257,7 +262,8 @@ void check_case(const Case& c) {
   expect_matches_reference(*p, out, lse, label);
   EXPECT_TRUE(p->dout->guards_intact()) << label << ": write outside out";
   EXPECT_TRUE(p->dlse->guards_intact()) << label << ": write outside lse";
-  for (auto* t : {p->dq.get(), p->dk.get(), p->dv.get()}) EXPECT_TRUE(t->guards_intact()) << label << ": inputs' guards";
+  for (auto* t : {p->dq.get(), p->dk.get(), p->dv.get()})
+    EXPECT_TRUE(t->guards_intact()) << label << ": inputs' guards";
 }
 
 }  // namespace groupattn::test

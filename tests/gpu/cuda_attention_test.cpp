@@ -20,7 +20,8 @@ class CudaAttention : public ::testing::Test {
 };
 
 // The head ratios of TESTING.md: Hq/Hkv != Hkv, MQA, a non-power-of-two group.
-const std::vector<std::pair<int64_t, int64_t>> kHeadRatios = {{8, 4}, {8, 2}, {64, 8}, {32, 2}, {8, 1}, {12, 4}};
+const std::vector<std::pair<int64_t, int64_t>> kHeadRatios = {{8, 4},  {8, 2}, {64, 8},
+                                                              {32, 2}, {8, 1}, {12, 4}};
 
 TEST_F(CudaAttention, HeadRatiosPrefillCausal) {
   for (auto [hq, hkv] : kHeadRatios) {
@@ -248,9 +249,8 @@ TEST_F(CudaAttention, BatchPrefixSameRows) {
   HostTensor o1 = like(p->out), l1 = like(p->lse);
   p->dout->download(&o1);
   p->dlse->download(&l1);
-  for_each_index({1, 3, whole.hq, whole.d}, [&](const std::vector<int64_t>& i) {
-    ASSERT_EQ(o.at(i), o1.at(i));
-  });
+  for_each_index({1, 3, whole.hq, whole.d},
+                 [&](const std::vector<int64_t>& i) { ASSERT_EQ(o.at(i), o1.at(i)); });
   for_each_index({whole.hq, rows}, [&](const std::vector<int64_t>& i) { ASSERT_EQ(l.at(i), l1.at(i)); });
 }
 

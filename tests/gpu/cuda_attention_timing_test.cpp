@@ -27,7 +27,8 @@ void* random_bf16(size_t n, std::mt19937_64& rng) {
   std::vector<uint16_t> h(n);
   for (auto& x : h) {
     const uint64_t r = rng();
-    x = static_cast<uint16_t>(((r & 1) << 15) | (0x3F00u + ((r >> 1) & 0xFFu)));  // sign | exp 126-127 | mantissa
+    x = static_cast<uint16_t>(((r & 1) << 15) |
+                              (0x3F00u + ((r >> 1) & 0xFFu)));  // sign | exp 126-127 | mantissa
   }
   void* d = nullptr;
   cuda_check(cudaMalloc(&d, n * 2), "cudaMalloc");
@@ -64,8 +65,11 @@ double time_ms(const AttentionParams& p) {
 TEST(CudaAttentionTiming, DISABLED_Prefill) {
   if (!have_cuda_device()) GTEST_SKIP() << "no CUDA device";
   std::mt19937_64 rng(7);
-  struct Shape { int64_t b, s, hq, hkv, d; };
-  for (Shape sh : {Shape{8, 2048, 32, 8, 128}, Shape{2, 8192, 64, 8, 128}, Shape{8, 2048, 32, 8, 64}, Shape{4, 2048, 16, 4, 256}}) {
+  struct Shape {
+    int64_t b, s, hq, hkv, d;
+  };
+  for (Shape sh : {Shape{8, 2048, 32, 8, 128}, Shape{2, 8192, 64, 8, 128}, Shape{8, 2048, 32, 8, 64},
+                   Shape{4, 2048, 16, 4, 256}}) {
     void* q = random_bf16(sh.b * sh.s * sh.hq * sh.d, rng);
     void* k = random_bf16(sh.b * sh.s * sh.hkv * sh.d, rng);
     void* v = random_bf16(sh.b * sh.s * sh.hkv * sh.d, rng);
@@ -125,9 +129,10 @@ TEST(CudaAttentionTiming, DISABLED_Decode) {
         p.v = make_contiguous_view(v, DType::kBF16, {b, sk, hkv, d}, Device::kCUDA);
       }
       const double ms = time_ms(p);
-      std::printf("TIMING decode bf16 %lld/%lld d%lld B%lld kv%lld new%lld %-6s %8.4f ms %7.1f GB/s (K+V bytes)\n",
-                  (long long)hq, (long long)hkv, (long long)d, (long long)b, (long long)sk, (long long)sq,
-                  paged ? "paged" : "contig", ms, kv_bytes / ms / 1e6);
+      std::printf(
+          "TIMING decode bf16 %lld/%lld d%lld B%lld kv%lld new%lld %-6s %8.4f ms %7.1f GB/s (K+V bytes)\n",
+          (long long)hq, (long long)hkv, (long long)d, (long long)b, (long long)sk, (long long)sq,
+          paged ? "paged" : "contig", ms, kv_bytes / ms / 1e6);
     }
     (void)cudaFree(q);
     (void)cudaFree(out);

@@ -45,12 +45,11 @@ struct TileTraits {
   // 4 banks apart, so the fragment loads (8 rows x 4 words) hit 32 distinct banks.
   static constexpr int kRowStride = kHeadDim + kChunk;
   static constexpr int kChunksPerRow = kHeadDim / kChunk;
-  static constexpr int kNTiles = kBlockN / kMmaN;  // S fragments per warp
-  static constexpr int kDTiles = kHeadDim / kMmaN; // O fragments per warp
-  static constexpr int kKSteps = kHeadDim / kMmaK; // Q K^T reduction steps
-  static constexpr int kPSteps = kBlockN / kMmaK;  // P V reduction steps
-  static constexpr size_t kSmemBytes =
-      static_cast<size_t>(kBlockM + 2 * kBlockN) * kRowStride * sizeof(T);
+  static constexpr int kNTiles = kBlockN / kMmaN;   // S fragments per warp
+  static constexpr int kDTiles = kHeadDim / kMmaN;  // O fragments per warp
+  static constexpr int kKSteps = kHeadDim / kMmaK;  // Q K^T reduction steps
+  static constexpr int kPSteps = kBlockN / kMmaK;   // P V reduction steps
+  static constexpr size_t kSmemBytes = static_cast<size_t>(kBlockM + 2 * kBlockN) * kRowStride * sizeof(T);
 
   static_assert(sizeof(T) == 2, "mma.sync path takes 16-bit inputs (bf16, fp16)");
   static_assert(kHeadDim % kMmaK == 0 && kHeadDim % kChunk == 0, "head dim must be a multiple of 16");
@@ -69,8 +68,8 @@ struct TileKernel {
 
   // Copies key/value rows [blk * kBlockN, +kBlockN) of KV head `kvh` into `dst`; rows past the
   // sequence are zero-filled (their scores are masked, and zero keeps 0 * V finite).
-  static __device__ __forceinline__ void load_kv_tile(const KernelParams& p, const SeqInfo& s, int b,
-                                                      int kvh, int blk, const T* base, int64_t offset,
+  static __device__ __forceinline__ void load_kv_tile(const KernelParams& p, const SeqInfo& s, int b, int kvh,
+                                                      int blk, const T* base, int64_t offset,
                                                       int64_t row_stride, int64_t head_stride,
                                                       int64_t page_stride, T* dst) {
     for (int c = threadIdx.x; c < kBlockN * kChunksPerRow; c += kThreads) {
@@ -159,9 +158,11 @@ struct TileKernel {
                              : q;
         cuda::cp_async_16_or_zero(q_s + r * kRowStride + ch * kChunk, src, valid);
       }
-      load_kv_tile(p, s, b, kvh, blk_begin, k, s.k_offset, p.k_row_stride, p.k_head_stride, p.k_batch_stride, k_s);
+      load_kv_tile(p, s, b, kvh, blk_begin, k, s.k_offset, p.k_row_stride, p.k_head_stride, p.k_batch_stride,
+                   k_s);
       cuda::cp_async_commit();  // group: Q and K
-      load_kv_tile(p, s, b, kvh, blk_begin, v, s.v_offset, p.v_row_stride, p.v_head_stride, p.v_batch_stride, v_s);
+      load_kv_tile(p, s, b, kvh, blk_begin, v, s.v_offset, p.v_row_stride, p.v_head_stride, p.v_batch_stride,
+                   v_s);
       cuda::cp_async_commit();  // group: V
     }
 
@@ -193,7 +194,8 @@ struct TileKernel {
       }
       __syncthreads();  // every warp is done with K: refill it while softmax and P V run
       if (has_next) {
-        load_kv_tile(p, s, b, kvh, blk + 1, k, s.k_offset, p.k_row_stride, p.k_head_stride, p.k_batch_stride, k_s);
+        load_kv_tile(p, s, b, kvh, blk + 1, k, s.k_offset, p.k_row_stride, p.k_head_stride, p.k_batch_stride,
+                     k_s);
         cuda::cp_async_commit();
       }
 
@@ -238,22 +240,24 @@ struct TileKernel {
       __syncthreads();
       for (int ps = 0; ps < Traits::kPSteps && warp_active; ++ps) {
         // Two adjacent S fragments (16 keys) form the A fragment of P: C layout == A layout.
-        const uint32_t a[4] = {Mma::pack(sc[2 * ps][0], sc[2 * ps][1]), Mma::pack(sc[2 * ps][2], sc[2 * ps][3]),
-                               Mma::pack(sc[2 * ps + 1][0], sc[2 * ps + 1][1]),
-                               Mma::pack(sc[2 * ps + 1][2], sc[2 * ps + 1][3])};
+        const uint32_t a[4] = {
+            Mma::pack(sc[2 * ps][0], sc[2 * ps][1]), Mma::pack(sc[2 * ps][2], sc[2 * ps][3]),
+            Mma::pack(sc[2 * ps + 1][0], sc[2 * ps + 1][1]), Mma::pack(sc[2 * ps + 1][2], sc[2 * ps + 1][3])};
         for (int dt = 0; dt < Traits::kDTiles; dt += 2) {
           // B = V (keys x head dim, transposed on load) for head-dim tiles dt, dt+1: lane l
           // addresses key ps*16 + (l % 8) + ((l / 8) % 2) * 8, head-dim column dt*8 + (l / 16) * 8
           uint32_t vb[4];
-          cuda::ldmatrix_x4_trans(vb, v_s + (ps * Traits::kMmaK + lane % 8 + ((lane / 8) % 2) * 8) * kRowStride +
-                                          dt * Traits::kMmaN + (lane / 16) * 8);
+          cuda::ldmatrix_x4_trans(vb,
+                                  v_s + (ps * Traits::kMmaK + lane % 8 + ((lane / 8) % 2) * 8) * kRowStride +
+                                      dt * Traits::kMmaN + (lane / 16) * 8);
           Mma::mma(o_acc[dt], a, vb[0], vb[1]);
           Mma::mma(o_acc[dt + 1], a, vb[2], vb[3]);
         }
       }
       __syncthreads();  // every warp is done with V: refill it
       if (has_next) {
-        load_kv_tile(p, s, b, kvh, blk + 1, v, s.v_offset, p.v_row_stride, p.v_head_stride, p.v_batch_stride, v_s);
+        load_kv_tile(p, s, b, kvh, blk + 1, v, s.v_offset, p.v_row_stride, p.v_head_stride, p.v_batch_stride,
+                     v_s);
         cuda::cp_async_commit();
       }
     }

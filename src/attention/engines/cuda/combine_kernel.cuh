@@ -75,14 +75,16 @@ __global__ void __launch_bounds__(Traits::kThreads) combine_kernel(const KernelP
       if (x == -INFINITY) continue;  // empty split: its O was never written
       const float w = expf(x - lse);
       // lane owns elements [lane * kElemsPerLane, +kElemsPerLane) of the row
-      const float* o = p.o_partial + (sp * p.partial_rows + prow) * Traits::kHeadDimV + lane * Traits::kElemsPerLane;
+      const float* o =
+          p.o_partial + (sp * p.partial_rows + prow) * Traits::kHeadDimV + lane * Traits::kElemsPerLane;
       for (int e = 0; e < Traits::kElemsPerLane; ++e) acc[e] += w * o[e];
     }
   }
   T* out = static_cast<T*>(p.out) + s.o_offset + token * p.o_row_stride + head * p.o_head_stride +
            lane * Traits::kElemsPerLane;
   for (int e = 0; e < Traits::kElemsPerLane; ++e) Store::store1(out + e, acc[e]);
-  if (p.lse != nullptr && lane == 0) p.lse[head * p.lse_head_stride + (s.q_token0 + token) * p.lse_row_stride] = lse;
+  if (p.lse != nullptr && lane == 0)
+    p.lse[head * p.lse_head_stride + (s.q_token0 + token) * p.lse_row_stride] = lse;
 }
 
 }  // namespace groupattn::cuda_engine

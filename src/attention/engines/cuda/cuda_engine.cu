@@ -74,8 +74,12 @@ Geometry geometry(const AttentionParams& p) {
     g.total_q = g.batch * g.max_q;
   }
   switch (g.layout) {
-    case KvLayout::kBatched: g.max_k = p.k.size(1); break;
-    case KvLayout::kVarlen: g.max_k = p.max_seqlen_k; break;
+    case KvLayout::kBatched:
+      g.max_k = p.k.size(1);
+      break;
+    case KvLayout::kVarlen:
+      g.max_k = p.max_seqlen_k;
+      break;
     case KvLayout::kPaged:
       g.max_k = p.max_seqlen_k > 0 ? p.max_seqlen_k : p.block_table.size(1) * p.k.size(1);
       break;
@@ -108,13 +112,17 @@ size_t partial_lse_bytes(const Geometry& g, int splits) {
 template <class T>
 Status dispatch_head_dim(int64_t d, const KernelParams& kp, cudaStream_t stream, bool use_pdl) {
   switch (d) {
-    case 32: return cuda_engine::launch_attention<T, 32>(kp, stream, use_pdl);
-    case 64: return cuda_engine::launch_attention<T, 64>(kp, stream, use_pdl);
-    case 128: return cuda_engine::launch_attention<T, 128>(kp, stream, use_pdl);
-    case 256: return cuda_engine::launch_attention<T, 256>(kp, stream, use_pdl);
+    case 32:
+      return cuda_engine::launch_attention<T, 32>(kp, stream, use_pdl);
+    case 64:
+      return cuda_engine::launch_attention<T, 64>(kp, stream, use_pdl);
+    case 128:
+      return cuda_engine::launch_attention<T, 128>(kp, stream, use_pdl);
+    case 256:
+      return cuda_engine::launch_attention<T, 256>(kp, stream, use_pdl);
     default:
-      return NotSupported("cuda engine: head dim " + std::to_string(d) + " not compiled (accepted: " +
-                          list_head_dims() + ")");
+      return NotSupported("cuda engine: head dim " + std::to_string(d) +
+                          " not compiled (accepted: " + list_head_dims() + ")");
   }
 }
 
@@ -130,14 +138,17 @@ class CudaAttention final : public AttentionEngine {
     if (cuda_device_count() <= 0) return NotSupported("no CUDA device visible");
     int sms = 0, cc = 0;
     GA_RETURN_IF_ERROR(cuda_device_properties(&sms, &cc));
-    if (cc < 80) return NotSupported("cuda engine needs compute capability 8.0+ (device has " + std::to_string(cc) + ")");
+    if (cc < 80)
+      return NotSupported("cuda engine needs compute capability 8.0+ (device has " + std::to_string(cc) +
+                          ")");
     return Status::Ok();
   }
 
   Status check_support(const AttentionParams& p) const override {
-    for (const TensorView* t : {&p.q, &p.k, &p.v, &p.out, &p.lse, &p.cu_seqlens_q, &p.cu_seqlens_k,
-                                &p.seqlens_k, &p.block_table}) {
-      if (!is_device(*t)) return NotSupported("cuda engine takes device (CUDA) tensors only; got a host tensor");
+    for (const TensorView* t :
+         {&p.q, &p.k, &p.v, &p.out, &p.lse, &p.cu_seqlens_q, &p.cu_seqlens_k, &p.seqlens_k, &p.block_table}) {
+      if (!is_device(*t))
+        return NotSupported("cuda engine takes device (CUDA) tensors only; got a host tensor");
     }
     if (p.q.dtype != DType::kBF16 && p.q.dtype != DType::kF16) {
       return NotSupported(std::string("cuda engine: dtype ") + dtype_name(p.q.dtype) +
@@ -148,20 +159,24 @@ class CudaAttention final : public AttentionEngine {
       return NotSupported("cuda engine: D (" + std::to_string(g.head_dim) + ") != Dv (" +
                           std::to_string(g.head_dim_v) + ") not supported");
     }
-    if (std::find(std::begin(kCudaHeadDims), std::end(kCudaHeadDims), g.head_dim) == std::end(kCudaHeadDims)) {
-      return NotSupported("cuda engine: head dim " + std::to_string(g.head_dim) + " not supported (accepted: " +
-                          list_head_dims() + ")");
+    if (std::find(std::begin(kCudaHeadDims), std::end(kCudaHeadDims), g.head_dim) ==
+        std::end(kCudaHeadDims)) {
+      return NotSupported("cuda engine: head dim " + std::to_string(g.head_dim) +
+                          " not supported (accepted: " + list_head_dims() + ")");
     }
     if (g.q_varlen && p.max_seqlen_q <= 0) {
-      return NotSupported("cuda engine: varlen Q needs max_seqlen_q > 0 (it sizes the grid without reading cu_seqlens_q)");
+      return NotSupported(
+          "cuda engine: varlen Q needs max_seqlen_q > 0 (it sizes the grid without reading cu_seqlens_q)");
     }
     if (g.layout == KvLayout::kVarlen && p.max_seqlen_k <= 0) {
       return NotSupported("cuda engine: varlen K/V needs max_seqlen_k > 0 (it sizes the split plan)");
     }
     if (g.layout == KvLayout::kVarlen && p.seqlens_k.defined()) {
-      return NotSupported("cuda engine: seqlens_k with varlen K/V is not supported (lengths come from cu_seqlens_k)");
+      return NotSupported(
+          "cuda engine: seqlens_k with varlen K/V is not supported (lengths come from cu_seqlens_k)");
     }
-    for (const auto& [t, what] : {std::pair{&p.q, "q"}, std::pair{&p.k, "k"}, std::pair{&p.v, "v"}, std::pair{&p.out, "out"}}) {
+    for (const auto& [t, what] :
+         {std::pair{&p.q, "q"}, std::pair{&p.k, "k"}, std::pair{&p.v, "v"}, std::pair{&p.out, "out"}}) {
       if (!vector_aligned(*t)) {
         return NotSupported(std::string("cuda engine: ") + what +
                             " must have a 16-byte aligned base and strides that are multiples of 16 bytes");
@@ -224,20 +239,24 @@ class CudaAttention final : public AttentionEngine {
     kp.heads_q = static_cast<int>(g.heads_q);
     kp.heads_kv = static_cast<int>(g.heads_kv);
     kp.group = static_cast<int>(g.heads_q / g.heads_kv);
-    kp.scale = std::isnan(p.softmax_scale) ? static_cast<float>(1.0 / std::sqrt(static_cast<double>(g.head_dim)))
-                                           : p.softmax_scale;
+    kp.scale = std::isnan(p.softmax_scale)
+                   ? static_cast<float>(1.0 / std::sqrt(static_cast<double>(g.head_dim)))
+                   : p.softmax_scale;
     kp.softcap = p.softcap;
     kp.causal = p.causal;
     kp.window_left = p.window_left;
     kp.window_right = p.window_right;
-    kp.m_blocks = static_cast<int>((g.max_q * kp.group + cuda_engine::kTileRows - 1) / cuda_engine::kTileRows);
+    kp.m_blocks =
+        static_cast<int>((g.max_q * kp.group + cuda_engine::kTileRows - 1) / cuda_engine::kTileRows);
     kp.num_splits = num_splits_for(p, g, sms);
     if (g.batch == 0 || g.max_q == 0 || kp.m_blocks == 0) return Status::Ok();  // nothing to compute
     if (kp.num_splits > 1) {
-      if (workspace == nullptr) return Status(StatusCode::kInternal, "cuda engine: split-KV run without workspace");
+      if (workspace == nullptr)
+        return Status(StatusCode::kInternal, "cuda engine: split-KV run without workspace");
       kp.partial_rows = g.total_q * g.heads_q;
       kp.o_partial = static_cast<float*>(workspace);
-      kp.lse_partial = reinterpret_cast<float*>(static_cast<char*>(workspace) + partial_o_bytes(g, kp.num_splits));
+      kp.lse_partial =
+          reinterpret_cast<float*>(static_cast<char*>(workspace) + partial_o_bytes(g, kp.num_splits));
     }
     const auto s = static_cast<cudaStream_t>(stream);
     const bool use_pdl = cc >= 90;

@@ -33,7 +33,7 @@ struct KernelParams {
   int seqlen_k = 0;  // batched Sk (the cache length), unused for varlen/paged
   int heads_q = 0;
   int heads_kv = 0;
-  int group = 0;     // heads_q / heads_kv: query heads packed into the rows of one tile
+  int group = 0;  // heads_q / heads_kv: query heads packed into the rows of one tile
 
   float scale = 0.f;    // softmax scale
   float softcap = 0.f;  // 0 = off

@@ -27,8 +27,8 @@ Status launch_attention(const KernelParams& p, cudaStream_t stream, bool use_pdl
   const int rows = p.seqlen_q * p.heads_q;  // rows of the longest sequence
   const dim3 combine_grid(static_cast<unsigned>((rows + Combine::kWarps - 1) / Combine::kWarps),
                           static_cast<unsigned>(p.batch));
-  return cuda::launch_maybe_pdl(combine_kernel<Combine>, combine_grid, dim3(Combine::kThreads), 0,
-                                stream, use_pdl, "launching combine_kernel", p);
+  return cuda::launch_maybe_pdl(combine_kernel<Combine>, combine_grid, dim3(Combine::kThreads), 0, stream,
+                                use_pdl, "launching combine_kernel", p);
 }
 
 }  // namespace groupattn::cuda_engine

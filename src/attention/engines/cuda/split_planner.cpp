@@ -21,9 +21,7 @@ int auto_num_splits(const SplitProblem& p) {
   if (p.n_blocks <= kMinBlocksToSplit) return 1;
   const int most = std::min({kMaxSplits, p.sm_count, p.n_blocks});
   // A split count is worth trying only if it changes the tiles per split (ceil(n / s)).
-  auto eligible = [&](int s) {
-    return s == 1 || (p.n_blocks + s - 1) / s != (p.n_blocks + s - 2) / (s - 1);
-  };
+  auto eligible = [&](int s) { return s == 1 || (p.n_blocks + s - 1) / s != (p.n_blocks + s - 2) / (s - 1); };
   auto efficiency = [&](int s) {
     const double waves = tiles * s / p.sm_count;
     return waves / std::ceil(waves);

@@ -9,11 +9,11 @@ namespace groupattn::cuda_engine {
 inline constexpr int kMaxSplits = 128;
 
 struct SplitProblem {
-  int sm_count = 0;   // multiprocessors of the device
-  int batch = 0;      // sequences
-  int kv_heads = 0;   // KV heads (one CTA row of the grid per KV head: query heads are packed)
-  int m_blocks = 0;   // query tiles per (sequence, KV head) at the longest query length
-  int n_blocks = 0;   // KV tiles of the longest KV sequence
+  int sm_count = 0;  // multiprocessors of the device
+  int batch = 0;     // sequences
+  int kv_heads = 0;  // KV heads (one CTA row of the grid per KV head: query heads are packed)
+  int m_blocks = 0;  // query tiles per (sequence, KV head) at the longest query length
+  int n_blocks = 0;  // KV tiles of the longest KV sequence
 };
 
 // Automatic split count (FlashAttention's wave-efficiency idea): no split when the query tiles
