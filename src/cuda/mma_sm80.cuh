@@ -13,6 +13,9 @@
 
 namespace groupattn::cuda {
 
+inline constexpr int kWarpSize = 32;
+inline constexpr unsigned kFullWarpMask = 0xffffffffu;
+
 template <class T>
 struct MmaType;
 

@@ -35,7 +35,7 @@ struct TileTraits {
   using Element = T;
   static constexpr int kHeadDim = kHeadDim_;
   static constexpr int kWarps = 4;
-  static constexpr int kThreads = kWarps * 32;
+  static constexpr int kThreads = kWarps * cuda::kWarpSize;
   static constexpr int kMmaM = 16, kMmaN = 8, kMmaK = 16;  // mma.sync m16n8k16
   static constexpr int kBlockM = kWarps * kMmaM;           // packed query rows per CTA
   // Keys per tile: 256-wide heads halve it to keep the O accumulator plus S in registers.
@@ -107,7 +107,7 @@ struct TileKernel {
     if (row0 >= packed_rows) return;  // this tile lies past the sequence's queries
     const int kvh = kv_head_of(kv_group * p.group, p.group, p.heads_kv);
 
-    const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+    const int warp = threadIdx.x / cuda::kWarpSize, lane = threadIdx.x % cuda::kWarpSize;
     const int g = lane / 4, t = lane % 4;  // fragment row group and column pair
 
     // This thread's two rows (g and g + 8 of its warp's 16): token, query head, visible keys.
@@ -213,8 +213,8 @@ struct TileKernel {
       for (int r = 0; r < 2; ++r) {
         float mx = -INFINITY;
         for (int nt = 0; nt < Traits::kNTiles; ++nt) mx = fmaxf(mx, fmaxf(sc[nt][2 * r], sc[nt][2 * r + 1]));
-        mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));  // the 4 threads of a row: lanes 4g..4g+3
-        mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
+        mx = fmaxf(mx, __shfl_xor_sync(cuda::kFullWarpMask, mx, 1));  // the 4 threads of a row: lanes 4g..4g+3
+        mx = fmaxf(mx, __shfl_xor_sync(cuda::kFullWarpMask, mx, 2));
         const float m_new = fmaxf(m_run[r], mx);
         const float m_use = m_new == -INFINITY ? 0.f : m_new;  // row with no visible key yet
         const float alpha = exp2f(m_run[r] - m_use);
@@ -266,8 +266,8 @@ struct TileKernel {
     // Epilogue: finish the row sums, normalise, write O and LSE (or the split's partials).
     for (int r = 0; r < 2; ++r) {
       float l = l_run[r];
-      l += __shfl_xor_sync(0xffffffffu, l, 1);
-      l += __shfl_xor_sync(0xffffffffu, l, 2);
+      l += __shfl_xor_sync(cuda::kFullWarpMask, l, 1);
+      l += __shfl_xor_sync(cuda::kFullWarpMask, l, 2);
       if (!row_valid[r]) continue;
       const float inv = l > 0.f ? 1.f / l : 0.f;  // no visible key: O = 0
       const float lse = l > 0.f ? (m_run[r] + log2f(l)) * kLn2 : -INFINITY;

@@ -24,19 +24,19 @@ struct CombineTraits {
   using Element = T;
   static constexpr int kHeadDimV = kHeadDimV_;
   static constexpr int kWarps = 4;  // rows per CTA
-  static constexpr int kThreads = kWarps * 32;
-  static constexpr int kElemsPerLane = kHeadDimV / 32;
-  static_assert(kHeadDimV % 32 == 0, "each lane takes an equal share of the O row");
+  static constexpr int kThreads = kWarps * cuda::kWarpSize;
+  static constexpr int kElemsPerLane = kHeadDimV / cuda::kWarpSize;
+  static_assert(kHeadDimV % cuda::kWarpSize == 0, "each lane takes an equal share of the O row");
 };
 
 __device__ __forceinline__ float warp_max(float x) {
-  for (int offset = 16; offset > 0; offset /= 2) x = fmaxf(x, __shfl_xor_sync(0xffffffffu, x, offset));
+  for (int offset = cuda::kWarpSize / 2; offset > 0; offset /= 2) x = fmaxf(x, __shfl_xor_sync(cuda::kFullWarpMask, x, offset));
   return x;
 }
 
 // Butterfly sum: every lane ends with the same value, in the same order on every run.
 __device__ __forceinline__ float warp_sum(float x) {
-  for (int offset = 16; offset > 0; offset /= 2) x += __shfl_xor_sync(0xffffffffu, x, offset);
+  for (int offset = cuda::kWarpSize / 2; offset > 0; offset /= 2) x += __shfl_xor_sync(cuda::kFullWarpMask, x, offset);
   return x;
 }
 
@@ -48,19 +48,19 @@ __global__ void __launch_bounds__(Traits::kThreads) combine_kernel(const KernelP
 
   const int b = blockIdx.y;
   const SeqInfo s = seq_info(p, b);
-  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  const int warp = threadIdx.x / cuda::kWarpSize, lane = threadIdx.x % cuda::kWarpSize;
   const int row = blockIdx.x * Traits::kWarps + warp;  // row = token * Hq + head
   if (row >= s.q_len * p.heads_q) return;
   const int token = row / p.heads_q, head = row % p.heads_q;
   const int64_t prow = (s.q_token0 + token) * p.heads_q + head;
 
   float mx = -INFINITY;
-  for (int sp = lane; sp < p.num_splits; sp += 32) mx = fmaxf(mx, p.lse_partial[sp * p.partial_rows + prow]);
+  for (int sp = lane; sp < p.num_splits; sp += cuda::kWarpSize) mx = fmaxf(mx, p.lse_partial[sp * p.partial_rows + prow]);
   mx = warp_max(mx);
   float lse = -INFINITY;
   if (mx != -INFINITY) {
     float sum = 0.f;
-    for (int sp = lane; sp < p.num_splits; sp += 32) {
+    for (int sp = lane; sp < p.num_splits; sp += cuda::kWarpSize) {
       const float x = p.lse_partial[sp * p.partial_rows + prow];
       if (x != -INFINITY) sum += expf(x - mx);
     }

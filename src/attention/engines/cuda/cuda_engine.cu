@@ -23,6 +23,15 @@ using cuda_engine::KernelParams;
 
 // Head dims with a compiled instantiation (a subset of kAttentionHeadDims; D == Dv).
 constexpr int64_t kCudaHeadDims[] = {32, 64, 128, 256};
+constexpr bool in_supported_head_dims(int64_t d) {
+  for (int64_t x : kAttentionHeadDims) {
+    if (x == d) return true;
+  }
+  return false;
+}
+static_assert(in_supported_head_dims(32) && in_supported_head_dims(64) && in_supported_head_dims(128) &&
+                  in_supported_head_dims(256),
+              "the cuda engine's head dims must be a subset of supported.h's kAttentionHeadDims");
 // Rows are copied in 16-byte chunks: base pointers and row strides must keep that alignment.
 constexpr int64_t kVectorBytes = 16;
 // Grid y and z limits (KV heads, batch).
