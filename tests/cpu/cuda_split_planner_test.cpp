@@ -44,6 +44,20 @@ TEST(CudaSplitPlanner, OverrideIsHonouredAndClamped) {
   EXPECT_EQ(plan_num_splits(decode(1, 1, 1000), 0), auto_num_splits(decode(1, 1, 1000)));
 }
 
+// A wave is SMs x resident CTAs: with 3 CTAs per SM the 64 tiles of B8 x 8 KV heads need more
+// splits to fill it, and still none once the tiles alone fill 80% of the larger wave.
+TEST(CudaSplitPlanner, WaveCountsResidentCtas) {
+  SplitProblem one = decode(8, 8, 128);
+  SplitProblem three = one;
+  three.ctas_per_sm = 3;
+  EXPECT_GT(auto_num_splits(three), auto_num_splits(one));
+  const double waves = 64.0 * auto_num_splits(three) / (3 * kH200Sms);
+  EXPECT_GE(waves / std::ceil(waves), 0.85 * 0.9);
+  SplitProblem full = decode(8, 48, 128);  // 384 tiles >= 0.8 * 396
+  full.ctas_per_sm = 3;
+  EXPECT_EQ(auto_num_splits(full), 1);
+}
+
 TEST(CudaSplitPlanner, DegenerateInputsGiveOne) {
   EXPECT_EQ(auto_num_splits(SplitProblem{0, 1, 1, 1, 1000}), 1);
   EXPECT_EQ(auto_num_splits(SplitProblem{kH200Sms, 0, 1, 1, 1000}), 1);

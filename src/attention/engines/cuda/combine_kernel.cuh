@@ -30,13 +30,15 @@ struct CombineTraits {
 };
 
 __device__ __forceinline__ float warp_max(float x) {
-  for (int offset = cuda::kWarpSize / 2; offset > 0; offset /= 2) x = fmaxf(x, __shfl_xor_sync(cuda::kFullWarpMask, x, offset));
+  for (int offset = cuda::kWarpSize / 2; offset > 0; offset /= 2)
+    x = fmaxf(x, __shfl_xor_sync(cuda::kFullWarpMask, x, offset));
   return x;
 }
 
 // Butterfly sum: every lane ends with the same value, in the same order on every run.
 __device__ __forceinline__ float warp_sum(float x) {
-  for (int offset = cuda::kWarpSize / 2; offset > 0; offset /= 2) x += __shfl_xor_sync(cuda::kFullWarpMask, x, offset);
+  for (int offset = cuda::kWarpSize / 2; offset > 0; offset /= 2)
+    x += __shfl_xor_sync(cuda::kFullWarpMask, x, offset);
   return x;
 }
 
@@ -55,7 +57,8 @@ __global__ void __launch_bounds__(Traits::kThreads) combine_kernel(const KernelP
   const int64_t prow = (s.q_token0 + token) * p.heads_q + head;
 
   float mx = -INFINITY;
-  for (int sp = lane; sp < p.num_splits; sp += cuda::kWarpSize) mx = fmaxf(mx, p.lse_partial[sp * p.partial_rows + prow]);
+  for (int sp = lane; sp < p.num_splits; sp += cuda::kWarpSize)
+    mx = fmaxf(mx, p.lse_partial[sp * p.partial_rows + prow]);
   mx = warp_max(mx);
   float lse = -INFINITY;
   if (mx != -INFINITY) {

@@ -96,6 +96,22 @@ Geometry geometry(const AttentionParams& p) {
   return g;
 }
 
+template <class T>
+int ctas_per_sm_for(int64_t d) {
+  switch (d) {
+    case 32:
+      return cuda_engine::tile_ctas_per_sm<T, 32>();
+    case 64:
+      return cuda_engine::tile_ctas_per_sm<T, 64>();
+    case 128:
+      return cuda_engine::tile_ctas_per_sm<T, 128>();
+    case 256:
+      return cuda_engine::tile_ctas_per_sm<T, 256>();
+    default:
+      return 1;  // not reached: check_support declines other head dims
+  }
+}
+
 int num_splits_for(const AttentionParams& p, const Geometry& g, int sm_count) {
   const int64_t group = g.heads_q / g.heads_kv;
   cuda_engine::SplitProblem sp;
@@ -105,6 +121,8 @@ int num_splits_for(const AttentionParams& p, const Geometry& g, int sm_count) {
   sp.m_blocks = static_cast<int>((g.max_q * group + cuda_engine::kTileRows - 1) / cuda_engine::kTileRows);
   const int keys = cuda_engine::tile_keys(static_cast<int>(g.head_dim));
   sp.n_blocks = static_cast<int>((g.max_k + keys - 1) / keys);
+  sp.ctas_per_sm = p.q.dtype == DType::kBF16 ? ctas_per_sm_for<__nv_bfloat16>(g.head_dim)
+                                             : ctas_per_sm_for<__half>(g.head_dim);
   return cuda_engine::plan_num_splits(sp, p.num_splits);
 }
 

@@ -3,4 +3,5 @@
 
 namespace groupattn::cuda_engine {
 template Status launch_attention<__nv_bfloat16, 256>(const KernelParams&, cudaStream_t, bool);
+template int tile_ctas_per_sm<__nv_bfloat16, 256>();
 }  // namespace groupattn::cuda_engine

@@ -3,4 +3,5 @@
 
 namespace groupattn::cuda_engine {
 template Status launch_attention<__half, 128>(const KernelParams&, cudaStream_t, bool);
+template int tile_ctas_per_sm<__half, 128>();
 }  // namespace groupattn::cuda_engine

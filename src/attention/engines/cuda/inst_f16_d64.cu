@@ -3,4 +3,5 @@
 
 namespace groupattn::cuda_engine {
 template Status launch_attention<__half, 64>(const KernelParams&, cudaStream_t, bool);
+template int tile_ctas_per_sm<__half, 64>();
 }  // namespace groupattn::cuda_engine

@@ -19,4 +19,10 @@ constexpr int tile_keys(int d) { return d <= 128 ? 64 : 32; }
 template <class T, int kHeadDim>
 Status launch_attention(const KernelParams& p, cudaStream_t stream, bool use_pdl);
 
+// Tile-kernel CTAs one SM of the current device holds at once, queried once per process (the
+// split planner's wave size; workspace_bytes and run must agree, so the value never changes);
+// 1 if the occupancy query fails.
+template <class T, int kHeadDim>
+int tile_ctas_per_sm();
+
 }  // namespace groupattn::cuda_engine

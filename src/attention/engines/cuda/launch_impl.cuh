@@ -31,4 +31,22 @@ Status launch_attention(const KernelParams& p, cudaStream_t stream, bool use_pdl
                                 use_pdl, "launching combine_kernel", p);
 }
 
+template <class T, int kHeadDim>
+int tile_ctas_per_sm() {
+  static const int ctas = [] {
+    using Tile = TileTraits<T, kHeadDim>;
+    auto* tile = attention_tile_kernel<Tile>;
+    int n = 0;
+    if (cudaFuncSetAttribute(tile, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                             static_cast<int>(Tile::kSmemBytes)) != cudaSuccess ||
+        cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n, tile, Tile::kThreads, Tile::kSmemBytes) !=
+            cudaSuccess) {
+      (void)cudaGetLastError();  // clear the error: the planner falls back to one CTA per SM
+      return 1;
+    }
+    return n > 0 ? n : 1;
+  }();
+  return ctas;
+}
+
 }  // namespace groupattn::cuda_engine

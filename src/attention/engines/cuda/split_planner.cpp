@@ -16,14 +16,15 @@ constexpr double kEfficiencySlack = 0.85;
 
 int auto_num_splits(const SplitProblem& p) {
   if (p.sm_count <= 0 || p.batch <= 0 || p.kv_heads <= 0 || p.m_blocks <= 0) return 1;
+  const int slots = p.sm_count * std::max(1, p.ctas_per_sm);  // CTAs in one wave
   const double tiles = static_cast<double>(p.batch) * p.kv_heads * p.m_blocks;
-  if (tiles >= kFullMachineFraction * p.sm_count) return 1;
+  if (tiles >= kFullMachineFraction * slots) return 1;
   if (p.n_blocks <= kMinBlocksToSplit) return 1;
-  const int most = std::min({kMaxSplits, p.sm_count, p.n_blocks});
+  const int most = std::min({kMaxSplits, slots, p.n_blocks});
   // A split count is worth trying only if it changes the tiles per split (ceil(n / s)).
   auto eligible = [&](int s) { return s == 1 || (p.n_blocks + s - 1) / s != (p.n_blocks + s - 2) / (s - 1); };
   auto efficiency = [&](int s) {
-    const double waves = tiles * s / p.sm_count;
+    const double waves = tiles * s / slots;
     return waves / std::ceil(waves);
   };
   double best = 0.0;

@@ -9,16 +9,18 @@ namespace groupattn::cuda_engine {
 inline constexpr int kMaxSplits = 128;
 
 struct SplitProblem {
-  int sm_count = 0;  // multiprocessors of the device
-  int batch = 0;     // sequences
-  int kv_heads = 0;  // KV heads (one CTA row of the grid per KV head: query heads are packed)
-  int m_blocks = 0;  // query tiles per (sequence, KV head) at the longest query length
-  int n_blocks = 0;  // KV tiles of the longest KV sequence
+  int sm_count = 0;     // multiprocessors of the device
+  int batch = 0;        // sequences
+  int kv_heads = 0;     // KV heads (one CTA row of the grid per KV head: query heads are packed)
+  int m_blocks = 0;     // query tiles per (sequence, KV head) at the longest query length
+  int n_blocks = 0;     // KV tiles of the longest KV sequence
+  int ctas_per_sm = 1;  // tile-kernel CTAs one SM holds at once (occupancy); a wave is SMs x this
 };
 
 // Automatic split count (FlashAttention's wave-efficiency idea): no split when the query tiles
 // already fill most of the machine or the KV is only a few tiles long; otherwise the smallest
-// split count whose last wave is nearly as full as the best one's.
+// split count whose last wave is nearly as full as the best one's. A wave is sm_count x
+// ctas_per_sm CTAs: a memory-bound decode tile wants several CTAs per SM in flight.
 int auto_num_splits(const SplitProblem& p);
 
 // The split count a call uses: `requested` > 0 is the caller's override (clamped to
