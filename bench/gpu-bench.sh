@@ -13,7 +13,7 @@ set -uo pipefail
 
 SUITE=all
 QUICK=""
-MINUTES="prefill=1.5,decode=2.5,kda=2"
+MINUTES="prefill=1.2,decode=2.5,kda=4"
 while [[ $# -gt 0 ]]; do
   case "$1" in
     --quick) QUICK=--quick; MINUTES="prefill=1,decode=1,kda=1.5"; shift ;;
@@ -46,7 +46,10 @@ echo "gpu-bench: built in $(( $(date +%s) - t0 ))s"
 export GROUPATTN_BENCH_BUILD_FLAGS="pip install . --no-build-isolation ${FLAGS[*]} (scikit-build-core, CMake Release per pyproject.toml)"
 
 # BENCH_TIMEOUT_S (default 0 = none) stops run.py so that the report is still written from what it
-# measured; BENCH_DEADLINE (epoch seconds) sets it to what is left before that time, less 25 s.
+# measured; BENCH_DEADLINE (epoch seconds; default: 550 s after this script started, to fit one
+# 600 s device call) sets it to what is left before that time, less 25 s. On SIGTERM run.py writes
+# what it measured and lists the configurations it did not reach.
+BENCH_DEADLINE="${BENCH_DEADLINE:-$(( t0 + 550 ))}"
 if [[ -n "${BENCH_DEADLINE:-}" ]]; then
   BENCH_TIMEOUT_S=$(( BENCH_DEADLINE - $(date +%s) - 25 ))
   (( BENCH_TIMEOUT_S < 10 )) && BENCH_TIMEOUT_S=10

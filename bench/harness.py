@@ -282,7 +282,8 @@ def hbm_ceiling(rounds: int = 5, gib: int = 4) -> Dict:
         res["methods"]["triton_read_kernel"] = {"error": f"{type(e).__name__}: {str(e)[:300]}"}
     try:
         out = torch.empty((), device="cuda", dtype=torch.float32)
-        t = time_contenders({"sum": lambda _i: torch.sum(x, out=out)}, 1, rounds, target_ms=20.0, control=None)["sum"]
+        t = time_contenders({"sum": lambda _i: torch.sum(x, dim=0, out=out)}, 1, rounds, target_ms=20.0,
+                           control=None)["sum"]
         res["methods"]["torch_sum"] = _gbps(nbytes, t)
     except Exception as e:
         res["methods"]["torch_sum"] = {"error": f"{type(e).__name__}: {str(e)[:300]}"}

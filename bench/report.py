@@ -212,7 +212,10 @@ def decode_section(data, plots):
     lines = ["## Decode (bf16, KV cache)", "",
              "GPU time per call in us (graph replay) and effective GB/s (Q, K/V pages read, O, LSE once; "
              "bench/counts.py); % of the measured HBM read ceiling; wall = per-call wall time with a synchronize "
-             "(host dispatch included), median.", ""]
+             "(host dispatch included), median. Our calls use causal=True (bottom-right aligned, which matters "
+             "only for several new tokens); the SDPA peers get no mask for one new token and torch's "
+             "`causal_lower_right(Sq, Sk)` bias for several (torch decides how each backend applies it). "
+             "Paged caches and mixed cache lengths have no SDPA equivalent (n/a).", ""]
     if "decode" in plots:
         lines += [f"![decode GB/s]({plots['decode']})", ""]
     head = "| shape | " + " | ".join(f"{n} us (GB/s, % HBM) | {n} wall us" for n in ours) + " | " + \
@@ -276,6 +279,8 @@ def kda_section(data, plots):
 
 def problems_section(data):
     lines = []
+    if data.get("stopped"):
+        lines.append(f"- run stopped early: {data['stopped']}")
     for suite, s in data.get("suites", {}).items():
         for e in s.get("entries", []):
             for n, c in e.get("correctness", {}).items():

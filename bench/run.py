@@ -17,6 +17,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import signal
 import sys
 import time
 
@@ -40,8 +41,25 @@ def _label(suite, cfg):
 
 
 def _decode_priority(cfg):
-    # contiguous single-token first (the peers' comparison), then multi-token, then paged, then mixed
-    return (cfg["mixed"], cfg["page"] is not None, cfg["new"] != 1)
+    # Under a time budget the first configurations run: single-token decode over every layout
+    # (contiguous first: the peers' comparison), then mixed lengths, then multi-token decode.
+    return (cfg["new"] != 1, cfg["mixed"], cfg["page"] is not None, cfg["new"])
+
+
+def _kda_priority(cfg):
+    # fla autotunes once per kernel key (heads, gate flags, varlen), tens of seconds each: group the
+    # shapes that share a key so a time budget covers as many shapes as possible.
+    order = {16: 0, 4: 1, 32: 2, 12: 3, 24: 4, 64: 5}
+    return (order.get(cfg["H"], 9), cfg["N"] > 1, cfg["gate"] != "lower_bound", cfg["T"])
+
+
+class Stop(BaseException):
+    """Raised by the SIGTERM handler (timeout / BENCH_DEADLINE): a BaseException, so the per-config
+    `except Exception` blocks do not swallow it."""
+
+
+def _on_sigterm(signum, frame):
+    raise Stop()
 
 
 def _budgets(spec, suites):
@@ -117,12 +135,36 @@ def main(argv=None):
 
     data["verification"] = {}
     data["suites"] = {}
+    signal.signal(signal.SIGTERM, _on_sigterm)
+    try:
+        _run_suites(args, suites, budgets, data, out, torch, H, matrices, S)
+    except Stop:
+        data["stopped"] = "SIGTERM (timeout or BENCH_DEADLINE) during the run; configurations not reached are listed as not run"
+        for suite in suites:
+            s = data["suites"].setdefault(suite, {"engines": [], "entries": [], "not_run": []})
+            done = {json.dumps(e["config"], sort_keys=True) for e in s["entries"]}
+            done |= {json.dumps(x["config"], sort_keys=True) for x in s["not_run"]}
+            for cfg in matrices.SUITES[suite](args.quick):
+                if json.dumps(cfg, sort_keys=True) not in done:
+                    s["not_run"].append({"config": cfg, "label": _label(suite, cfg), "reason": "stopped (SIGTERM/deadline)"})
+        print("stopped by SIGTERM: writing what was measured", file=sys.stderr, flush=True)
+
+    data["provenance"]["clocks_after"] = H.nvidia_smi()
+    data["provenance"]["wall_seconds"] = round(time.time() - t0, 1)
+    _write(out, data)
+    print(f"wrote {out}", file=sys.stderr)
+    return 0
+
+
+def _run_suites(args, suites, budgets, data, out, torch, H, matrices, S):
     for suite in suites:
         op = "kda" if suite == "kda" else "attention"
         engines = args.engines.split(",") if args.engines else S.our_engines(op)
         cfgs = matrices.SUITES[suite](args.quick)
         if suite == "decode":
             cfgs = sorted(cfgs, key=_decode_priority)
+        elif suite == "kda":
+            cfgs = sorted(cfgs, key=_kda_priority)
         try:
             data["verification"][suite] = (S.verify_kda_engines(engines) if suite == "kda"
                                            else S.verify_attention_engines(engines))
@@ -160,12 +202,6 @@ def main(argv=None):
             _write(out, data)
             bar.step(label + " " + _brief(e))
         bar.close()
-
-    data["provenance"]["clocks_after"] = H.nvidia_smi()
-    data["provenance"]["wall_seconds"] = round(time.time() - t0, 1)
-    _write(out, data)
-    print(f"wrote {out}", file=sys.stderr)
-    return 0
 
 
 def _brief(e):
