@@ -10,7 +10,6 @@ a synchronize after each call beside the GPU time.
 from __future__ import annotations
 
 import datetime
-import hashlib
 import math
 import os
 import platform
@@ -20,6 +19,8 @@ import time
 from typing import Callable, Dict, List, Optional
 
 import torch
+
+from treedigest import tree_digest
 
 GIB = 1 << 30
 ROTATION_BYTES = GIB + (64 << 20)  # strictly more than 1 GiB (>= 16x the H200's 60 MB L2)
@@ -330,28 +331,6 @@ def _git(*args) -> Optional[str]:
         return r.stdout.strip() if r.returncode == 0 else None
     except Exception:
         return None
-
-
-def tree_digest(root: str) -> str:
-    """sha256 over the sources that decide performance (include/, src/, python/, bench/, CMakeLists,
-    pyproject): identifies the tree when the GPU machine's copy has no .git."""
-    h = hashlib.sha256()
-    paths = []
-    for top in ("include", "src", "python", "bench", "CMakeLists.txt", "pyproject.toml"):
-        p = os.path.join(root, top)
-        if os.path.isfile(p):
-            paths.append(p)
-        for d, dirs, files in os.walk(p):
-            dirs[:] = sorted(x for x in dirs if x not in ("__pycache__", "results"))
-            for f in sorted(files):
-                if f.endswith((".pyc",)):
-                    continue
-                paths.append(os.path.join(d, f))
-    for p in sorted(paths):
-        h.update(os.path.relpath(p, root).encode())
-        with open(p, "rb") as fh:
-            h.update(fh.read())
-    return h.hexdigest()[:16]
 
 
 def provenance(root: str, argv: List[str]) -> Dict:

@@ -93,7 +93,14 @@ def main(argv=None):
     ap.add_argument("--engines", default=None, help="comma-separated groupattn engine names (default: every "
                                                     "available non-reference engine of each op)")
     ap.add_argument("--no-peers", action="store_true", help="our engines only")
+    ap.add_argument("--tree-digest", action="store_true",
+                    help="print the source-tree digest a results file would record, and exit (no torch needed)")
     args = ap.parse_args(argv)
+    if args.tree_digest:
+        from treedigest import tree_digest
+
+        print(tree_digest(ROOT))
+        return 0
 
     import torch
 

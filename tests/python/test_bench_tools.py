@@ -117,3 +117,23 @@ def test_ratio_inside_control_band_is_marked():
     data = _results(_ms(1.0, 0.98, 1.02), _ms(1.005, 0.99, 1.02))
     e = data["suites"]["prefill"]["entries"][0]
     assert report.ratio_cell(e, "groupattn:cuda", "sdpa-cudnn").startswith("~")
+
+
+def test_tree_digest_tracks_sources(tmp_path):
+    import treedigest
+
+    (tmp_path / "src").mkdir()
+    (tmp_path / "src" / "a.cu").write_text("x")
+    (tmp_path / "src" / "__pycache__").mkdir()
+    (tmp_path / "src" / "__pycache__" / "a.pyc").write_text("junk")
+    d1 = treedigest.tree_digest(str(tmp_path))
+    assert d1 == treedigest.tree_digest(str(tmp_path))
+    (tmp_path / "src" / "__pycache__" / "b.pyc").write_text("more junk")
+    assert treedigest.tree_digest(str(tmp_path)) == d1  # caches do not count
+    (tmp_path / "src" / "a.cu").write_text("y")
+    assert treedigest.tree_digest(str(tmp_path)) != d1
+
+
+def test_run_tree_digest_needs_no_torch(capsys):
+    assert run.main(["--tree-digest"]) == 0
+    assert len(capsys.readouterr().out.strip()) == 16
