@@ -213,8 +213,8 @@ struct TileKernel {
       for (int r = 0; r < 2; ++r) {
         float mx = -INFINITY;
         for (int nt = 0; nt < Traits::kNTiles; ++nt) mx = fmaxf(mx, fmaxf(sc[nt][2 * r], sc[nt][2 * r + 1]));
-        mx =
-            fmaxf(mx, __shfl_xor_sync(cuda::kFullWarpMask, mx, 1));  // the 4 threads of a row: lanes 4g..4g+3
+        // the 4 threads of a row are lanes 4g..4g+3
+        mx = fmaxf(mx, __shfl_xor_sync(cuda::kFullWarpMask, mx, 1));
         mx = fmaxf(mx, __shfl_xor_sync(cuda::kFullWarpMask, mx, 2));
         const float m_new = fmaxf(m_run[r], mx);
         const float m_use = m_new == -INFINITY ? 0.f : m_new;  // row with no visible key yet
