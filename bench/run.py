@@ -62,6 +62,14 @@ def _on_sigterm(signum, frame):
     raise Stop()
 
 
+def _ordered(suite, cfgs):
+    if suite == "decode":
+        return sorted(cfgs, key=_decode_priority)
+    if suite == "kda":
+        return sorted(cfgs, key=_kda_priority)
+    return cfgs
+
+
 def _budgets(spec, suites):
     if spec is None:
         return {}
@@ -95,7 +103,18 @@ def main(argv=None):
     ap.add_argument("--no-peers", action="store_true", help="our engines only")
     ap.add_argument("--tree-digest", action="store_true",
                     help="print the source-tree digest a results file would record, and exit (no torch needed)")
+    ap.add_argument("--list", action="store_true",
+                    help="print the configurations in the order they would run, and exit (no torch needed)")
     args = ap.parse_args(argv)
+    if args.list:
+        import matrices
+
+        for suite in (["prefill", "decode", "kda"] if args.suite == "all" else [args.suite]):
+            cfgs = _ordered(suite, matrices.SUITES[suite](args.quick))
+            print(f"{suite}: {len(cfgs)} configurations")
+            for c in cfgs:
+                print("  " + _label(suite, c))
+        return 0
     if args.tree_digest:
         from treedigest import tree_digest
 
@@ -167,11 +186,7 @@ def _run_suites(args, suites, budgets, data, out, torch, H, matrices, S):
     for suite in suites:
         op = "kda" if suite == "kda" else "attention"
         engines = args.engines.split(",") if args.engines else S.our_engines(op)
-        cfgs = matrices.SUITES[suite](args.quick)
-        if suite == "decode":
-            cfgs = sorted(cfgs, key=_decode_priority)
-        elif suite == "kda":
-            cfgs = sorted(cfgs, key=_kda_priority)
+        cfgs = _ordered(suite, matrices.SUITES[suite](args.quick))
         try:
             data["verification"][suite] = (S.verify_kda_engines(engines) if suite == "kda"
                                            else S.verify_attention_engines(engines))

@@ -137,3 +137,11 @@ def test_tree_digest_tracks_sources(tmp_path):
 def test_run_tree_digest_needs_no_torch(capsys):
     assert run.main(["--tree-digest"]) == 0
     assert len(capsys.readouterr().out.strip()) == 16
+
+
+def test_run_list_needs_no_torch(capsys):
+    assert run.main(["--suite", "decode", "--list"]) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert out[0] == f"decode: {len(matrices.decode())} configurations"
+    # single-token decode comes first under a time budget
+    assert " n1 " in out[1] + " "
