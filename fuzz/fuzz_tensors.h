@@ -8,6 +8,7 @@
 
 #include <fuzzer/FuzzedDataProvider.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
@@ -166,6 +167,22 @@ inline std::vector<uint8_t> snapshot(const Buffer& buf) {
   if (buf.fake || buf.size == 0) return {};
   const uint8_t* p = buf.bytes.get() + buf.shift;
   return std::vector<uint8_t>(p, p + buf.size);
+}
+
+// Whether every element of a small view has its own offset (brute force: enumerate and sort).
+// An accepted output must: overlapping output elements would race on a GPU.
+inline bool elements_distinct(const TensorView& t) {
+  if (!t.defined() || exact_numel(t) == 0) return true;
+  std::vector<int64_t> offsets = {0};
+  for (int d = 0; d < t.rank; ++d) {
+    std::vector<int64_t> next;
+    for (int64_t o : offsets) {
+      for (int64_t i = 0; i < t.shape[d]; ++i) next.push_back(o + i * t.stride[d]);
+    }
+    offsets.swap(next);
+  }
+  std::sort(offsets.begin(), offsets.end());
+  return std::adjacent_find(offsets.begin(), offsets.end()) == offsets.end();
 }
 
 // GA_FUZZ_VERBOSE=1 prints each decoded view (when reproducing a crash file).

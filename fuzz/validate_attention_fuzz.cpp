@@ -6,7 +6,7 @@
 //   - accepted and small enough to run: the reference runs, and ASan/UBSan see no access outside
 //     the buffers (and no undefined behaviour); inputs are left unchanged;
 //   - rejected: out and lse still hold their poison bytes, inputs unchanged;
-//   - out placed on top of q is never accepted.
+//   - out placed on top of q, and outputs whose elements overlap each other, are never accepted.
 #include <cmath>
 #include <cstdint>
 #include <vector>
@@ -136,6 +136,9 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
 
   const Status s = runnable ? attention(p, options) : validate_attention(p);
   if (aliased && s.ok()) fail("out overlapping q was accepted");
+  if (s.ok() && runnable && (!elements_distinct(p.out) || !elements_distinct(p.lse))) {
+    fail("an output whose elements overlap each other was accepted");
+  }
   size_t i = 0;
   for (const auto& v : views) {
     const bool is_output = v.b == &bout || v.b == &blse;

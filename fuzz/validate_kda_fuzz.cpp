@@ -3,6 +3,7 @@
 // perturbed (shapes, strides, dtypes, ranks, devices, cu_seqlens and state_indices contents, gate
 // options, state pools updated in place), every tensor backed by exactly its span;
 //   - accepted and small: the engine runs with no access outside the buffers (ASan) and no UB;
+//   - outputs whose elements overlap each other are never accepted;
 //   - rejected: out and final_state keep their poison bytes; inputs never change (except the
 //     state pool updated in place, which is both).
 #include <cmath>
@@ -89,6 +90,9 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   std::vector<std::vector<uint8_t>> before;
   for (const Buffer& b : bufs) before.push_back(snapshot(b));
   const Status s = runnable ? kda(p, options) : validate_kda(p);
+  if (s.ok() && runnable && (!elements_distinct(p.out) || !elements_distinct(p.final_state))) {
+    fail("an output whose elements overlap each other was accepted");
+  }
   for (int i = 0; i < 12; ++i) {
     const bool is_output = i == 5 || i == 7 || (i == 6 && in_place);
     const bool may_change = is_output && s.ok() && runnable;

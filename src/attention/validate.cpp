@@ -202,6 +202,8 @@ Status check_devices_and_overlap(const AttentionParams& p) {
   const std::pair<const TensorView*, const char*> inputs[] = {
       {&p.q, "q"}, {&p.k, "k"}, {&p.v, "v"}, {&p.cu_seqlens_q, "cu_seqlens_q"},
       {&p.cu_seqlens_k, "cu_seqlens_k"}, {&p.seqlens_k, "seqlens_k"}, {&p.block_table, "block_table"}};
+  GA_RETURN_IF_ERROR(check_no_self_overlap(p.out, "out"));
+  GA_RETURN_IF_ERROR(check_no_self_overlap(p.lse, "lse"));
   for (const auto& [t, name] : inputs) {
     GA_RETURN_IF_ERROR(check_no_overlap(p.out, "out", *t, name));
     GA_RETURN_IF_ERROR(check_no_overlap(p.lse, "lse", *t, name));

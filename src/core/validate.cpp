@@ -3,6 +3,7 @@
 #include <cstdint>
 #include <cstring>
 #include <exception>
+#include <utility>
 
 #include "core/cuda_runtime_shim.h"
 #include "core/dtype.h"
@@ -130,6 +131,32 @@ Status check_same_device(const TensorView& ref, const char* ref_name,
                              device_name(ref.device) + ":" + std::to_string(ref.device_id) +
                              " (all tensors of one call must share a device)");
     }
+  }
+  return Status::Ok();
+}
+
+Status check_no_self_overlap(const TensorView& out, const char* name) {
+  if (!out.defined()) return Status::Ok();
+  int dims[TensorView::kMaxRank];
+  int n = 0;
+  for (int i = 0; i < out.rank; ++i) {
+    if (out.shape[i] == 0) return Status::Ok();  // no elements, nothing to collide
+    if (out.shape[i] > 1) dims[n++] = i;
+  }
+  // Insertion sort by stride (at most kMaxRank dims); ties keep the inner dim first.
+  for (int a = 1; a < n; ++a) {
+    for (int b = a; b > 0 && out.stride[dims[b]] < out.stride[dims[b - 1]]; --b) std::swap(dims[b], dims[b - 1]);
+  }
+  int64_t covered = 0;  // element offset of the last element the smaller-stride dims reach
+  for (int a = 0; a < n; ++a) {
+    const int d = dims[a];
+    if (out.stride[d] <= covered) {
+      return InvalidArgument(std::string(name) + ": output elements overlap each other (shape " + shape_string(out) +
+                             ", stride " + std::to_string(out.stride[d]) + " at dim " + std::to_string(d) +
+                             "); accepted: strides that give every element its own memory (no stride 0 "
+                             "on a dim of size > 1)");
+    }
+    covered += (out.shape[d] - 1) * out.stride[d];  // fits: check_layout bounded the span
   }
   return Status::Ok();
 }

@@ -25,6 +25,10 @@ Status check_layout(const TensorView& t, const char* name);
 // All given (defined) tensors on the same device and device id as `ref`.
 Status check_same_device(const TensorView& ref, const char* ref_name,
                          std::initializer_list<std::pair<const TensorView*, const char*>> others);
+// An output's elements must not share memory with each other (no stride-0 broadcast, no dims that
+// interleave): sorted by stride, each dim of size > 1 must step past everything the smaller ones
+// cover. Call after check_layout.
+Status check_no_self_overlap(const TensorView& out, const char* name);
 // `out` must not share any byte with `in` (writing it would corrupt an input).
 Status check_no_overlap(const TensorView& out, const char* out_name, const TensorView& in,
                         const char* in_name);

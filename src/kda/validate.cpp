@@ -232,6 +232,8 @@ Status validate_kda(const KdaParams& p) {
 
   // Outputs must not share memory with any input or with each other. The one exception is
   // final_state passed as exactly the same view as initial_state: the in-place pool update.
+  GA_RETURN_IF_ERROR(check_no_self_overlap(p.out, "out"));
+  GA_RETURN_IF_ERROR(check_no_self_overlap(p.final_state, "final_state"));
   const std::vector<std::pair<const TensorView*, const char*>> inputs = {
       {&p.q, "q"}, {&p.k, "k"}, {&p.v, "v"}, {&p.g, "g"}, {&p.beta, "beta"},
       {&p.cu_seqlens, "cu_seqlens"}, {&p.state_indices, "state_indices"}, {&p.A_log, "A_log"},

@@ -102,12 +102,13 @@ TEST(Sizes, IndexTensorTooLargeToReadIsOutOfMemoryNotAnException) {
   // Broadcast views of one row: B = 2^50 sequences in a few bytes. Reading seqlens_k back to check
   // it needs 8 PiB of host memory: the call must return kOutOfMemory, not throw std::bad_alloc.
   const int64_t batch = int64_t{1} << 50;
-  std::vector<float> q(32), k(32), v(32), out(32);
+  std::vector<float> q(32), k(32), v(32);
   AttentionParams p;
   p.q = make_strided_view(q.data(), DType::kF32, {batch, 1, 1, 32}, {0, 0, 0, 1});
   p.k = make_strided_view(k.data(), DType::kF32, {batch, 1, 1, 32}, {0, 0, 0, 1});
   p.v = make_strided_view(v.data(), DType::kF32, {batch, 1, 1, 32}, {0, 0, 0, 1});
-  p.out = make_strided_view(out.data(), DType::kF32, {batch, 1, 1, 32}, {0, 0, 0, 1});
+  // out cannot broadcast (its elements must not overlap): a fake pointer far above the rest.
+  p.out = make_contiguous_view(reinterpret_cast<void*>(uintptr_t{1} << 60), DType::kF32, {batch, 1, 1, 32});
   // A fake pointer above user space (its 4 PiB span overlaps nothing real): the host buffer for
   // the values is reserved before anything is read.
   p.seqlens_k = make_contiguous_view(reinterpret_cast<void*>(uintptr_t{1} << 56), DType::kI32, {batch});
@@ -117,6 +118,38 @@ TEST(Sizes, IndexTensorTooLargeToReadIsOutOfMemoryNotAnException) {
   const Status s = attention(p, o);
   EXPECT_EQ(s.code(), StatusCode::kOutOfMemory) << s.to_string();
   EXPECT_NE(s.message().find("seqlens_k"), std::string::npos) << s.message();
+}
+
+TEST(FuzzRegression, OutputsWhoseElementsOverlapAreRejected) {
+X
+  // dims interleaving) was accepted, and every engine would write one element from many rows.
+  AttentionParams p = big_decode();
+  p.out = make_strided_view(fake(1), DType::kBF16, {1, 1, 8, 128}, {1024, 1024, 0, 1});
+  Status s = validate_attention(p);
+  EXPECT_EQ(s.code(), StatusCode::kInvalidArgument) << s.to_string();
+  EXPECT_NE(s.message().find("out: output elements overlap"), std::string::npos) << s.message();
+  p = big_decode();
+  p.lse = make_strided_view(fake(5), DType::kF32, {8, 1}, {1, 1});  // fine: one column
+  EXPECT_TRUE(validate_attention(p).ok()) << validate_attention(p).to_string();
+  p.out = make_strided_view(fake(1), DType::kBF16, {1, 1, 8, 128}, {0, 0, 64, 1});  // heads interleave
+  s = validate_attention(p);
+  EXPECT_NE(s.message().find("out: output elements overlap"), std::string::npos) << s.message();
+
+  KdaParams k;
+  k.q = make_contiguous_view(fake(0), DType::kBF16, {1, 4, 1, 64});
+  k.k = make_contiguous_view(fake(1), DType::kBF16, {1, 4, 1, 64});
+  k.v = make_contiguous_view(fake(2), DType::kBF16, {1, 4, 1, 64});
+  k.g = make_contiguous_view(fake(3), DType::kF32, {1, 4, 1, 64});
+  k.beta = make_contiguous_view(fake(4), DType::kF32, {1, 4, 1});
+  k.out = make_contiguous_view(fake(5), DType::kBF16, {1, 4, 1, 64});
+  ASSERT_TRUE(validate_kda(k).ok()) << validate_kda(k).to_string();
+  k.final_state = make_strided_view(fake(6), DType::kF32, {1, 1, 64, 64}, {4096, 4096, 0, 1});
+  s = validate_kda(k);
+  EXPECT_NE(s.message().find("final_state: output elements overlap"), std::string::npos) << s.message();
+  k.final_state = TensorView{};
+  k.out = make_strided_view(fake(5), DType::kBF16, {1, 4, 1, 64}, {256, 0, 64, 1});
+  s = validate_kda(k);
+  EXPECT_NE(s.message().find("out: output elements overlap"), std::string::npos) << s.message();
 }
 
 TEST(FuzzRegression, RankAboveMaxIsRejectedWithoutReadingPastTheShape) {
