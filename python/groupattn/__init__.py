@@ -15,10 +15,12 @@ import importlib.util as _importlib_util
 from . import _ext
 from ._ops import (
     attention,
+    attention_engine_for,
     attention_with_kvcache,
     attention_workspace_bytes,
     chunk_kda,
     fused_recurrent_kda,
+    kda_engine_for,
 )
 
 __version__ = _ext.build_info()["version"]
@@ -47,6 +49,8 @@ __all__ = [
     "attention",
     "attention_with_kvcache",
     "attention_workspace_bytes",
+    "attention_engine_for",
+    "kda_engine_for",
     "chunk_kda",
     "fused_recurrent_kda",
     "engines",

@@ -49,20 +49,37 @@ class _NumpyFw:
     @staticmethod
     def arg(x):
         """(array passed to the extension, is_bf16): numpy cannot export bfloat16 (ml_dtypes)
-        through DLPack or the buffer protocol, so it travels as a uint16 view flagged as bf16."""
-        if x is not None and x.dtype.name == "bfloat16":
+        through DLPack or the buffer protocol, so it travels as a uint16 view flagged as bf16.
+        (ml_dtypes' types are kind 'V'; numpy's own float types never are, so the name is read
+        only for those.)"""
+        if x is not None and x.dtype.kind == "V" and x.dtype.name == "bfloat16":
             return x.view(np.uint16), True
         return x, False
+
+    converts = False  # optional tensors go to the extension as they are
+
+    @staticmethod
+    def compiling():
+        return False
+
+    @staticmethod
+    def workspace_alloc(x):
+        return None
 
 
 class _TorchFw:
     name = "torch"
+    converts = True  # optional tensors go through convert() too
 
     def __init__(self):
         import torch
 
         self.torch = torch
         self._dtypes = {"float32": torch.float32, "int32": torch.int32, "uint8": torch.uint8}
+        self._raw_stream = getattr(torch._C, "_cuda_getCurrentRawStream", None) or self._raw_stream_slow
+        self._is_compiling = torch.compiler.is_compiling
+        self._to_dlpack = getattr(torch._C, "_to_dlpack", None)
+        self._plain = (torch.Tensor, torch.nn.Parameter)
 
     def empty(self, like, shape, dtype):
         dt = like.dtype if dtype == "like" else self._dtypes[dtype]
@@ -76,9 +93,24 @@ class _TorchFw:
         return x.is_cuda
 
     def stream(self, x):
-        if not x.is_cuda:
+        # The raw pointer of the current stream, without building a torch.cuda.Stream object.
+        d = x.get_device()
+        if d < 0:
             return 0
-        return self.torch.cuda.current_stream(x.device).cuda_stream
+        return self._raw_stream(d)
+
+    def _raw_stream_slow(self, d):
+        return self.torch.cuda.current_stream(d).cuda_stream
+
+    def compiling(self):
+        return self._is_compiling()
+
+    def workspace_alloc(self, x):
+        """The allocator the extension calls (only when the selected engine needs a workspace):
+        nbytes -> (keep-alive tensor, pointer). None for host tensors (no workspace)."""
+        if not x.is_cuda:
+            return None
+        return lambda nbytes: self.workspace(x, nbytes)
 
     def workspace(self, x, nbytes):
         # Per call, from torch's caching allocator: stream-ordered reuse makes this safe on the
@@ -95,14 +127,25 @@ class _TorchFw:
         return buf.view(buf.shape[0], -1)
 
     def arg(self, x):
+        return self.convert(x), False
+
+    def convert(self, x):
+        """What the extension receives for tensor `x`: a DLPack capsule made by torch's C
+        exporter (Tensor.__dlpack__ is Python code costing several microseconds per tensor;
+        torch._C._to_dlpack is the C call it ends in). Tensor subclasses other than Parameter keep
+        the __dlpack__ path (their __torch_function__ may matter); None stays None."""
+        if x is None:
+            return None
         # torch refuses to export a tensor that requires grad through DLPack; say why instead.
-        if x is not None and x.requires_grad:
+        if x.requires_grad:
             if self.torch.is_grad_enabled():
                 raise NotImplementedError(
                     "groupattn has no backward pass: an input requires grad (run under "
                     "torch.no_grad() / torch.inference_mode(), or detach it)")
             x = x.detach()
-        return x, False
+        if type(x) in self._plain and self._to_dlpack is not None:
+            return self._to_dlpack(x)
+        return x
 
 
 class _CupyFw:
@@ -145,20 +188,35 @@ class _CupyFw:
     def arg(x):
         return x, False
 
+    converts = False
+
+    @staticmethod
+    def compiling():
+        return False
+
+    def workspace_alloc(self, x):
+        return lambda nbytes: self.workspace(x, nbytes)
+
 
 NUMPY = _NumpyFw()
 _cache = {}
+_by_type = {np.ndarray: NUMPY}  # exact type -> framework: one dict lookup per call after the first
 
 
 def framework_of(x, name="q"):
     """The framework that owns `x` (and allocates the outputs of a call on it)."""
+    fw = _by_type.get(type(x))
+    if fw is not None:
+        return fw
     if isinstance(x, np.ndarray):
+        _by_type[type(x)] = NUMPY
         return NUMPY
     module = type(x).__module__.split(".", 1)[0]
     if module in ("torch", "cupy"):
         fw = _cache.get(module)
         if fw is None:
             fw = _cache[module] = _TorchFw() if module == "torch" else _CupyFw()
+        _by_type[type(x)] = fw
         return fw
     raise TypeError(
         f"{name}: {type(x).__module__}.{type(x).__name__} is not supported for allocating outputs "

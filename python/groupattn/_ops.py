@@ -5,7 +5,7 @@ call runs on a GPU, and hands every tensor to the extension unchanged (no copies
 """
 
 from . import _ext
-from ._frameworks import framework_of, torch_is_compiling
+from ._frameworks import framework_of
 
 # Library argument names that the Python API spells differently (FlashAttention / fla names).
 _PY_NAMES = {"seqlens_k": "cache_seqlens", "state_indices": "ssm_state_indices", "softmax_scale": "scale"}
@@ -55,26 +55,14 @@ def _max_seqlen(fw, cu, given):
     return int((cu[1:] - cu[:-1]).max())
 
 
-def _args(fw, tensors):
-    """Extension arguments for `tensors` and the bf16 mask (bit i = tensor i is numpy bfloat16)."""
-    out, mask = [], 0
-    for i, t in enumerate(tensors):
-        a, bf16 = fw.arg(t)
-        out.append(a)
-        mask |= int(bf16) << i
-    return out, mask
-
-
-def _workspace(fw, x, nbytes_fn):
-    """(keep-alive object, pointer, bytes): GPU engines get a per-call workspace from the caller's
-    allocator; host calls need none."""
-    if not fw.is_cuda(x):
-        return None, 0, 0
-    nbytes = nbytes_fn()
-    if nbytes == 0:
-        return None, 0, 0
-    buf, ptr = fw.workspace(x, nbytes)
-    return buf, ptr, nbytes
+def _args(fw, q, k, v, out):
+    """Extension arguments for q, k, v, out and the bf16 mask (bit i = tensor i is numpy
+    bfloat16; bit 3 = out)."""
+    aq, b0 = fw.arg(q)
+    ak, b1 = fw.arg(k)
+    av, b2 = fw.arg(v)
+    aout, b3 = fw.arg(out)
+    return aq, ak, av, aout, b0 | (b1 << 1) | (b2 << 2) | (b3 << 3)
 
 
 def alloc_attention_outputs(fw, q, v, varlen, return_lse, out=None):
@@ -102,15 +90,22 @@ def run_attention(q, k, v, *, cu_seqlens_q=None, cu_seqlens_k=None, seqlens_k=No
     _rank(v, "v", (3, 4), "[B, Sk, Hkv, Dv], [total_k, Hkv, Dv] or [num_pages, page_size, Hkv, Dv]")
     wl, wr = _window(window)
     out, lse_ret, lse = alloc_attention_outputs(fw, q, v, cu_seqlens_q is not None, return_lse, out)
-    (aq, ak, av, aout), mask = _args(fw, (q, k, v, out))
+    aq, ak, av, aout, mask = _args(fw, q, k, v, out)
     max_q = _max_seqlen(fw, cu_seqlens_q, max_seqlen_q)
     max_k = _max_seqlen(fw, cu_seqlens_k, max_seqlen_k)
-    scale = None if scale is None else float(scale)
-    common = (aq, ak, av, aout, lse, cu_seqlens_q, cu_seqlens_k, seqlens_k, block_table, max_q, max_k,
-              scale, bool(causal), wl, wr, float(softcap), int(num_splits), engine)
-    keep, ws, ws_bytes = _workspace(fw, q, lambda: _call(_ext.attention_workspace_bytes, *common, mask))
-    _call(_ext.attention, *common, fw.stream(q), ws, ws_bytes, mask)
-    del keep
+    if fw.converts:
+        c = fw.convert
+        lse, cu_seqlens_q, cu_seqlens_k = c(lse), c(cu_seqlens_q), c(cu_seqlens_k)
+        seqlens_k, block_table = c(seqlens_k), c(block_table)
+    # One crossing: the extension validates and selects once, and calls workspace_alloc only when
+    # the selected GPU engine needs a workspace (None for host calls: they need none).
+    try:
+        _ext.attention_call(aq, ak, av, aout, lse, cu_seqlens_q, cu_seqlens_k, seqlens_k, block_table,
+                            max_q, max_k, None if scale is None else float(scale), bool(causal), wl,
+                            wr, float(softcap), int(num_splits), engine, fw.stream(q),
+                            fw.workspace_alloc(q), mask)
+    except (ValueError, NotImplementedError) as e:
+        raise _renamed(e) from None
     return out, lse_ret
 
 
@@ -128,7 +123,7 @@ def attention(q, k, v, *, causal=False, window=(-1, -1), softcap=0.0, scale=None
     [Hq, total_q] for varlen q; lse is None when return_lse=False. A row that sees no key gives
     out = 0 and lse = -inf. engine= pins an engine by name (see engines()).
     """
-    if torch_is_compiling(q):
+    if framework_of(q).compiling():
         if out is not None:
             raise NotImplementedError("attention: out= is not supported under torch.compile")
         import torch
@@ -167,7 +162,7 @@ def attention_with_kvcache(q, k_cache, v_cache, *, cache_seqlens=None, block_tab
     """
     fw = framework_of(q)
     seqlens = cache_seqlens_tensor(fw, q, cache_seqlens)
-    if torch_is_compiling(q):
+    if fw.compiling():
         if out is not None:
             raise NotImplementedError("attention_with_kvcache: out= is not supported under torch.compile")
         import torch
@@ -210,14 +205,20 @@ def run_kda(q, k, v, g, beta, *, scale=None, initial_state=None, final_state=Non
             lower_bound=None, use_qk_l2norm=False, use_beta_sigmoid=False, allow_neg_eigval=False,
             out=None, engine=None):
     fw = framework_of(q)
-    (aq, ak, av, aout), mask = _args(fw, (q, k, v, out))
-    common = (aq, ak, av, g, beta, aout, initial_state, final_state, cu_seqlens, state_indices,
-              bool(state_v_first), gate, A_log, dt_bias, -5.0 if lower_bound is None else float(lower_bound),
-              bool(use_qk_l2norm), bool(use_beta_sigmoid), bool(allow_neg_eigval),
-              None if scale is None else float(scale), engine)
-    keep, ws, ws_bytes = _workspace(fw, q, lambda: _call(_ext.kda_workspace_bytes, *common, mask))
-    _call(_ext.kda, *common, fw.stream(q), ws, ws_bytes, mask)
-    del keep
+    aq, ak, av, aout, mask = _args(fw, q, k, v, out)
+    if fw.converts:
+        c = fw.convert
+        g, beta, initial_state, final_state = c(g), c(beta), c(initial_state), c(final_state)
+        cu_seqlens, state_indices, A_log, dt_bias = c(cu_seqlens), c(state_indices), c(A_log), c(dt_bias)
+    try:
+        _ext.kda_call(aq, ak, av, g, beta, aout, initial_state, final_state, cu_seqlens, state_indices,
+                      bool(state_v_first), gate, A_log, dt_bias,
+                      -5.0 if lower_bound is None else float(lower_bound), bool(use_qk_l2norm),
+                      bool(use_beta_sigmoid), bool(allow_neg_eigval),
+                      None if scale is None else float(scale), engine, fw.stream(q),
+                      fw.workspace_alloc(q), mask)
+    except (ValueError, NotImplementedError) as e:
+        raise _renamed(e) from None
 
 
 def chunk_kda(q, k, v, g, beta, scale=None, initial_state=None, output_final_state=False,
@@ -235,7 +236,8 @@ def chunk_kda(q, k, v, g, beta, scale=None, initial_state=None, output_final_sta
 
     Returns (o [B, T, HV, V], final_state or None).
     """
-    if torch_is_compiling(q):
+    fw = framework_of(q)
+    if fw.compiling():
         import torch
 
         o, final = torch.ops.groupattn.chunk_kda(
@@ -245,7 +247,6 @@ def chunk_kda(q, k, v, g, beta, scale=None, initial_state=None, output_final_sta
             -5.0 if lower_bound is None else float(lower_bound), A_log, dt_bias, bool(state_v_first),
             cu_seqlens, engine)
         return o, (final if output_final_state else None)
-    fw = framework_of(q)
     o, final = alloc_kda_outputs(fw, q, v, state_v_first, cu_seqlens, output_final_state)
     run_kda(q, k, v, g, beta, scale=scale, initial_state=initial_state, final_state=final,
             cu_seqlens=cu_seqlens, state_v_first=state_v_first,
@@ -269,7 +270,8 @@ def fused_recurrent_kda(q, k, v, g, beta, scale=None, initial_state=None, output
     Returns (o, final_state or None).
     """
     gate = kda_gate(use_gate_in_kernel, lower_bound)
-    if torch_is_compiling(q):
+    fw = framework_of(q)
+    if fw.compiling():
         import torch
 
         o, final = torch.ops.groupattn.fused_recurrent_kda(
@@ -280,7 +282,6 @@ def fused_recurrent_kda(q, k, v, g, beta, scale=None, initial_state=None, output
         if ssm_state_indices is not None:
             return o, initial_state
         return o, (final if output_final_state else None)
-    fw = framework_of(q)
     pool = ssm_state_indices is not None
     if pool and initial_state is None:
         raise ValueError("initial_state: required with ssm_state_indices (it is the state pool "
@@ -305,11 +306,54 @@ def attention_workspace_bytes(q, k, v, *, cu_seqlens_q=None, cu_seqlens_k=None, 
                               window=(-1, -1), softcap=0.0, scale=None, num_splits=0, engine=None):
     """Bytes of device workspace the selected engine needs for this problem (0 for most)."""
     fw = framework_of(q)
+    return _attention_query(_ext.attention_workspace_bytes, q, k, v, cu_seqlens_q, cu_seqlens_k,
+                            cache_seqlens, block_table, max_seqlen_q, max_seqlen_k, causal, window,
+                            softcap, scale, num_splits, engine)
+
+
+def _attention_query(fn, q, k, v, cu_seqlens_q, cu_seqlens_k, cache_seqlens, block_table, max_seqlen_q,
+                     max_seqlen_k, causal, window, softcap, scale, num_splits, engine):
+    fw = framework_of(q)
     out, _, lse = alloc_attention_outputs(fw, q, v, cu_seqlens_q is not None, True)
-    (aq, ak, av, aout), mask = _args(fw, (q, k, v, out))
+    aq, ak, av, aout, mask = _args(fw, q, k, v, out)
     wl, wr = _window(window)
     return _call(
-        _ext.attention_workspace_bytes, aq, ak, av, aout, lse, cu_seqlens_q, cu_seqlens_k, cache_seqlens_tensor(fw, q, cache_seqlens),
+        fn, aq, ak, av, aout, lse, cu_seqlens_q, cu_seqlens_k, cache_seqlens_tensor(fw, q, cache_seqlens),
         block_table, _max_seqlen(fw, cu_seqlens_q, max_seqlen_q), _max_seqlen(fw, cu_seqlens_k, max_seqlen_k),
         None if scale is None else float(scale), bool(causal), wl, wr, float(softcap), int(num_splits),
         engine, mask)
+
+
+def attention_engine_for(q, k, v, *, cu_seqlens_q=None, cu_seqlens_k=None, cache_seqlens=None,
+                         block_table=None, max_seqlen_q=None, max_seqlen_k=None, causal=False,
+                         window=(-1, -1), softcap=0.0, scale=None, num_splits=0, engine=None):
+    """The name of the engine attention() / attention_with_kvcache() would run for these
+    arguments (the same keywords; cache_seqlens/block_table make it a KV-cache call), after the
+    same validation, without running it. Raises as the call would."""
+    return _attention_query(_ext.attention_engine_for, q, k, v, cu_seqlens_q, cu_seqlens_k,
+                            cache_seqlens, block_table, max_seqlen_q, max_seqlen_k, causal, window,
+                            softcap, scale, num_splits, engine)
+
+
+def kda_engine_for(q, k, v, g, beta, scale=None, initial_state=None, output_final_state=False,
+                   use_qk_l2norm_in_kernel=False, use_gate_in_kernel=False,
+                   use_beta_sigmoid_in_kernel=False, allow_neg_eigval=False, lower_bound=None,
+                   A_log=None, dt_bias=None, state_v_first=False, cu_seqlens=None,
+                   ssm_state_indices=None, engine=None):
+    """The name of the engine chunk_kda() / fused_recurrent_kda() would run for these arguments
+    (their keywords), after the same validation, without running it. Raises as the call would."""
+    fw = framework_of(q)
+    pool = ssm_state_indices is not None
+    if pool and initial_state is None:
+        raise ValueError("initial_state: required with ssm_state_indices (it is the state pool "
+                         "updated in place)")
+    o, final = alloc_kda_outputs(fw, q, v, state_v_first, cu_seqlens, output_final_state and not pool)
+    if pool:
+        final = initial_state
+    aq, ak, av, aout, mask = _args(fw, q, k, v, o)
+    return _call(
+        _ext.kda_engine_for, aq, ak, av, g, beta, aout, initial_state, final, cu_seqlens,
+        ssm_state_indices, bool(state_v_first), kda_gate(use_gate_in_kernel, lower_bound), A_log,
+        dt_bias, -5.0 if lower_bound is None else float(lower_bound), bool(use_qk_l2norm_in_kernel),
+        bool(use_beta_sigmoid_in_kernel), bool(allow_neg_eigval),
+        None if scale is None else float(scale), engine, mask)

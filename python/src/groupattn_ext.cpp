@@ -206,6 +206,39 @@ nb::list engine_list(ga::Op op) {
   return out;
 }
 
+
+// ---------------------------------------------------------------------------------------------
+// Single-entry calls: one crossing into the extension per op call. The params struct is built
+// once; a host call runs at once; a GPU call asks the selected engine for its workspace and, only
+// when it needs one, calls `alloc(nbytes) -> (keep_alive, pointer)` (the caller's framework's
+// allocator) before running. The old pair (*_workspace_bytes, then the op) crossed twice and
+// converted every tensor twice.
+
+// nullopt (None): a host call, no workspace query.
+using OptAlloc = std::optional<nb::callable>;
+
+template <class Params, class BytesFn, class RunFn>
+void run_with_workspace(const Params& p, ga::RunOptions o, const OptAlloc& alloc, BytesFn bytes_fn,
+                        RunFn run_fn) {
+  nb::object keep;  // the workspace's owner, alive until the op has been enqueued
+  if (alloc) {
+    size_t bytes = 0;
+    check(bytes_fn(p, o, &bytes));
+    if (bytes != 0) {
+      nb::tuple r = nb::borrow<nb::tuple>((*alloc)(bytes));
+      keep = r[0];
+      o.workspace = reinterpret_cast<void*>(nb::cast<uintptr_t>(r[1]));
+      o.workspace_bytes = bytes;
+    }
+  }
+  ga::Status s;
+  {
+    nb::gil_scoped_release release;
+    s = run_fn(p, o);
+  }
+  check(s);
+}
+
 }  // namespace
 
 NB_MODULE(_ext, m) {
@@ -307,6 +340,78 @@ NB_MODULE(_ext, m) {
       nb::arg("A_log").none(), nb::arg("dt_bias").none(), nb::arg("lower_bound"),
       nb::arg("use_qk_l2norm"), nb::arg("use_beta_sigmoid"), nb::arg("allow_neg_eigval"),
       nb::arg("scale").none(), nb::arg("engine").none(), nb::arg("bf16_mask"));
+
+  // Single-entry calls (see run_with_workspace) and engine queries.
+  m.def(
+      "attention_call",
+      [](const InArray& q, const InArray& k, const InArray& v, const OutArray& out, const OptOut& lse,
+         const OptIn& cu_q, const OptIn& cu_k, const OptIn& seqlens_k, const OptIn& block_table,
+         int64_t max_q, int64_t max_k, std::optional<double> scale, bool causal, int64_t wl,
+         int64_t wr, double softcap, int num_splits, const std::optional<std::string>& engine,
+         uintptr_t stream, const OptAlloc& alloc, uint32_t bf16_mask) {
+        const ga::AttentionParams p =
+            attention_params(q, k, v, out, lse, cu_q, cu_k, seqlens_k, block_table, max_q, max_k,
+                             scale, causal, wl, wr, softcap, num_splits, bf16_mask);
+        run_with_workspace(
+            p, run_options(engine, stream, 0, 0), alloc,
+            [](const ga::AttentionParams& pp, const ga::RunOptions& oo, size_t* b) {
+              return ga::attention_workspace_bytes(pp, oo, b);
+            },
+            [](const ga::AttentionParams& pp, const ga::RunOptions& oo) { return ga::attention(pp, oo); });
+      });
+
+  m.def(
+      "attention_engine_for",
+      [](const InArray& q, const InArray& k, const InArray& v, const OutArray& out, const OptOut& lse,
+         const OptIn& cu_q, const OptIn& cu_k, const OptIn& seqlens_k, const OptIn& block_table,
+         int64_t max_q, int64_t max_k, std::optional<double> scale, bool causal, int64_t wl,
+         int64_t wr, double softcap, int num_splits, const std::optional<std::string>& engine,
+         uint32_t bf16_mask) {
+        const ga::AttentionParams p =
+            attention_params(q, k, v, out, lse, cu_q, cu_k, seqlens_k, block_table, max_q, max_k,
+                             scale, causal, wl, wr, softcap, num_splits, bf16_mask);
+        const char* name = nullptr;
+        check(ga::attention_engine_for(p, run_options(engine, 0, 0, 0), &name));
+        return std::string(name);
+      });
+
+  m.def(
+      "kda_call",
+      [](const InArray& q, const InArray& k, const InArray& v, const InArray& g, const InArray& beta,
+         const OutArray& out, const OptIn& initial_state, const OptOut& final_state,
+         const OptIn& cu_seqlens, const OptIn& state_indices, bool state_v_first, int gate,
+         const OptIn& A_log, const OptIn& dt_bias, double lower_bound, bool l2norm,
+         bool beta_sigmoid, bool neg_eigval, std::optional<double> scale,
+         const std::optional<std::string>& engine, uintptr_t stream, const OptAlloc& alloc,
+         uint32_t bf16_mask) {
+        const ga::KdaParams p = kda_params(q, k, v, g, beta, out, initial_state, final_state,
+                                           cu_seqlens, state_indices, state_v_first, gate, A_log,
+                                           dt_bias, lower_bound, l2norm, beta_sigmoid, neg_eigval,
+                                           scale, bf16_mask);
+        run_with_workspace(
+            p, run_options(engine, stream, 0, 0), alloc,
+            [](const ga::KdaParams& pp, const ga::RunOptions& oo, size_t* b) {
+              return ga::kda_workspace_bytes(pp, oo, b);
+            },
+            [](const ga::KdaParams& pp, const ga::RunOptions& oo) { return ga::kda(pp, oo); });
+      });
+
+  m.def(
+      "kda_engine_for",
+      [](const InArray& q, const InArray& k, const InArray& v, const InArray& g, const InArray& beta,
+         const OutArray& out, const OptIn& initial_state, const OptOut& final_state,
+         const OptIn& cu_seqlens, const OptIn& state_indices, bool state_v_first, int gate,
+         const OptIn& A_log, const OptIn& dt_bias, double lower_bound, bool l2norm,
+         bool beta_sigmoid, bool neg_eigval, std::optional<double> scale,
+         const std::optional<std::string>& engine, uint32_t bf16_mask) {
+        const ga::KdaParams p = kda_params(q, k, v, g, beta, out, initial_state, final_state,
+                                           cu_seqlens, state_indices, state_v_first, gate, A_log,
+                                           dt_bias, lower_bound, l2norm, beta_sigmoid, neg_eigval,
+                                           scale, bf16_mask);
+        const char* name = nullptr;
+        check(ga::kda_engine_for(p, run_options(engine, 0, 0, 0), &name));
+        return std::string(name);
+      });
 
   m.def("engines", [] {
     nb::dict d;

@@ -40,16 +40,48 @@ def test_custom_ops_registered_with_fake_impls():
                           (kq, kq, rand(1, 5, 4, 32), g, beta, None, None, True, False, 0, False, False,
                            -5.0, None, None, True, None, None),
                           test_utils=("test_schema", "test_faketensor"))
+    # fused_recurrent_kda on a state pool: the op mutates initial_state (declared in its schema).
+    pool = rand(3, 4, 32, 32) * 0.1
+    idx = torch.tensor([2], dtype=torch.int32)
+    torch.library.opcheck(torch.ops.groupattn.fused_recurrent_kda.default,
+                          (kq, kq, rand(1, 5, 4, 32), g, beta, None, pool, True, idx, False, 0, False,
+                           False, -5.0, None, None, True, None, None),
+                          test_utils=("test_schema", "test_faketensor"))
+
+
+def test_engine_for_names_the_engine_a_call_runs():
+    q, k, v = rand(1, 1, 4, 32), rand(1, 6, 2, 32), rand(1, 6, 2, 32)
+    assert groupattn.attention_engine_for(q, k, v, cache_seqlens=6) == "reference"
+    kq, g, beta = rand(1, 5, 2, 32), -rand(1, 5, 2, 32).abs(), torch.rand(1, 5, 2)
+    assert groupattn.kda_engine_for(kq, kq, kq, g, beta) == "reference"
+
+
+def test_torch_compile_traces_the_custom_ops_on_cpu():
+    # aot_eager: dynamo + the fake implementations, no code generation (cheap on any machine).
+    q, k, v = rand(1, 4, 4, 32), rand(1, 6, 2, 32), rand(1, 6, 2, 32)
+    kq, g, beta = rand(1, 5, 2, 32), -rand(1, 5, 2, 32).abs(), torch.rand(1, 5, 2)
+
+    def f(q, k, v, kq, g, beta):
+        o, lse = groupattn.attention(q, k, v, causal=True)
+        d, dlse = groupattn.attention_with_kvcache(q, k, v, cache_seqlens=6, causal=True)
+        ko, st = groupattn.chunk_kda(kq, kq, kq, g, beta, output_final_state=True)
+        return o * 2, lse, d, dlse, ko, st
+
+    with torch.no_grad():
+        eager = f(q, k, v, kq, g, beta)
+        compiled = torch.compile(f, backend="aot_eager", fullgraph=True)(q, k, v, kq, g, beta)
+    for a, b in zip(compiled, eager):
+        torch.testing.assert_close(a, b)
 
 
 def test_module_raises_without_engine_or_falls_back_loudly():
-    m = groupattn.nn.GroupedQueryAttention(64, 4, 2)
-    x = rand(1, 3, 64)
+    m = groupattn.nn.GroupedQueryAttention(128, 4, 2)  # head dim 32 (the library's smallest)
+    x = rand(1, 3, 128)
     with pytest.raises(NotImplementedError, match="no backward"):
         m(x)  # parameters require grad
     with torch.no_grad():
         y = m(x)
-    m_fb = groupattn.nn.GroupedQueryAttention(64, 4, 2, fallback="sdpa")
+    m_fb = groupattn.nn.GroupedQueryAttention(128, 4, 2, fallback="sdpa")
     m_fb.load_state_dict(m.state_dict())
     with pytest.warns(UserWarning, match="falling back to torch SDPA"):
         y_fb = m_fb(x)
@@ -58,8 +90,8 @@ def test_module_raises_without_engine_or_falls_back_loudly():
 
 
 def test_module_kv_cache_decode_matches_full_prefill():
-    m = groupattn.nn.GroupedQueryAttention(64, 4, 2)
-    x = rand(2, 6, 64)
+    m = groupattn.nn.GroupedQueryAttention(128, 4, 2)
+    x = rand(2, 6, 128)
     with torch.no_grad():
         full = m(x)
         cache = m.new_kv_cache(2, 16)
@@ -69,20 +101,37 @@ def test_module_kv_cache_decode_matches_full_prefill():
 
 @cuda
 def test_cuda_graph_replays_with_changed_inputs():
-    q, k, v = (rand(1, 1, 64, 128, dtype=torch.bfloat16, device="cuda") for _ in range(3))
-    kc = rand(1, 4096, 8, 128, dtype=torch.bfloat16, device="cuda")
-    vc = rand(1, 4096, 8, 128, dtype=torch.bfloat16, device="cuda")
+    bf16 = dict(dtype=torch.bfloat16, device="cuda")
+    q = rand(1, 1, 64, 128, **bf16)
+    kc, vc = rand(1, 4096, 8, 128, **bf16), rand(1, 4096, 8, 128, **bf16)
     seqlens = torch.full((1,), 4096, dtype=torch.int32, device="cuda")
-    groupattn.attention_with_kvcache(q, kc, vc, cache_seqlens=seqlens)  # warm-up outside capture
+    pq, pk, pv = rand(2, 128, 8, 64, **bf16), rand(2, 128, 2, 64, **bf16), rand(2, 128, 2, 64, **bf16)
+    kq, kk, kv = rand(1, 64, 4, 128, **bf16), rand(1, 64, 4, 128, **bf16), rand(1, 64, 4, 128, **bf16)
+    g = -rand(1, 64, 4, 128, device="cuda").abs() * 0.1
+    beta = torch.rand(1, 64, 4, device="cuda")
+    state = rand(1, 4, 128, 128, device="cuda") * 0.1
+    kda_kw = dict(initial_state=state, output_final_state=True, use_qk_l2norm_in_kernel=True)
+
+    def calls():
+        return (groupattn.attention_with_kvcache(q, kc, vc, cache_seqlens=seqlens, causal=True),
+                groupattn.attention(pq, pk, pv, causal=True),
+                groupattn.chunk_kda(kq, kk, kv, g, beta, **kda_kw))
+
+    calls()  # warm-up outside capture
+    torch.cuda.synchronize()
     graph = torch.cuda.CUDAGraph()
     with torch.cuda.graph(graph):
-        out, lse = groupattn.attention_with_kvcache(q, kc, vc, cache_seqlens=seqlens)
-    q.copy_(rand(1, 1, 64, 128, dtype=torch.bfloat16, device="cuda"))
+        captured = calls()
+    for t in (q, pq, kq, g):
+        t.copy_(rand(*t.shape, dtype=t.dtype, device="cuda") * (0.1 if t is g else 1.0))
+    g.copy_(-g.abs())
     seqlens.fill_(1000)
+    state.mul_(0.5)
     graph.replay()
-    ref, ref_lse = groupattn.attention_with_kvcache(q, kc, vc, cache_seqlens=seqlens)
-    torch.testing.assert_close(out, ref)
-    torch.testing.assert_close(lse, ref_lse)
+    expected = calls()
+    for got, ref in zip(captured, expected):
+        for a, b in zip(got, ref):
+            torch.testing.assert_close(a, b)
 
 
 @cuda
