@@ -1,0 +1,220 @@
+#!/usr/bin/env python3
+"""Host cost of one groupattn call from Python (issue 11), beside torch SDPA's for scale.
+
+    PYTHONPATH=build/python python bench/host_cost.py [--calls 400] [--graph-calls 50]
+
+imports groupattn from PYTHONPATH (the package CMake stages in build/python: no pip install).
+Needs torch with a CUDA device. Cases:
+  decode: B=1, Hq/Hkv = 64/8, D=128, 4096 cached keys, 1 new token, bf16
+          groupattn.attention_with_kvcache (engine auto) vs F.scaled_dot_product_attention under
+          the cuDNN backend (enable_gqa, [B, H, S, D] views made once outside the timed call).
+  kda:    chunk_kda T=64, H=HV=4, K=V=128, bf16 q/k/v, fp32 g/beta/state, the lower-bound gate in the
+          kernel (A_log, dt_bias), q/k l2norm and beta sigmoid in the kernel, fp32 initial and
+          final state (groupattn only: torch has no KDA).
+  floor:  a 1-element torch add, timed the same way: the launch + synchronize latency any call pays.
+Per case:
+  gpu_us          GPU time per call: CUDA-graph replay of --graph-calls calls, event-timed, / calls.
+  wall_us         median over --calls of (call; torch.cuda.synchronize()), after warm-up.
+  host_us         wall_us - gpu_us (the issue's definition; includes launch + sync latency: compare
+                  with the floor row).
+  enqueue_us      median time for the call to return without synchronizing (the CPU time the call
+                  itself costs while the GPU runs behind it).
+Prints a table; writes $OUT/host_cost.json (with torch / CUDA / cuDNN / GPU / groupattn versions)
+when OUT is set.
+"""
+
+import argparse
+import json
+import os
+import statistics
+import sys
+import time
+
+
+def _median_us(samples_ns):
+    return statistics.median(samples_ns) / 1000.0
+
+
+def time_wall(torch, fn, calls, warmup=50):
+    for _ in range(warmup):
+        fn()
+    torch.cuda.synchronize()
+    wall = []
+    for _ in range(calls):
+        t0 = time.perf_counter_ns()
+        fn()
+        torch.cuda.synchronize()
+        wall.append(time.perf_counter_ns() - t0)
+    # Enqueue time: calls back to back with a sync every 8 so the launch queue never fills.
+    enq = []
+    for i in range(calls):
+        t0 = time.perf_counter_ns()
+        fn()
+        enq.append(time.perf_counter_ns() - t0)
+        if i % 8 == 7:
+            torch.cuda.synchronize()
+    torch.cuda.synchronize()
+    return _median_us(wall), _median_us(enq)
+
+
+def time_gpu(torch, fn, graph_calls, replays=20):
+    """GPU time per call: one CUDA graph holding graph_calls calls, replayed; median per call."""
+    s = torch.cuda.Stream()
+    s.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(s):
+        for _ in range(3):
+            fn()
+    torch.cuda.current_stream().wait_stream(s)
+    torch.cuda.synchronize()
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        for _ in range(graph_calls):
+            fn()
+    graph.replay()
+    torch.cuda.synchronize()
+    per_call = []
+    for _ in range(replays):
+        a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        a.record()
+        graph.replay()
+        b.record()
+        b.synchronize()
+        per_call.append(a.elapsed_time(b) * 1000.0 / graph_calls)
+    del graph
+    return statistics.median(per_call)
+
+
+def measure(torch, name, fn, args, extra=None):
+    row = {"case": name}
+    row.update(extra or {})
+    try:
+        row["gpu_us"] = time_gpu(torch, fn, args.graph_calls)
+        row["wall_us"], row["enqueue_us"] = time_wall(torch, fn, args.calls)
+        row["host_us"] = row["wall_us"] - row["gpu_us"]
+    except Exception as e:  # a contender that cannot run here is reported, not fatal
+        row["error"] = f"{type(e).__name__}: {e}"
+    return row
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--calls", type=int, default=400, help="timed calls per case (>= 200)")
+    ap.add_argument("--graph-calls", type=int, default=50, help="calls captured in the timing graph")
+    args = ap.parse_args(argv)
+    if args.calls < 200:
+        ap.error("--calls must be >= 200")
+
+    import torch
+    import torch.nn.functional as F
+
+    import groupattn
+
+    if not torch.cuda.is_available():
+        print("host_cost.py: needs a CUDA device", file=sys.stderr)
+        return 2
+    torch.set_grad_enabled(False)
+    dev = "cuda"
+    gen = torch.Generator(device=dev).manual_seed(0)
+
+    def randn(*shape, dtype=torch.bfloat16):
+        return torch.randn(*shape, dtype=dtype, device=dev, generator=gen)
+
+    rows = []
+
+    # --- decode -----------------------------------------------------------------------------
+    B, HQ, HKV, D, SK = 1, 64, 8, 128, 4096
+    q, kc, vc = randn(B, 1, HQ, D), randn(B, SK, HKV, D), randn(B, SK, HKV, D)
+    seqlens = torch.full((B,), SK, dtype=torch.int32, device=dev)
+    engine = groupattn.attention_engine_for(q, kc, vc, cache_seqlens=seqlens, causal=True)
+
+    def ga_decode():
+        return groupattn.attention_with_kvcache(q, kc, vc, cache_seqlens=seqlens, causal=True)
+
+    rows.append(measure(torch, "decode groupattn", ga_decode, args, {"engine": engine}))
+
+    from torch.nn.attention import SDPBackend, sdpa_kernel
+
+    qt, kt, vt = q.transpose(1, 2), kc.transpose(1, 2), vc.transpose(1, 2)
+
+    def sdpa_decode():
+        return F.scaled_dot_product_attention(qt, kt, vt, enable_gqa=True)
+
+    ref = ga_decode()[0].float()
+    for backend, label in ((SDPBackend.CUDNN_ATTENTION, "cudnn"), (SDPBackend.FLASH_ATTENTION, "flash")):
+        with sdpa_kernel(backend):
+            try:
+                got = sdpa_decode().transpose(1, 2).float()
+                err = (got - ref).abs().max().item()
+            except RuntimeError as e:
+                rows.append({"case": f"decode torch SDPA ({label})", "error": str(e).splitlines()[0]})
+                continue
+            rows.append(measure(torch, f"decode torch SDPA ({label})", sdpa_decode, args,
+                                {"engine": f"sdpa-{label}", "max_abs_diff_vs_groupattn": err}))
+            break  # cuDNN is the comparison; FLASH only where cuDNN refuses the problem
+
+    # --- kda ----------------------------------------------------------------------------------
+    T, H, K = 64, 4, 128
+    kq, kk, kv = randn(1, T, H, K), randn(1, T, H, K), randn(1, T, H, K)
+    g = randn(1, T, H, K, dtype=torch.float32)
+    beta = randn(1, T, H, dtype=torch.float32)
+    A_log = torch.log(torch.empty(H, device=dev).uniform_(1, 16, generator=gen))
+    dt_bias = torch.empty(H, K, device=dev).uniform_(-6, -2, generator=gen)
+    state = randn(1, H, K, K, dtype=torch.float32) * 0.1
+    kw = dict(initial_state=state, output_final_state=True, use_qk_l2norm_in_kernel=True,
+              use_gate_in_kernel=True, lower_bound=-5.0, use_beta_sigmoid_in_kernel=True,
+              A_log=A_log, dt_bias=dt_bias)
+    try:
+        engine = groupattn.kda_engine_for(kq, kk, kv, g, beta, **kw)
+    except (ValueError, NotImplementedError) as e:
+        engine = f"none ({e})"
+
+    def ga_kda():
+        return groupattn.chunk_kda(kq, kk, kv, g, beta, **kw)
+
+    rows.append(measure(torch, "kda groupattn", ga_kda, args, {"engine": engine}))
+
+    # --- floor --------------------------------------------------------------------------------
+    one = torch.zeros(1, device=dev)
+    rows.append(measure(torch, "floor: 1-element torch add", lambda: one.add_(1.0), args, {"engine": "torch"}))
+
+    # --- report -------------------------------------------------------------------------------
+    prov = {
+        "torch": torch.__version__, "cuda_runtime_torch": torch.version.cuda,
+        "cudnn": torch.backends.cudnn.version(), "gpu": torch.cuda.get_device_name(),
+        "capability": ".".join(map(str, torch.cuda.get_device_capability())),
+        "driver": _driver_version(), "python": sys.version.split()[0],
+        "groupattn": groupattn.build_info(), "groupattn_path": os.path.dirname(groupattn.__file__),
+        "calls": args.calls, "graph_calls": args.graph_calls,
+    }
+    print(f"# {prov['gpu']}, torch {prov['torch']} (CUDA {prov['cuda_runtime_torch']}), cuDNN {prov['cudnn']}, "
+          f"groupattn {prov['groupattn']['version']} from {prov['groupattn_path']}")
+    print(f"{'case':32s} {'engine':14s} {'gpu_us':>8s} {'wall_us':>8s} {'host_us':>8s} {'enqueue_us':>10s}")
+    for r in rows:
+        if "error" in r:
+            print(f"{r['case']:32s} {r.get('engine', ''):14s} error: {r['error'][:120]}")
+            continue
+        print(f"{r['case']:32s} {str(r['engine'])[:14]:14s} {r['gpu_us']:8.2f} {r['wall_us']:8.2f} "
+              f"{r['host_us']:8.2f} {r['enqueue_us']:10.2f}")
+    print("host_us = wall_us - gpu_us (goal < 10 us for the groupattn rows); the floor row is the "
+          "launch + synchronize latency included in every wall_us.")
+    out_dir = os.environ.get("OUT")
+    if out_dir:
+        path = os.path.join(out_dir, "host_cost.json")
+        with open(path, "w") as f:
+            json.dump({"provenance": prov, "rows": rows}, f, indent=1)
+        print(f"wrote {path}")
+    return 0
+
+
+def _driver_version():
+    try:
+        import subprocess
+
+        return subprocess.run(["nvidia-smi", "--query-gpu=driver_version", "--format=csv,noheader"],
+                              capture_output=True, text=True, timeout=10).stdout.strip() or None
+    except Exception:
+        return None
+
+
+if __name__ == "__main__":
+    sys.exit(main())
