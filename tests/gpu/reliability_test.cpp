@@ -154,7 +154,8 @@ TEST_F(Reliability, GraphCaptureReplayWithNewInputs) {
 
     cudaGraph_t graph = nullptr;
     cudaGraphExec_t exec = nullptr;
-    cuda_check(cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal), "cudaStreamBeginCapture");
+    // Global mode, PyTorch's default: any capture-unsafe call inside attention() fails the capture.
+    cuda_check(cudaStreamBeginCapture(s, cudaStreamCaptureModeGlobal), "cudaStreamBeginCapture");
     const Status captured = attention(cap->device_params(), o);
     cuda_check(cudaStreamEndCapture(s, &graph), "cudaStreamEndCapture");
     ASSERT_TRUE(captured.ok()) << captured.to_string();
