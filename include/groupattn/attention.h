@@ -16,6 +16,14 @@
 //
 // Batched K/V with `seqlens_k` uses the first seqlens_k[b] keys of row b (a KV cache with its fill
 // level). Index tensors are int32. All tensors are strided views with a contiguous last dimension.
+//
+// Partial-output mode (context parallelism; both or neither of kv_shard_offset / kv_total_len):
+// the Sk_b keys a call sees are one shard of sequence b's keys, sitting at global key positions
+// [kv_shard_offset[b], kv_shard_offset[b] + Sk_b) of a sequence with kv_total_len[b] keys. The
+// masks use global positions: query i sits at kv_total_len[b] - Sq_b + i, and local key j at
+// kv_shard_offset[b] + j. out/lse are then the attention restricted to the shard's keys (rows
+// that see no key of the shard: O = 0, LSE = -inf); attention_merge (context_parallel.h) of the
+// shards' (out, lse) is the whole attention. Requires 0 <= offset, offset + Sk_b <= total.
 #pragma once
 
 #include <cmath>
@@ -40,6 +48,10 @@ struct AttentionParams {
   TensorView seqlens_k;     // int32 [B]; required for paged, optional for batched K/V
   TensorView block_table;   // int32 [B, max_pages]; present <=> K/V are paged
 
+  // Partial-output mode (see above): int32 [B] each, both present or both absent.
+  TensorView kv_shard_offset;  // global position of the shard's first key, per sequence
+  TensorView kv_total_len;     // the sequence's global key count (all shards together)
+
   // Upper bounds of the per-sequence lengths for varlen problems, so engines can size grids
   // without reading device memory. 0 = "compute from cu_seqlens" (host-readable tensors only).
   int64_t max_seqlen_q = 0;
@@ -56,6 +68,8 @@ struct AttentionParams {
 
 KvLayout kv_layout(const AttentionParams& p);
 bool q_is_varlen(const AttentionParams& p);
+// True when kv_shard_offset / kv_total_len are given (partial-output mode).
+bool kv_is_sharded(const AttentionParams& p);
 
 // Validates `p` (shapes, dtypes, strides, alignment, index contents where host-readable), selects
 // an engine (options.engine, else GROUPATTN_ENGINE, else the first that supports the problem) and

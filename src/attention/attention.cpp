@@ -14,6 +14,8 @@ KvLayout kv_layout(const AttentionParams& p) {
 
 bool q_is_varlen(const AttentionParams& p) { return p.cu_seqlens_q.defined(); }
 
+bool kv_is_sharded(const AttentionParams& p) { return p.kv_shard_offset.defined() || p.kv_total_len.defined(); }
+
 const std::vector<const AttentionEngine*>& attention_engines() {
   static const std::vector<const AttentionEngine*> engines = [] {
     std::vector<const AttentionEngine*> list;

@@ -29,6 +29,7 @@ struct Geometry {
   int64_t page_size = 0;  // paged K/V
   int64_t max_pages = 0;  // paged K/V: block_table columns
   std::vector<int64_t> cu_q, cu_k, seqlens_k, block_table;
+  std::vector<int64_t> shard_offset, total_len;  // partial-output mode only (else empty)
 
   // First global query row of sequence b (varlen: cu_seqlens_q[b]; batched: b * Sq).
   int64_t q_begin(int64_t b) const { return varlen_q ? cu_q[static_cast<size_t>(b)] : b * sq; }
@@ -41,6 +42,10 @@ struct Geometry {
     if (!seqlens_k.empty()) return seqlens_k[i];  // paged always, batched when given
     return sk;
   }
+  // Global position of the sequence's first local key, and its global key count (partial-output
+  // mode; otherwise 0 and the local count).
+  int64_t key_offset(int64_t b) const { return shard_offset.empty() ? 0 : shard_offset[static_cast<size_t>(b)]; }
+  int64_t key_total(int64_t b) const { return total_len.empty() ? k_len(b) : total_len[static_cast<size_t>(b)]; }
 };
 
 Status read_host_indices(const TensorView& t, const char* name, std::vector<int64_t>* values) {
@@ -82,6 +87,10 @@ Status read_geometry(const AttentionParams& p, Geometry* g) {
       if (p.seqlens_k.defined()) GA_RETURN_IF_ERROR(read_host_indices(p.seqlens_k, "seqlens_k", &g->seqlens_k));
       break;
   }
+  if (kv_is_sharded(p)) {
+    GA_RETURN_IF_ERROR(read_host_indices(p.kv_shard_offset, "kv_shard_offset", &g->shard_offset));
+    GA_RETURN_IF_ERROR(read_host_indices(p.kv_total_len, "kv_total_len", &g->total_len));
+  }
   return Status::Ok();
 }
 
@@ -110,7 +119,8 @@ int64_t q_offset(const Geometry& g, const TensorView& t, int64_t b, int64_t i, i
 }
 
 // The visible key range [lo, hi) of a query at key position `pos` in a sequence of `sk` keys,
-// intersected with the shard [key_begin, key_end). The mask is an interval, so a range suffices.
+// intersected with [key_begin, key_end). All positions are global (partial-output mode: the
+// caller passes the sequence's total key count and intersects with the shard's positions). The mask is an interval, so a range suffices.
 // Windows may be any int64 (INT64_MAX means "as good as unbounded"), so the bounds saturate.
 int64_t saturating_add(int64_t x, int64_t y) {
   int64_t r = 0;
@@ -132,14 +142,16 @@ void visible_range(const AttentionParams& p, int64_t pos, int64_t sk, int64_t ke
 // One (sequence, query row, query head): softmax over the visible keys, into o_row [Dv] and *lse.
 void attend_row(const AttentionParams& p, const Geometry& g, int64_t b, int64_t i, int64_t h,
                 int64_t key_begin, int64_t key_end, double* o_row, double* lse) {
-  const int64_t sk = g.k_len(b);
-  const int64_t pos = sk - g.q_len(b) + i;  // bottom-right alignment
+  // Global key positions: the shard's local key jl is global key_offset + jl (0 unless sharded).
+  const int64_t off = g.key_offset(b);
+  const int64_t sk = g.key_total(b);
+  const int64_t pos = sk - g.q_len(b) + i;  // bottom-right alignment, on the global positions
   const int64_t hk = h / (g.hq / g.hkv);    // GQA: query head h reads KV head h / group
   const double scale = std::isnan(p.softmax_scale) ? 1.0 / std::sqrt(static_cast<double>(g.d))
                                                    : static_cast<double>(p.softmax_scale);
   const double cap = static_cast<double>(p.softcap);
   int64_t lo = 0, hi = 0;
-  visible_range(p, pos, sk, key_begin, key_end, &lo, &hi);
+  visible_range(p, pos, sk, std::max(key_begin, off), std::min(key_end, off + g.k_len(b)), &lo, &hi);
   std::fill(o_row, o_row + g.dv, 0.0);
   if (lo >= hi) {
     *lse = kNegInf;
@@ -154,7 +166,7 @@ void attend_row(const AttentionParams& p, const Geometry& g, int64_t b, int64_t 
   for (int64_t j = lo; j < hi; ++j) {
     double dot = 0.0;
     for (int64_t c = 0; c < g.d; ++c) {
-      dot += q[static_cast<size_t>(c)] * load_as_double(p.k.data, p.k.dtype, kv_offset(g, p.k, b, j, hk, c));
+      dot += q[static_cast<size_t>(c)] * load_as_double(p.k.data, p.k.dtype, kv_offset(g, p.k, b, j - off, hk, c));
     }
     double score = scale * dot;
     if (cap > 0.0) score = cap * std::tanh(score / cap);
@@ -166,7 +178,7 @@ void attend_row(const AttentionParams& p, const Geometry& g, int64_t b, int64_t 
     const double w = std::exp(s[static_cast<size_t>(j - lo)] - m);
     sum += w;
     for (int64_t c = 0; c < g.dv; ++c) {
-      o_row[c] += w * load_as_double(p.v.data, p.v.dtype, kv_offset(g, p.v, b, j, hk, c));
+      o_row[c] += w * load_as_double(p.v.data, p.v.dtype, kv_offset(g, p.v, b, j - off, hk, c));
     }
   }
   for (int64_t c = 0; c < g.dv; ++c) o_row[c] /= sum;
@@ -177,7 +189,8 @@ Status check_host(const AttentionParams& p) {
   const std::pair<const TensorView*, const char*> all[] = {
       {&p.q, "q"}, {&p.k, "k"}, {&p.v, "v"}, {&p.out, "out"}, {&p.lse, "lse"},
       {&p.cu_seqlens_q, "cu_seqlens_q"}, {&p.cu_seqlens_k, "cu_seqlens_k"},
-      {&p.seqlens_k, "seqlens_k"}, {&p.block_table, "block_table"}};
+      {&p.seqlens_k, "seqlens_k"}, {&p.block_table, "block_table"},
+      {&p.kv_shard_offset, "kv_shard_offset"}, {&p.kv_total_len, "kv_total_len"}};
   for (const auto& [t, name] : all) {
     if (t->defined() && t->device != Device::kCPU) {
       return NotSupported(std::string(name) + " is in " + device_name(t->device) +

@@ -12,7 +12,8 @@ namespace groupattn {
 
 // Attention in double over validated, host-resident params, with each sequence's visible keys
 // further restricted to key positions [key_begin, key_end) (positions are not renumbered, so the
-// causal alignment and the window are those of the whole problem). Writes nothing to p.out/p.lse;
+// causal alignment and the window are those of the whole problem; in partial-output mode they are
+// global positions, kv_shard_offset-based). Writes nothing to p.out/p.lse;
 // fills o [total_q, Hq, Dv] and lse [Hq, total_q] (natural log; -inf where a row sees no key, with
 // that row's O = 0). Batched Q rows are numbered b * Sq + i. Validates p (and its indices) first.
 Status reference_attention_fp64(const AttentionParams& p, int64_t key_begin, int64_t key_end,

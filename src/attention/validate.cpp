@@ -114,6 +114,17 @@ Status check_tensors(const AttentionParams& p) {
       break;
   }
   if (p.lse.defined()) GA_RETURN_IF_ERROR(check_rank(p.lse, "lse", 2, "[Hq, total_q]"));
+
+  // Partial-output mode: both shard tensors or neither.
+  if (kv_is_sharded(p)) {
+    if (!p.kv_shard_offset.defined() || !p.kv_total_len.defined()) {
+      return InvalidArgument(std::string(p.kv_shard_offset.defined() ? "kv_total_len" : "kv_shard_offset") +
+                             ": required in partial-output mode (kv_shard_offset and kv_total_len, "
+                             "int32 [B] each, come together; accepted: both or neither)");
+    }
+    GA_RETURN_IF_ERROR(check_index_tensor(p.kv_shard_offset, "kv_shard_offset", 1, "[B]"));
+    GA_RETURN_IF_ERROR(check_index_tensor(p.kv_total_len, "kv_total_len", 1, "[B]"));
+  }
   return Status::Ok();
 }
 
@@ -121,7 +132,8 @@ Status check_layouts(const AttentionParams& p) {
   const std::pair<const TensorView*, const char*> all[] = {
       {&p.q, "q"},   {&p.k, "k"},   {&p.v, "v"},
       {&p.out, "out"}, {&p.lse, "lse"}, {&p.cu_seqlens_q, "cu_seqlens_q"},
-      {&p.cu_seqlens_k, "cu_seqlens_k"}, {&p.seqlens_k, "seqlens_k"}, {&p.block_table, "block_table"}};
+      {&p.cu_seqlens_k, "cu_seqlens_k"}, {&p.seqlens_k, "seqlens_k"}, {&p.block_table, "block_table"},
+      {&p.kv_shard_offset, "kv_shard_offset"}, {&p.kv_total_len, "kv_total_len"}};
   for (const auto& [t, name] : all) {
     if (t->defined()) GA_RETURN_IF_ERROR(check_layout(*t, name));
   }
@@ -191,6 +203,10 @@ Status check_shapes(const AttentionParams& p) {
       }
       break;
   }
+  if (kv_is_sharded(p)) {
+    GA_RETURN_IF_ERROR(check_dim(p.kv_shard_offset, "kv_shard_offset", 0, "B", batch, b_from));
+    GA_RETURN_IF_ERROR(check_dim(p.kv_total_len, "kv_total_len", 0, "B", batch, b_from));
+  }
   return Status::Ok();
 }
 
@@ -198,10 +214,12 @@ Status check_devices_and_overlap(const AttentionParams& p) {
   GA_RETURN_IF_ERROR(check_same_device(
       p.q, "q",
       {{&p.k, "k"}, {&p.v, "v"}, {&p.out, "out"}, {&p.lse, "lse"}, {&p.cu_seqlens_q, "cu_seqlens_q"},
-       {&p.cu_seqlens_k, "cu_seqlens_k"}, {&p.seqlens_k, "seqlens_k"}, {&p.block_table, "block_table"}}));
+       {&p.cu_seqlens_k, "cu_seqlens_k"}, {&p.seqlens_k, "seqlens_k"}, {&p.block_table, "block_table"},
+       {&p.kv_shard_offset, "kv_shard_offset"}, {&p.kv_total_len, "kv_total_len"}}));
   const std::pair<const TensorView*, const char*> inputs[] = {
       {&p.q, "q"}, {&p.k, "k"}, {&p.v, "v"}, {&p.cu_seqlens_q, "cu_seqlens_q"},
-      {&p.cu_seqlens_k, "cu_seqlens_k"}, {&p.seqlens_k, "seqlens_k"}, {&p.block_table, "block_table"}};
+      {&p.cu_seqlens_k, "cu_seqlens_k"}, {&p.seqlens_k, "seqlens_k"}, {&p.block_table, "block_table"},
+      {&p.kv_shard_offset, "kv_shard_offset"}, {&p.kv_total_len, "kv_total_len"}};
   GA_RETURN_IF_ERROR(check_no_self_overlap(p.out, "out"));
   GA_RETURN_IF_ERROR(check_no_self_overlap(p.lse, "lse"));
   for (const auto& [t, name] : inputs) {
@@ -265,7 +283,10 @@ Status validate_attention(const AttentionParams& p) {
   return check_scalars(p);
 }
 
-Status validate_attention_indices(const AttentionParams& p, const RunOptions& options) {
+namespace {
+
+// Index contents of Q and K/V (cu_seqlens, seqlens_k, block_table).
+Status check_qkv_indices(const AttentionParams& p, const RunOptions& options) {
   bool read = false;
   if (q_is_varlen(p)) {
     std::vector<int64_t> cu;
@@ -324,6 +345,58 @@ Status validate_attention_indices(const AttentionParams& p, const RunOptions& op
       }
     }
   }
+  return Status::Ok();
+}
+
+// Partial-output mode: 0 <= kv_shard_offset[b], kv_shard_offset[b] + Sk_b <= kv_total_len[b]
+// <= INT32_MAX (key positions are int32 on the device). Sk_b comes from whichever of
+// cu_seqlens_k / seqlens_k / k's shape says it; unreadable (device) lengths skip that part.
+Status check_shard_indices(const AttentionParams& p, const RunOptions& options) {
+  std::vector<int64_t> offset, total;
+  bool read_offset = false, read_total = false;
+  GA_RETURN_IF_ERROR(read_indices(p.kv_shard_offset, "kv_shard_offset", options, &offset, &read_offset));
+  GA_RETURN_IF_ERROR(read_indices(p.kv_total_len, "kv_total_len", options, &total, &read_total));
+  if (!read_offset || !read_total) return Status::Ok();
+  std::vector<int64_t> lens;  // Sk_b when known on the host
+  bool read_lens = false;
+  if (kv_layout(p) == KvLayout::kVarlen) {
+    std::vector<int64_t> cu;
+    GA_RETURN_IF_ERROR(read_indices(p.cu_seqlens_k, "cu_seqlens_k", options, &cu, &read_lens));
+    for (size_t b = 0; read_lens && b + 1 < cu.size(); ++b) lens.push_back(cu[b + 1] - cu[b]);
+  } else if (p.seqlens_k.defined()) {
+    GA_RETURN_IF_ERROR(read_indices(p.seqlens_k, "seqlens_k", options, &lens, &read_lens));
+  } else {
+    lens.assign(offset.size(), p.k.shape[1]);  // batched without fill levels: Sk keys per row
+    read_lens = true;
+  }
+  constexpr int64_t kMaxTotal = 2147483647;  // INT32_MAX
+  for (size_t b = 0; b < offset.size(); ++b) {
+    std::string at = "[";  // "[b] = " (built by appends: GCC 12's -Wrestrict misfires on "[" + ...)
+    at += std::to_string(b);
+    at += "] = ";
+    if (offset[b] < 0) {
+      return InvalidArgument("kv_shard_offset: kv_shard_offset" + at + std::to_string(offset[b]) +
+                             " (accepted: >= 0)");
+    }
+    if (total[b] < 0) {
+      return InvalidArgument("kv_total_len: kv_total_len" + at + std::to_string(total[b]) + " (accepted: >= 0)");
+    }
+    const int64_t len = read_lens && b < lens.size() ? lens[b] : 0;
+    if (offset[b] + len > total[b] || total[b] > kMaxTotal) {
+      return InvalidArgument("kv_total_len: kv_total_len" + at + std::to_string(total[b]) +
+                             " but the shard holds keys [" + std::to_string(offset[b]) + ", " +
+                             std::to_string(offset[b] + len) + ") (accepted: kv_shard_offset[b] + Sk_b <= "
+                             "kv_total_len[b] <= 2147483647)");
+    }
+  }
+  return Status::Ok();
+}
+
+}  // namespace
+
+Status validate_attention_indices(const AttentionParams& p, const RunOptions& options) {
+  GA_RETURN_IF_ERROR(check_qkv_indices(p, options));
+  if (kv_is_sharded(p)) GA_RETURN_IF_ERROR(check_shard_indices(p, options));
   return Status::Ok();
 }
 

@@ -1,8 +1,11 @@
-// Split-KV combine: merges the per-split partials of the tile kernel into O and LSE.
+// LSE combine: merges partials over disjoint key sets into O and LSE. Two users: the split-KV
+// partials of the tile kernel, and attention_merge (context parallelism: one partial per rank).
 //
-//   lse_partial fp32 [S, total_q*Hq]      natural-log LSE of each split, -inf = split saw no key
-//   o_partial   fp32 [S, total_q*Hq, Dv]  each split's normalised O (written only if LSE finite)
-//   out [.., Sq, Hq, Dv] (Q's dtype), lse fp32 [Hq, total_q]
+//   lse_partial fp32, S partials, natural-log LSE, -inf = the partial saw no key
+//   o_partial_in    TPart (fp32 or the output type), S partials of normalised O (read only where
+//                   the partial's LSE is finite)
+//   both addressed by (split, global query token, query head) through the part_* strides
+//   out [.., Sq, Hq, Dv] (T), lse fp32 [Hq, total_q]
 //
 // One warp per (query token, query head) row; grid (row blocks over max_seqlen_q * Hq, B).
 //   lse = max_s lse_s + log(sum_s exp(lse_s - max)), O = sum_s exp(lse_s - lse) * O_s,
@@ -19,9 +22,10 @@
 
 namespace groupattn::cuda_engine {
 
-template <class T, int kHeadDimV_>
+template <class T, int kHeadDimV_, class TPart = float>
 struct CombineTraits {
   using Element = T;
+  using Partial = TPart;  // element type of the partial O (fp32, bf16 or f16)
   static constexpr int kHeadDimV = kHeadDimV_;
   static constexpr int kWarps = 4;  // rows per CTA
   static constexpr int kThreads = kWarps * cuda::kWarpSize;
@@ -34,6 +38,10 @@ __device__ __forceinline__ float warp_max(float x) {
     x = fmaxf(x, __shfl_xor_sync(cuda::kFullWarpMask, x, offset));
   return x;
 }
+
+__device__ __forceinline__ float load_float(const float* x) { return *x; }
+__device__ __forceinline__ float load_float(const __nv_bfloat16* x) { return __bfloat162float(*x); }
+__device__ __forceinline__ float load_float(const __half* x) { return __half2float(*x); }
 
 // Butterfly sum: every lane ends with the same value, in the same order on every run.
 __device__ __forceinline__ float warp_sum(float x) {
@@ -54,17 +62,20 @@ __global__ void __launch_bounds__(Traits::kThreads) combine_kernel(const KernelP
   const int row = blockIdx.x * Traits::kWarps + warp;  // row = token * Hq + head
   if (row >= s.q_len * p.heads_q) return;
   const int token = row / p.heads_q, head = row % p.heads_q;
-  const int64_t prow = (s.q_token0 + token) * p.heads_q + head;
+  const int64_t q_token = s.q_token0 + token;  // global query token
+  const float* lse_row = p.lse_partial + q_token * p.part_lse_row_stride + head * p.part_lse_head_stride;
+  const auto* o_row = static_cast<const typename Traits::Partial*>(p.o_partial_in) +
+                      q_token * p.part_o_row_stride + head * p.part_o_head_stride;
 
   float mx = -INFINITY;
   for (int sp = lane; sp < p.num_splits; sp += cuda::kWarpSize)
-    mx = fmaxf(mx, p.lse_partial[sp * p.partial_rows + prow]);
+    mx = fmaxf(mx, lse_row[sp * p.part_lse_split_stride]);
   mx = warp_max(mx);
   float lse = -INFINITY;
   if (mx != -INFINITY) {
     float sum = 0.f;
     for (int sp = lane; sp < p.num_splits; sp += cuda::kWarpSize) {
-      const float x = p.lse_partial[sp * p.partial_rows + prow];
+      const float x = lse_row[sp * p.part_lse_split_stride];
       if (x != -INFINITY) sum += expf(x - mx);
     }
     lse = mx + logf(warp_sum(sum));
@@ -74,13 +85,12 @@ __global__ void __launch_bounds__(Traits::kThreads) combine_kernel(const KernelP
   for (int e = 0; e < Traits::kElemsPerLane; ++e) acc[e] = 0.f;
   if (lse != -INFINITY) {
     for (int sp = 0; sp < p.num_splits; ++sp) {
-      const float x = p.lse_partial[sp * p.partial_rows + prow];
+      const float x = lse_row[sp * p.part_lse_split_stride];
       if (x == -INFINITY) continue;  // empty split: its O was never written
       const float w = expf(x - lse);
       // lane owns elements [lane * kElemsPerLane, +kElemsPerLane) of the row
-      const float* o =
-          p.o_partial + (sp * p.partial_rows + prow) * Traits::kHeadDimV + lane * Traits::kElemsPerLane;
-      for (int e = 0; e < Traits::kElemsPerLane; ++e) acc[e] += w * o[e];
+      const auto* o = o_row + sp * p.part_o_split_stride + lane * Traits::kElemsPerLane;
+      for (int e = 0; e < Traits::kElemsPerLane; ++e) acc[e] += w * load_float(o + e);
     }
   }
   T* out = static_cast<T*>(p.out) + s.o_offset + token * p.o_row_stride + head * p.o_head_stride +

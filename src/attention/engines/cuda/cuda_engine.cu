@@ -159,7 +159,8 @@ class CudaAttention final : public AttentionEngine {
   const char* description() const override { return "portable CUDA (mma.sync), sm80 and newer"; }
   std::string supports() const override {
     return "device tensors, bf16/f16, head dim " + list_head_dims() +
-           " (D == Dv), 16-byte aligned rows; prefill and decode (batched, varlen, paged), split-KV";
+           " (D == Dv), 16-byte aligned rows; prefill and decode (batched, varlen, paged), split-KV, "
+           "partial-output mode (KV shards)";
   }
   Status available() const override {
     if (cuda_device_count() <= 0) return NotSupported("no CUDA device visible");
@@ -173,7 +174,8 @@ class CudaAttention final : public AttentionEngine {
 
   Status check_support(const AttentionParams& p) const override {
     for (const TensorView* t :
-         {&p.q, &p.k, &p.v, &p.out, &p.lse, &p.cu_seqlens_q, &p.cu_seqlens_k, &p.seqlens_k, &p.block_table}) {
+         {&p.q, &p.k, &p.v, &p.out, &p.lse, &p.cu_seqlens_q, &p.cu_seqlens_k, &p.seqlens_k, &p.block_table,
+          &p.kv_shard_offset, &p.kv_total_len}) {
       if (!is_device(*t))
         return NotSupported("cuda engine takes device (CUDA) tensors only; got a host tensor");
     }
@@ -255,6 +257,8 @@ class CudaAttention final : public AttentionEngine {
     kp.cu_seqlens_q = static_cast<const int32_t*>(p.cu_seqlens_q.data);
     kp.cu_seqlens_k = static_cast<const int32_t*>(p.cu_seqlens_k.data);
     kp.seqlens_k = static_cast<const int32_t*>(p.seqlens_k.data);
+    kp.kv_shard_offset = static_cast<const int32_t*>(p.kv_shard_offset.data);
+    kp.kv_total_len = static_cast<const int32_t*>(p.kv_total_len.data);
     if (g.layout == KvLayout::kPaged) {
       kp.block_table = static_cast<const int32_t*>(p.block_table.data);
       kp.block_table_stride = p.block_table.stride[0];
@@ -284,6 +288,14 @@ class CudaAttention final : public AttentionEngine {
       kp.o_partial = static_cast<float*>(workspace);
       kp.lse_partial =
           reinterpret_cast<float*>(static_cast<char*>(workspace) + partial_o_bytes(g, kp.num_splits));
+      // The combine kernel reads the tile kernel's layout: O [S, total_q, Hq, Dv], LSE [S, total_q, Hq].
+      kp.o_partial_in = kp.o_partial;
+      kp.part_o_split_stride = kp.partial_rows * g.head_dim_v;
+      kp.part_o_row_stride = g.heads_q * g.head_dim_v;
+      kp.part_o_head_stride = g.head_dim_v;
+      kp.part_lse_split_stride = kp.partial_rows;
+      kp.part_lse_row_stride = g.heads_q;
+      kp.part_lse_head_stride = 1;
     }
     const auto s = static_cast<cudaStream_t>(stream);
     const bool use_pdl = cc >= 90;

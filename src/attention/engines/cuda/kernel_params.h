@@ -25,6 +25,10 @@ struct KernelParams {
   const int32_t* cu_seqlens_k = nullptr;  // varlen K/V
   const int32_t* seqlens_k = nullptr;     // per-sequence KV length (paged; optional batched)
   const int32_t* block_table = nullptr;   // paged K/V
+  // Partial-output mode (both or neither): the local keys are global positions
+  // [kv_shard_offset[b], +k_len) of a sequence of kv_total_len[b] keys; the masks use those.
+  const int32_t* kv_shard_offset = nullptr;
+  const int32_t* kv_total_len = nullptr;
   int64_t block_table_stride = 0;
   int page_size = 0;
 
@@ -47,6 +51,13 @@ struct KernelParams {
   float* o_partial = nullptr;    // [num_splits, total_q * heads_q, Dv]
   float* lse_partial = nullptr;  // [num_splits, total_q * heads_q], natural log; -inf = empty
   int64_t partial_rows = 0;      // total_q * heads_q
+  // Element strides the combine kernel reads the partials with: split, global query token, query
+  // head. The tile kernel's own split partials set them to (partial_rows * Dv, Hq * Dv, Dv) and
+  // (partial_rows, Hq, 1); attention_merge sets them from the caller's [R, total_q, Hq, Dv] O and
+  // [R, Hq, total_q] LSE tensors.
+  int64_t part_o_split_stride = 0, part_o_row_stride = 0, part_o_head_stride = 0;
+  int64_t part_lse_split_stride = 0, part_lse_row_stride = 0, part_lse_head_stride = 0;
+  const void* o_partial_in = nullptr;  // the combine kernel's O source (o_partial, or the merge's)
 };
 
 }  // namespace groupattn::cuda_engine

@@ -11,6 +11,7 @@ namespace groupattn::cuda_engine {
 struct SeqInfo {
   int q_len = 0;
   int k_len = 0;
+  int k_pos_end = 0;  // key count the queries align to, in local positions (see visible_keys)
   int64_t q_token0 = 0;  // global query token index of the sequence's first query (LSE column)
   int64_t q_offset = 0;  // element offset of the sequence's first query row in q (and out: o_*)
   int64_t o_offset = 0;
@@ -44,12 +45,16 @@ __device__ __forceinline__ SeqInfo seq_info(const KernelParams& p, int b) {
     s.k_offset = b * p.k_batch_stride;
     s.v_offset = b * p.v_batch_stride;
   }
+  // Partial-output mode: local key j is global kv_shard_offset + j and the queries align to the
+  // sequence's global end kv_total_len, i.e. to local position kv_total_len - kv_shard_offset.
+  s.k_pos_end = p.kv_total_len != nullptr ? p.kv_total_len[b] - p.kv_shard_offset[b] : s.k_len;
   return s;
 }
 
 // Keys [lo, hi] visible to query i of a sequence (empty when lo > hi). Bottom-right alignment:
-// query i sits at key position k_len - q_len + i. Both ends are non-decreasing in i, so the keys
-// a tile of queries needs lie in [lo(first query), hi(last query)].
+// query i sits at key position k_pos_end - q_len + i (k_pos_end = k_len unless sharded; masks only
+// compare positions, so shifting both by the shard offset keeps them local). Both ends are
+// non-decreasing in i, so the keys a tile of queries needs lie in [lo(first query), hi(last query)].
 struct KeyInterval {
   int lo;
   int hi;
@@ -59,7 +64,7 @@ __device__ __forceinline__ KeyInterval visible_keys(const KernelParams& p, const
 #if GROUPATTN_MUTANT == 4
   const int64_t pos = i;  // planted bug: causal aligned top-left
 #else
-  const int64_t pos = static_cast<int64_t>(s.k_len) - s.q_len + i;
+  const int64_t pos = static_cast<int64_t>(s.k_pos_end) - s.q_len + i;
 #endif
   int64_t lo = 0;
   int64_t hi = s.k_len - 1;
