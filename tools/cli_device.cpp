@@ -69,6 +69,9 @@ Status DeviceMirror::upload(const test::HostTensor& host) {
 }
 Status DeviceMirror::download(test::HostTensor*) const { return Status::Ok(); }
 Status device_synchronize() { return Status::Ok(); }
+Status device_fill_random(void*, DType, int64_t, uint64_t, bool, double, double, void*) {
+  return NotSupported("CPU-only build: no device memory");
+}
 DeviceTimer::DeviceTimer() = default;
 DeviceTimer::~DeviceTimer() = default;
 void DeviceTimer::start() {}

@@ -29,6 +29,12 @@ class DeviceMirror {
 
 
 Status device_synchronize();
+
+// Fills `n` contiguous elements (f32, f16 or bf16) of device memory with random values, normal(a, b)
+// (mean, stddev) or uniform [a, b), from a counter-based hash of (seed, index); stream is a
+// cudaStream_t as void*. CPU-only builds: NotSupported. Defined in cli_random.cu.
+Status device_fill_random(void* data, DType dtype, int64_t n, uint64_t seed, bool normal, double a, double b,
+                          void* stream);
 // Milliseconds between two points of a device timeline (wraps cudaEvent).
 class DeviceTimer {
  public:
