@@ -36,6 +36,10 @@ std::vector<FlagSpec> shape_flags() {
   };
 }
 
+// 2^32 elements: 8 GiB of bf16, far beyond what a CPU reference check finishes on, and large
+// enough for the decode shapes a benchmark times (a 1M-token cache of 8 KV heads x 128).
+constexpr double kMaxCliTensorElements = 4294967296.0;
+
 bool read_options(const Args& a, Options* o, std::string* err) {
   std::string dtype = "bf16";
   bool ok = a.get_choice("op", {"prefill", "decode", "kda", "all"}, &o->op, err) &&
@@ -69,13 +73,26 @@ bool read_options(const Args& a, Options* o, std::string* err) {
     else if (a.has("seq-len") || a.has("heads") || a.has("head-dim") || a.has("batch")) o->op = "prefill";
   }
   const std::vector<std::pair<const char*, int64_t>> positive = {
-      {"heads", o->hq}, {"head-dim", o->d}, {"head-dim-v", o->dv}, {"batch", o->batch}, {"seq-len", o->seq_len},
+      {"heads", o->hq}, {"heads", o->hkv}, {"head-dim", o->d}, {"head-dim-v", o->dv}, {"batch", o->batch}, {"seq-len", o->seq_len},
       {"kv-len", o->kv_len}, {"new-tokens", o->new_tokens}, {"paged", o->page}, {"repeat", o->repeat}};
   for (const auto& [name, v] : positive) {
     if (a.has(name) && v <= 0) {
       *err = std::string("--") + name + ": must be positive (got " + std::to_string(v) + ")";
       return false;
     }
+  }
+  // The CLI builds every problem in host memory: refuse sizes whose largest tensor would not fit
+  // (and whose element counts could overflow) before anything is allocated. Counted in double.
+  // Unset sizes count at their largest default (32 heads, head dim 128, batch 2).
+  auto f = [](int64_t x, int64_t unset = 1) { return static_cast<double>(x > 0 ? x : unset); };
+  const double heads = std::max(f(o->hq, 32), f(o->hkv, 32)), dim = std::max(f(o->d, 128), f(o->dv, 128));
+  const double len = std::max({f(o->seq_len), f(o->kv_len) + f(o->page), f(o->new_tokens)});
+  const double elements = f(o->batch, 2) * len * heads * dim * (o->op == "kda" ? dim / 16 + 1 : 1.0);
+  if (elements > kMaxCliTensorElements) {
+    char buf[96];
+    std::snprintf(buf, sizeof buf, "~%.3g elements (accepted: up to %.0f)", elements, kMaxCliTensorElements);
+    *err = std::string("--batch/--heads/--head-dim/--seq-len/--kv-len: the problem's largest tensor would have ") + buf;
+    return false;
   }
   return true;
 }
