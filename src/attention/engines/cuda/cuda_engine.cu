@@ -36,6 +36,8 @@ static_assert(in_supported_head_dims(32) && in_supported_head_dims(64) && in_sup
 constexpr int64_t kVectorBytes = 16;
 // Grid y and z limits (KV heads, batch).
 constexpr int64_t kMaxGridYZ = 65535;
+// A window at least this wide sees every key of any sequence the engine serves.
+constexpr int64_t kUnboundedWindow = int64_t{1} << 31;
 // Partial buffers start on this boundary inside the workspace.
 constexpr size_t kWorkspaceAlign = 256;
 
@@ -275,8 +277,10 @@ class CudaAttention final : public AttentionEngine {
                    : p.softmax_scale;
     kp.softcap = p.softcap;
     kp.causal = p.causal;
-    kp.window_left = p.window_left;
-    kp.window_right = p.window_right;
+    // Positions fit in int32 (checked in check_support), so a window of 2^31 already sees every
+    // key; clamping keeps pos +- window inside int64 for any window the API accepts.
+    kp.window_left = std::min(p.window_left, kUnboundedWindow);
+    kp.window_right = std::min(p.window_right, kUnboundedWindow);
     kp.m_blocks =
         static_cast<int>((g.max_q * kp.group + cuda_engine::kTileRows - 1) / cuda_engine::kTileRows);
     kp.num_splits = num_splits_for(p, g, sms);
