@@ -182,13 +182,11 @@ ga::KdaParams kda_params(const InArray& q, const InArray& k, const InArray& v, c
   return p;
 }
 
-ga::RunOptions run_options(const std::optional<std::string>& engine, uintptr_t stream,
-                           uintptr_t workspace, size_t workspace_bytes) {
+// The workspace is filled in by run_with_workspace when the selected engine asks for one.
+ga::RunOptions run_options(const std::optional<std::string>& engine, uintptr_t stream) {
   ga::RunOptions o;
   o.engine = engine ? engine->c_str() : nullptr;
   o.stream = reinterpret_cast<void*>(stream);
-  o.workspace = reinterpret_cast<void*>(workspace);
-  o.workspace_bytes = workspace_bytes;
   return o;
 }
 
@@ -211,8 +209,7 @@ nb::list engine_list(ga::Op op) {
 // Single-entry calls: one crossing into the extension per op call. The params struct is built
 // once; a host call runs at once; a GPU call asks the selected engine for its workspace and, only
 // when it needs one, calls `alloc(nbytes) -> (keep_alive, pointer)` (the caller's framework's
-// allocator) before running. The old pair (*_workspace_bytes, then the op) crossed twice and
-// converted every tensor twice.
+// allocator) before running.
 
 // nullopt (None): a host call, no workspace query.
 using OptAlloc = std::optional<nb::callable>;
@@ -245,31 +242,6 @@ NB_MODULE(_ext, m) {
   m.doc() = "groupattn C++ binding (internal: use the groupattn package's functions)";
 
   m.def(
-      "attention",
-      [](const InArray& q, const InArray& k, const InArray& v, const OutArray& out, const OptOut& lse,
-         const OptIn& cu_q, const OptIn& cu_k, const OptIn& seqlens_k, const OptIn& block_table,
-         int64_t max_q, int64_t max_k, std::optional<double> scale, bool causal, int64_t wl,
-         int64_t wr, double softcap, int num_splits, const std::optional<std::string>& engine,
-         uintptr_t stream, uintptr_t workspace, size_t workspace_bytes, uint32_t bf16_mask) {
-        const ga::AttentionParams p =
-            attention_params(q, k, v, out, lse, cu_q, cu_k, seqlens_k, block_table, max_q, max_k,
-                             scale, causal, wl, wr, softcap, num_splits, bf16_mask);
-        const ga::RunOptions o = run_options(engine, stream, workspace, workspace_bytes);
-        ga::Status s;
-        {
-          nb::gil_scoped_release release;
-          s = ga::attention(p, o);
-        }
-        check(s);
-      },
-      nb::arg("q"), nb::arg("k"), nb::arg("v"), nb::arg("out"), nb::arg("lse").none(),
-      nb::arg("cu_seqlens_q").none(), nb::arg("cu_seqlens_k").none(), nb::arg("seqlens_k").none(),
-      nb::arg("block_table").none(), nb::arg("max_seqlen_q"), nb::arg("max_seqlen_k"),
-      nb::arg("scale").none(), nb::arg("causal"), nb::arg("window_left"), nb::arg("window_right"),
-      nb::arg("softcap"), nb::arg("num_splits"), nb::arg("engine").none(), nb::arg("stream"),
-      nb::arg("workspace"), nb::arg("workspace_bytes"), nb::arg("bf16_mask"));
-
-  m.def(
       "attention_workspace_bytes",
       [](const InArray& q, const InArray& k, const InArray& v, const OutArray& out, const OptOut& lse,
          const OptIn& cu_q, const OptIn& cu_k, const OptIn& seqlens_k, const OptIn& block_table,
@@ -280,7 +252,7 @@ NB_MODULE(_ext, m) {
             attention_params(q, k, v, out, lse, cu_q, cu_k, seqlens_k, block_table, max_q, max_k,
                              scale, causal, wl, wr, softcap, num_splits, bf16_mask);
         size_t bytes = 0;
-        check(ga::attention_workspace_bytes(p, run_options(engine, 0, 0, 0), &bytes));
+        check(ga::attention_workspace_bytes(p, run_options(engine, 0), &bytes));
         return bytes;
       },
       nb::arg("q"), nb::arg("k"), nb::arg("v"), nb::arg("out"), nb::arg("lse").none(),
@@ -289,59 +261,6 @@ NB_MODULE(_ext, m) {
       nb::arg("scale").none(), nb::arg("causal"), nb::arg("window_left"), nb::arg("window_right"),
       nb::arg("softcap"), nb::arg("num_splits"), nb::arg("engine").none(), nb::arg("bf16_mask"));
 
-  m.def(
-      "kda",
-      [](const InArray& q, const InArray& k, const InArray& v, const InArray& g, const InArray& beta,
-         const OutArray& out, const OptIn& initial_state, const OptOut& final_state,
-         const OptIn& cu_seqlens, const OptIn& state_indices, bool state_v_first, int gate,
-         const OptIn& A_log, const OptIn& dt_bias, double lower_bound, bool l2norm,
-         bool beta_sigmoid, bool neg_eigval, std::optional<double> scale,
-         const std::optional<std::string>& engine, uintptr_t stream, uintptr_t workspace,
-         size_t workspace_bytes, uint32_t bf16_mask) {
-        const ga::KdaParams p = kda_params(q, k, v, g, beta, out, initial_state, final_state,
-                                           cu_seqlens, state_indices, state_v_first, gate, A_log,
-                                           dt_bias, lower_bound, l2norm, beta_sigmoid, neg_eigval,
-                                           scale, bf16_mask);
-        const ga::RunOptions o = run_options(engine, stream, workspace, workspace_bytes);
-        ga::Status s;
-        {
-          nb::gil_scoped_release release;
-          s = ga::kda(p, o);
-        }
-        check(s);
-      },
-      nb::arg("q"), nb::arg("k"), nb::arg("v"), nb::arg("g"), nb::arg("beta"), nb::arg("out"),
-      nb::arg("initial_state").none(), nb::arg("final_state").none(), nb::arg("cu_seqlens").none(),
-      nb::arg("state_indices").none(), nb::arg("state_v_first"), nb::arg("gate"),
-      nb::arg("A_log").none(), nb::arg("dt_bias").none(), nb::arg("lower_bound"),
-      nb::arg("use_qk_l2norm"), nb::arg("use_beta_sigmoid"), nb::arg("allow_neg_eigval"),
-      nb::arg("scale").none(), nb::arg("engine").none(), nb::arg("stream"), nb::arg("workspace"),
-      nb::arg("workspace_bytes"), nb::arg("bf16_mask"));
-
-  m.def(
-      "kda_workspace_bytes",
-      [](const InArray& q, const InArray& k, const InArray& v, const InArray& g, const InArray& beta,
-         const OutArray& out, const OptIn& initial_state, const OptOut& final_state,
-         const OptIn& cu_seqlens, const OptIn& state_indices, bool state_v_first, int gate,
-         const OptIn& A_log, const OptIn& dt_bias, double lower_bound, bool l2norm,
-         bool beta_sigmoid, bool neg_eigval, std::optional<double> scale,
-         const std::optional<std::string>& engine, uint32_t bf16_mask) {
-        const ga::KdaParams p = kda_params(q, k, v, g, beta, out, initial_state, final_state,
-                                           cu_seqlens, state_indices, state_v_first, gate, A_log,
-                                           dt_bias, lower_bound, l2norm, beta_sigmoid, neg_eigval,
-                                           scale, bf16_mask);
-        size_t bytes = 0;
-        check(ga::kda_workspace_bytes(p, run_options(engine, 0, 0, 0), &bytes));
-        return bytes;
-      },
-      nb::arg("q"), nb::arg("k"), nb::arg("v"), nb::arg("g"), nb::arg("beta"), nb::arg("out"),
-      nb::arg("initial_state").none(), nb::arg("final_state").none(), nb::arg("cu_seqlens").none(),
-      nb::arg("state_indices").none(), nb::arg("state_v_first"), nb::arg("gate"),
-      nb::arg("A_log").none(), nb::arg("dt_bias").none(), nb::arg("lower_bound"),
-      nb::arg("use_qk_l2norm"), nb::arg("use_beta_sigmoid"), nb::arg("allow_neg_eigval"),
-      nb::arg("scale").none(), nb::arg("engine").none(), nb::arg("bf16_mask"));
-
-  // Single-entry calls (see run_with_workspace) and engine queries.
   m.def(
       "attention_call",
       [](const InArray& q, const InArray& k, const InArray& v, const OutArray& out, const OptOut& lse,
@@ -353,7 +272,7 @@ NB_MODULE(_ext, m) {
             attention_params(q, k, v, out, lse, cu_q, cu_k, seqlens_k, block_table, max_q, max_k,
                              scale, causal, wl, wr, softcap, num_splits, bf16_mask);
         run_with_workspace(
-            p, run_options(engine, stream, 0, 0), alloc,
+            p, run_options(engine, stream), alloc,
             [](const ga::AttentionParams& pp, const ga::RunOptions& oo, size_t* b) {
               return ga::attention_workspace_bytes(pp, oo, b);
             },
@@ -371,7 +290,7 @@ NB_MODULE(_ext, m) {
             attention_params(q, k, v, out, lse, cu_q, cu_k, seqlens_k, block_table, max_q, max_k,
                              scale, causal, wl, wr, softcap, num_splits, bf16_mask);
         const char* name = nullptr;
-        check(ga::attention_engine_for(p, run_options(engine, 0, 0, 0), &name));
+        check(ga::attention_engine_for(p, run_options(engine, 0), &name));
         return std::string(name);
       });
 
@@ -389,7 +308,7 @@ NB_MODULE(_ext, m) {
                                            dt_bias, lower_bound, l2norm, beta_sigmoid, neg_eigval,
                                            scale, bf16_mask);
         run_with_workspace(
-            p, run_options(engine, stream, 0, 0), alloc,
+            p, run_options(engine, stream), alloc,
             [](const ga::KdaParams& pp, const ga::RunOptions& oo, size_t* b) {
               return ga::kda_workspace_bytes(pp, oo, b);
             },
@@ -409,7 +328,7 @@ NB_MODULE(_ext, m) {
                                            dt_bias, lower_bound, l2norm, beta_sigmoid, neg_eigval,
                                            scale, bf16_mask);
         const char* name = nullptr;
-        check(ga::kda_engine_for(p, run_options(engine, 0, 0, 0), &name));
+        check(ga::kda_engine_for(p, run_options(engine, 0), &name));
         return std::string(name);
       });
 
