@@ -16,12 +16,6 @@
 namespace groupattn {
 namespace {
 
-std::string dtype_list() {
-  std::string s;
-  for (DType d : kAttentionDTypes) s += (s.empty() ? "" : ", ") + std::string(dtype_name(d));
-  return s;
-}
-
 // Global query row r of out: varlen-style [total_q, Hq, Dv] row r, batched [B, Sq, Hq, Dv] (r / Sq, r % Sq).
 int64_t out_offset(const TensorView& out, int64_t r, int64_t h, int64_t c) {
   if (out.rank == 3) return out.offset_of({r, h, c});
@@ -78,7 +72,7 @@ Status validate_attention_merge(const MergeParams& p) {
   if (p.o_partials.dtype != DType::kF32 && p.o_partials.dtype != p.out.dtype) {
     return InvalidArgument(std::string("o_partials: dtype ") + dtype_name(p.o_partials.dtype) +
                            " (accepted: f32, or out's dtype " + dtype_name(p.out.dtype) + "; out accepts " +
-                           dtype_list() + ")");
+                           dtype_list(kAttentionDTypes) + ")");
   }
   GA_RETURN_IF_ERROR(check_dtype(p.lse_partials, "lse_partials", {DType::kF32}));
   if (p.lse.defined()) GA_RETURN_IF_ERROR(check_dtype(p.lse, "lse", {DType::kF32}));

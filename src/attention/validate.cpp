@@ -19,12 +19,6 @@
 namespace groupattn {
 namespace {
 
-std::string dtype_list() {
-  std::string s;
-  for (DType d : kAttentionDTypes) s += (s.empty() ? "" : ", ") + std::string(dtype_name(d));
-  return s;
-}
-
 std::string head_dim_list() {
   std::string s;
   for (int64_t d : kAttentionHeadDims) s += (s.empty() ? "" : ", ") + std::to_string(d);
@@ -36,14 +30,14 @@ Status check_attention_dtype(const TensorView& q) {
     if (d == q.dtype) return Status::Ok();
   }
   return InvalidArgument(std::string("q: dtype ") + dtype_name(q.dtype) +
-                         " not supported (accepted: " + dtype_list() + ")");
+                         " not supported (accepted: " + dtype_list(kAttentionDTypes) + ")");
 }
 
 Status check_same_dtype(const TensorView& t, const char* name, const TensorView& q) {
   if (t.dtype == q.dtype) return Status::Ok();
   return InvalidArgument(std::string(name) + ": dtype " + dtype_name(t.dtype) + " differs from q's " +
                          dtype_name(q.dtype) + " (q, k, v and out share one dtype; accepted: " +
-                         dtype_list() + ")");
+                         dtype_list(kAttentionDTypes) + ")");
 }
 
 Status check_head_dim(int64_t d, const char* name, const char* what) {

@@ -2,6 +2,7 @@
 // the argument ("k"), the property at fault and, where there is one, the accepted set.
 #pragma once
 
+#include <array>
 #include <initializer_list>
 #include <string>
 #include <vector>
@@ -13,6 +14,14 @@
 namespace groupattn {
 
 std::string shape_string(const TensorView& t);  // "[2, 128, 8, 64]"
+
+// A supported set as messages list it: "bf16, f16, f32".
+template <size_t N>
+std::string dtype_list(const std::array<DType, N>& set) {
+  std::string s;
+  for (DType d : set) s += (s.empty() ? "" : ", ") + std::string(dtype_name(d));
+  return s;
+}
 
 Status check_defined(const TensorView& t, const char* name);
 Status check_rank(const TensorView& t, const char* name, int rank, const char* layout);
