@@ -16,6 +16,7 @@ from . import _ext
 from ._ops import (
     attention,
     attention_engine_for,
+    attention_merge,
     attention_with_kvcache,
     attention_workspace_bytes,
     chunk_kda,
@@ -48,6 +49,7 @@ if _importlib_util.find_spec("torch") is not None:
 __all__ = [
     "attention",
     "attention_with_kvcache",
+    "attention_merge",
     "attention_workspace_bytes",
     "attention_engine_for",
     "kda_engine_for",

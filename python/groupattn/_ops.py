@@ -82,7 +82,7 @@ def alloc_attention_outputs(fw, q, v, varlen, return_lse, out=None):
 
 
 def run_attention(q, k, v, *, cu_seqlens_q=None, cu_seqlens_k=None, seqlens_k=None, block_table=None,
-                  max_seqlen_q=None, max_seqlen_k=None, scale=None, causal=False, window=(-1, -1),
+                  kv_shard_offset=None, kv_total_len=None, max_seqlen_q=None, max_seqlen_k=None, scale=None, causal=False, window=(-1, -1),
                   softcap=0.0, num_splits=0, out=None, return_lse=True, engine=None):
     """Validates nothing itself beyond what allocation needs; returns (out, lse)."""
     fw = framework_of(q)
@@ -97,11 +97,12 @@ def run_attention(q, k, v, *, cu_seqlens_q=None, cu_seqlens_k=None, seqlens_k=No
         c = fw.convert
         lse, cu_seqlens_q, cu_seqlens_k = c(lse), c(cu_seqlens_q), c(cu_seqlens_k)
         seqlens_k, block_table = c(seqlens_k), c(block_table)
+        kv_shard_offset, kv_total_len = c(kv_shard_offset), c(kv_total_len)
     # One crossing: the extension validates and selects once, and calls workspace_alloc only when
     # the selected GPU engine needs a workspace (None for host calls: they need none).
     try:
         _ext.attention_call(aq, ak, av, aout, lse, cu_seqlens_q, cu_seqlens_k, seqlens_k, block_table,
-                            max_q, max_k, None if scale is None else float(scale), bool(causal), wl,
+                            kv_shard_offset, kv_total_len, max_q, max_k, None if scale is None else float(scale), bool(causal), wl,
                             wr, float(softcap), int(num_splits), engine, fw.stream(q),
                             fw.workspace_alloc(q), mask)
     except (ValueError, NotImplementedError) as e:
@@ -111,7 +112,7 @@ def run_attention(q, k, v, *, cu_seqlens_q=None, cu_seqlens_k=None, seqlens_k=No
 
 def attention(q, k, v, *, causal=False, window=(-1, -1), softcap=0.0, scale=None, cu_seqlens_q=None,
               cu_seqlens_k=None, max_seqlen_q=None, max_seqlen_k=None, out=None, return_lse=True,
-              engine=None):
+              engine=None, kv_shard_offset=None, kv_total_len=None):
     """Softmax attention with grouped K/V heads (MHA/GQA/MQA), FlashAttention-3 conventions.
 
     q: [B, Sq, Hq, D] or varlen [total_q, Hq, D] with cu_seqlens_q (int32 [B+1]).
@@ -122,10 +123,17 @@ def attention(q, k, v, *, causal=False, window=(-1, -1), softcap=0.0, scale=None
     Returns (out, lse): out like q with Dv; lse fp32 natural log, [B, Hq, Sq] for batched q and
     [Hq, total_q] for varlen q; lse is None when return_lse=False. A row that sees no key gives
     out = 0 and lse = -inf. engine= pins an engine by name (see engines()).
+
+    Partial output (context parallelism): kv_shard_offset and kv_total_len (int32 [B], both or
+    neither) say that k/v are one shard of each sequence's keys, at global positions
+    [kv_shard_offset[b], kv_shard_offset[b] + Sk_b) of kv_total_len[b] keys. Masks use global
+    positions (query i at kv_total_len[b] - Sq_b + i); out/lse are the attention over the shard's
+    keys alone, and attention_merge() of the shards' (out, lse) is the whole attention.
     """
     if framework_of(q).compiling():
         if out is not None:
             raise NotImplementedError("attention: out= is not supported under torch.compile")
+        _no_shard_under_compile("attention", kv_shard_offset, kv_total_len)
         import torch
 
         o, lse = torch.ops.groupattn.attention(
@@ -135,7 +143,51 @@ def attention(q, k, v, *, causal=False, window=(-1, -1), softcap=0.0, scale=None
     return run_attention(q, k, v, cu_seqlens_q=cu_seqlens_q, cu_seqlens_k=cu_seqlens_k,
                          max_seqlen_q=max_seqlen_q, max_seqlen_k=max_seqlen_k, scale=scale,
                          causal=causal, window=window, softcap=softcap, out=out,
-                         return_lse=return_lse, engine=engine)
+                         return_lse=return_lse, engine=engine, kv_shard_offset=kv_shard_offset,
+                         kv_total_len=kv_total_len)
+
+
+def _no_shard_under_compile(name, kv_shard_offset, kv_total_len):
+    if kv_shard_offset is not None or kv_total_len is not None:
+        raise NotImplementedError(f"{name}: kv_shard_offset/kv_total_len are not supported under "
+                                  "torch.compile (the registered custom op has no partial mode)")
+
+
+def attention_merge(o_partials, lse_partials, *, out=None, return_lse=True):
+    """Merges R partial attention results (attention() with kv_shard_offset/kv_total_len over
+    R KV shards) into the whole: the split-KV combine, visiting the partials in index order
+    (deterministic; the same bits wherever the same partials are merged).
+
+    o_partials: [R, total_q, Hq, Dv], fp32 or out's dtype (a batched partial out [B, Sq, Hq, Dv]
+    is row b * Sq + i: reshape it to [B * Sq, Hq, Dv]). lse_partials: fp32 [R, Hq, total_q], the
+    library's layout (for a batched partial, the lse attention() returns as [B, Hq, Sq] is a view
+    of that buffer: lse.transpose(1, 0, 2).reshape(Hq, B * Sq)). -inf = no key in that partial.
+    out: optional [total_q, Hq, Dv] or batched [B, Sq, Hq, Dv] (bf16/f16/fp32); by default
+    [total_q, Hq, Dv] in o_partials' dtype.
+
+    Returns (out, lse fp32 [Hq, total_q], or None when return_lse=False). A row with -inf in
+    every partial gets out = 0, lse = -inf. Host tensors merge in fp64; CUDA tensors on the
+    current stream.
+    """
+    fw = framework_of(o_partials, "o_partials")
+    _rank(o_partials, "o_partials", (4,), "[R, total_q, Hq, Dv]")
+    _rank(lse_partials, "lse_partials", (3,), "[R, Hq, total_q]")
+    if out is None:
+        out = fw.empty(o_partials, tuple(o_partials.shape[1:]), "like")
+    lse = None
+    if return_lse:
+        lse = fw.empty(o_partials, (o_partials.shape[2], o_partials.shape[1]), "float32")
+    run_merge(fw, o_partials, lse_partials, out, lse)
+    return out, lse
+
+
+def run_merge(fw, o_partials, lse_partials, out, lse):
+    """attention_merge into caller-allocated out / lse (lse None, or fp32 [Hq, total_q])."""
+    ao, b0 = fw.arg(o_partials)
+    aout, b1 = fw.arg(out)
+    if fw.converts:
+        lse, lse_partials = fw.convert(lse), fw.convert(lse_partials)
+    _call(_ext.attention_merge, ao, lse_partials, aout, lse, fw.stream(o_partials), b0 | (b1 << 1))
 
 
 def cache_seqlens_tensor(fw, q, cache_seqlens):
@@ -147,7 +199,7 @@ def cache_seqlens_tensor(fw, q, cache_seqlens):
 
 def attention_with_kvcache(q, k_cache, v_cache, *, cache_seqlens=None, block_table=None, causal=False,
                            window=(-1, -1), softcap=0.0, scale=None, num_splits=0, out=None,
-                           engine=None):
+                           engine=None, kv_shard_offset=None, kv_total_len=None):
     """Decode against a KV cache, FlashAttention-3 flash_attn_with_kvcache semantics.
 
     q: [B, Sq, Hq, D] (Sq new tokens per sequence, typically 1..16).
@@ -159,12 +211,15 @@ def attention_with_kvcache(q, k_cache, v_cache, *, cache_seqlens=None, block_tab
 
     Returns (out [B, Sq, Hq, Dv], lse fp32 [B, Hq, Sq]). Appending new k/v to the cache
     (FlashAttention's k=, v= arguments) is not done here: write them into the cache first.
+    kv_shard_offset / kv_total_len: partial output over a KV shard, as in attention(); the cache
+    (cache_seqlens[b] keys) is then the shard at global offset kv_shard_offset[b].
     """
     fw = framework_of(q)
     seqlens = cache_seqlens_tensor(fw, q, cache_seqlens)
     if fw.compiling():
         if out is not None:
             raise NotImplementedError("attention_with_kvcache: out= is not supported under torch.compile")
+        _no_shard_under_compile("attention_with_kvcache", kv_shard_offset, kv_total_len)
         import torch
 
         return torch.ops.groupattn.attention_with_kvcache(
@@ -173,7 +228,8 @@ def attention_with_kvcache(q, k_cache, v_cache, *, cache_seqlens=None, block_tab
     _rank(q, "q", (4,), "[B, Sq, Hq, D]")
     return run_attention(q, k_cache, v_cache, seqlens_k=seqlens, block_table=block_table, scale=scale,
                          causal=causal, window=window, softcap=softcap, num_splits=num_splits,
-                         out=out, engine=engine)
+                         out=out, engine=engine, kv_shard_offset=kv_shard_offset,
+                         kv_total_len=kv_total_len)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -303,36 +359,38 @@ def fused_recurrent_kda(q, k, v, g, beta, scale=None, initial_state=None, output
 
 def attention_workspace_bytes(q, k, v, *, cu_seqlens_q=None, cu_seqlens_k=None, cache_seqlens=None,
                               block_table=None, max_seqlen_q=None, max_seqlen_k=None, causal=False,
-                              window=(-1, -1), softcap=0.0, scale=None, num_splits=0, engine=None):
+                              window=(-1, -1), softcap=0.0, scale=None, num_splits=0, engine=None,
+                              kv_shard_offset=None, kv_total_len=None):
     """Bytes of device workspace the selected engine needs for this problem (0 for most)."""
-    fw = framework_of(q)
     return _attention_query(_ext.attention_workspace_bytes, q, k, v, cu_seqlens_q, cu_seqlens_k,
                             cache_seqlens, block_table, max_seqlen_q, max_seqlen_k, causal, window,
-                            softcap, scale, num_splits, engine)
+                            softcap, scale, num_splits, engine, kv_shard_offset, kv_total_len)
 
 
 def _attention_query(fn, q, k, v, cu_seqlens_q, cu_seqlens_k, cache_seqlens, block_table, max_seqlen_q,
-                     max_seqlen_k, causal, window, softcap, scale, num_splits, engine):
+                     max_seqlen_k, causal, window, softcap, scale, num_splits, engine,
+                     kv_shard_offset=None, kv_total_len=None):
     fw = framework_of(q)
     out, _, lse = alloc_attention_outputs(fw, q, v, cu_seqlens_q is not None, True)
     aq, ak, av, aout, mask = _args(fw, q, k, v, out)
     wl, wr = _window(window)
     return _call(
         fn, aq, ak, av, aout, lse, cu_seqlens_q, cu_seqlens_k, cache_seqlens_tensor(fw, q, cache_seqlens),
-        block_table, _max_seqlen(fw, cu_seqlens_q, max_seqlen_q), _max_seqlen(fw, cu_seqlens_k, max_seqlen_k),
+        block_table, kv_shard_offset, kv_total_len, _max_seqlen(fw, cu_seqlens_q, max_seqlen_q), _max_seqlen(fw, cu_seqlens_k, max_seqlen_k),
         None if scale is None else float(scale), bool(causal), wl, wr, float(softcap), int(num_splits),
         engine, mask)
 
 
 def attention_engine_for(q, k, v, *, cu_seqlens_q=None, cu_seqlens_k=None, cache_seqlens=None,
                          block_table=None, max_seqlen_q=None, max_seqlen_k=None, causal=False,
-                         window=(-1, -1), softcap=0.0, scale=None, num_splits=0, engine=None):
+                         window=(-1, -1), softcap=0.0, scale=None, num_splits=0, engine=None,
+                         kv_shard_offset=None, kv_total_len=None):
     """The name of the engine attention() / attention_with_kvcache() would run for these
     arguments (the same keywords; cache_seqlens/block_table make it a KV-cache call), after the
     same validation, without running it. Raises as the call would."""
     return _attention_query(_ext.attention_engine_for, q, k, v, cu_seqlens_q, cu_seqlens_k,
                             cache_seqlens, block_table, max_seqlen_q, max_seqlen_k, causal, window,
-                            softcap, scale, num_splits, engine)
+                            softcap, scale, num_splits, engine, kv_shard_offset, kv_total_len)
 
 
 def kda_engine_for(q, k, v, g, beta, scale=None, initial_state=None, output_final_state=False,

@@ -21,6 +21,7 @@
 #include <optional>
 #include <string>
 
+#include "groupattn/context_parallel.h"
 #include "groupattn/groupattn.h"
 
 namespace nb = nanobind;
@@ -126,7 +127,8 @@ float scale_or_default(std::optional<double> scale) {
 ga::AttentionParams attention_params(const InArray& q, const InArray& k, const InArray& v,
                                      const OutArray& out, const OptOut& lse, const OptIn& cu_seqlens_q,
                                      const OptIn& cu_seqlens_k, const OptIn& seqlens_k,
-                                     const OptIn& block_table, int64_t max_seqlen_q,
+                                     const OptIn& block_table, const OptIn& kv_shard_offset,
+                                     const OptIn& kv_total_len, int64_t max_seqlen_q,
                                      int64_t max_seqlen_k, std::optional<double> scale, bool causal,
                                      int64_t window_left, int64_t window_right, double softcap,
                                      int num_splits, uint32_t bf16_mask) {
@@ -140,6 +142,8 @@ ga::AttentionParams attention_params(const InArray& q, const InArray& k, const I
   p.cu_seqlens_k = to_view(cu_seqlens_k, false, "cu_seqlens_k");
   p.seqlens_k = to_view(seqlens_k, false, "cache_seqlens");
   p.block_table = to_view(block_table, false, "block_table");
+  p.kv_shard_offset = to_view(kv_shard_offset, false, "kv_shard_offset");
+  p.kv_total_len = to_view(kv_total_len, false, "kv_total_len");
   p.max_seqlen_q = max_seqlen_q;
   p.max_seqlen_k = max_seqlen_k;
   p.softmax_scale = scale_or_default(scale);
@@ -245,11 +249,12 @@ NB_MODULE(_ext, m) {
       "attention_workspace_bytes",
       [](const InArray& q, const InArray& k, const InArray& v, const OutArray& out, const OptOut& lse,
          const OptIn& cu_q, const OptIn& cu_k, const OptIn& seqlens_k, const OptIn& block_table,
-         int64_t max_q, int64_t max_k, std::optional<double> scale, bool causal, int64_t wl,
+         const OptIn& shard_offset, const OptIn& total_len, int64_t max_q, int64_t max_k, std::optional<double> scale, bool causal, int64_t wl,
          int64_t wr, double softcap, int num_splits, const std::optional<std::string>& engine,
          uint32_t bf16_mask) {
         const ga::AttentionParams p =
-            attention_params(q, k, v, out, lse, cu_q, cu_k, seqlens_k, block_table, max_q, max_k,
+            attention_params(q, k, v, out, lse, cu_q, cu_k, seqlens_k, block_table, shard_offset,
+                             total_len, max_q, max_k,
                              scale, causal, wl, wr, softcap, num_splits, bf16_mask);
         size_t bytes = 0;
         check(ga::attention_workspace_bytes(p, run_options(engine, 0), &bytes));
@@ -257,7 +262,8 @@ NB_MODULE(_ext, m) {
       },
       nb::arg("q"), nb::arg("k"), nb::arg("v"), nb::arg("out"), nb::arg("lse").none(),
       nb::arg("cu_seqlens_q").none(), nb::arg("cu_seqlens_k").none(), nb::arg("seqlens_k").none(),
-      nb::arg("block_table").none(), nb::arg("max_seqlen_q"), nb::arg("max_seqlen_k"),
+      nb::arg("block_table").none(), nb::arg("kv_shard_offset").none(),
+      nb::arg("kv_total_len").none(), nb::arg("max_seqlen_q"), nb::arg("max_seqlen_k"),
       nb::arg("scale").none(), nb::arg("causal"), nb::arg("window_left"), nb::arg("window_right"),
       nb::arg("softcap"), nb::arg("num_splits"), nb::arg("engine").none(), nb::arg("bf16_mask"));
 
@@ -265,11 +271,12 @@ NB_MODULE(_ext, m) {
       "attention_call",
       [](const InArray& q, const InArray& k, const InArray& v, const OutArray& out, const OptOut& lse,
          const OptIn& cu_q, const OptIn& cu_k, const OptIn& seqlens_k, const OptIn& block_table,
-         int64_t max_q, int64_t max_k, std::optional<double> scale, bool causal, int64_t wl,
+         const OptIn& shard_offset, const OptIn& total_len, int64_t max_q, int64_t max_k, std::optional<double> scale, bool causal, int64_t wl,
          int64_t wr, double softcap, int num_splits, const std::optional<std::string>& engine,
          uintptr_t stream, const OptAlloc& alloc, uint32_t bf16_mask) {
         const ga::AttentionParams p =
-            attention_params(q, k, v, out, lse, cu_q, cu_k, seqlens_k, block_table, max_q, max_k,
+            attention_params(q, k, v, out, lse, cu_q, cu_k, seqlens_k, block_table, shard_offset,
+                             total_len, max_q, max_k,
                              scale, causal, wl, wr, softcap, num_splits, bf16_mask);
         run_with_workspace(
             p, run_options(engine, stream), alloc,
@@ -283,16 +290,41 @@ NB_MODULE(_ext, m) {
       "attention_engine_for",
       [](const InArray& q, const InArray& k, const InArray& v, const OutArray& out, const OptOut& lse,
          const OptIn& cu_q, const OptIn& cu_k, const OptIn& seqlens_k, const OptIn& block_table,
-         int64_t max_q, int64_t max_k, std::optional<double> scale, bool causal, int64_t wl,
+         const OptIn& shard_offset, const OptIn& total_len, int64_t max_q, int64_t max_k, std::optional<double> scale, bool causal, int64_t wl,
          int64_t wr, double softcap, int num_splits, const std::optional<std::string>& engine,
          uint32_t bf16_mask) {
         const ga::AttentionParams p =
-            attention_params(q, k, v, out, lse, cu_q, cu_k, seqlens_k, block_table, max_q, max_k,
+            attention_params(q, k, v, out, lse, cu_q, cu_k, seqlens_k, block_table, shard_offset,
+                             total_len, max_q, max_k,
                              scale, causal, wl, wr, softcap, num_splits, bf16_mask);
         const char* name = nullptr;
         check(ga::attention_engine_for(p, run_options(engine, 0), &name));
         return std::string(name);
       });
+
+  // attention_merge: o_partials [R, total_q, Hq, Dv] (fp32 or out's dtype), lse_partials fp32
+  // [R, Hq, total_q] -> out, lse (optional). Host tensors merge in fp64 on the CPU; device tensors
+  // run the combine kernel on `stream`. bf16_mask: bit 0 = o_partials, bit 1 = out (numpy bf16).
+  m.def(
+      "attention_merge",
+      [](const InArray& o_partials, const InArray& lse_partials, const OutArray& out,
+         const OptOut& lse, uintptr_t stream, uint32_t bf16_mask) {
+        ga::MergeParams p;
+        p.o_partials = to_view(o_partials, bit(bf16_mask, 0), "o_partials");
+        p.lse_partials = to_view(lse_partials, false, "lse_partials");
+        p.out = to_view(out, bit(bf16_mask, 1), "out");
+        p.lse = to_view(lse, false, "lse");
+        ga::RunOptions o;
+        o.stream = reinterpret_cast<void*>(stream);
+        ga::Status s;
+        {
+          nb::gil_scoped_release release;
+          s = ga::attention_merge(p, o);
+        }
+        check(s);
+      },
+      nb::arg("o_partials"), nb::arg("lse_partials"), nb::arg("out"), nb::arg("lse").none(),
+      nb::arg("stream"), nb::arg("bf16_mask"));
 
   m.def(
       "kda_call",

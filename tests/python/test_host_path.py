@@ -45,7 +45,7 @@ def test_host_calls_never_ask_for_a_workspace():
     def alloc(nbytes):  # the reference engine needs no workspace: never called
         raise AssertionError("workspace requested")
 
-    _ext.attention_call(q, k, v, out, None, None, None, None, None, 0, 0, None, True, -1, -1, 0.0, 0,
-                        None, 0, alloc, 0)
+    _ext.attention_call(q, k, v, out, None, None, None, None, None, None, None, 0, 0, None, True, -1,
+                        -1, 0.0, 0, None, 0, alloc, 0)
     ref, _ = groupattn.attention(q, k, v, causal=True)
     np.testing.assert_array_equal(out, ref)
