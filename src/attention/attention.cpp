@@ -23,6 +23,9 @@ const std::vector<const AttentionEngine*>& attention_engines() {
     list.push_back(&attention_cuda_engine());
 #endif
     list.push_back(&attention_reference_engine());
+#if GROUPATTN_WITH_CUDA
+    list.push_back(&attention_sm90_engine());  // last: experimental, never picked automatically
+#endif
     return list;
   }();
   return engines;

@@ -211,11 +211,11 @@ AttentionParams Problem::device_params() const {
   return a;
 }
 
-Status run_cuda(Problem& p, HostTensor* got_out, HostTensor* got_lse) {
+Status run_cuda(Problem& p, HostTensor* got_out, HostTensor* got_lse, const char* engine) {
   p.dout->poison();
   p.dlse->poison();
   RunOptions o;
-  o.engine = "cuda";
+  o.engine = engine;
   GA_RETURN_IF_ERROR(attention(p.device_params(), o));
   p.dout->download(got_out);
   p.dlse->download(got_lse);
@@ -251,14 +251,14 @@ void expect_matches_reference(const Problem& p, const HostTensor& got_out, const
   EXPECT_LT(worst, kLseAbsTol) << label << ": LSE abs error";
 }
 
-void check_case(const Case& c) {
+void check_case(const Case& c, const char* engine) {
   const std::string label = describe(c);
   auto p = make_problem(c);
   const Status rs = run_reference(*p);
   ASSERT_TRUE(rs.ok()) << label << ": reference: " << rs.to_string();
   HostTensor out = like(p->out), lse = like(p->lse);
-  const Status s = run_cuda(*p, &out, &lse);
-  ASSERT_TRUE(s.ok()) << label << ": cuda: " << s.to_string();
+  const Status s = run_cuda(*p, &out, &lse, engine);
+  ASSERT_TRUE(s.ok()) << label << ": " << engine << ": " << s.to_string();
   expect_matches_reference(*p, out, lse, label);
   EXPECT_TRUE(p->dout->guards_intact()) << label << ": write outside out";
   EXPECT_TRUE(p->dlse->guards_intact()) << label << ": write outside lse";

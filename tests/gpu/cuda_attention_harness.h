@@ -57,8 +57,9 @@ std::unique_ptr<Problem> make_problem(const Case& c);
 std::unique_ptr<Problem> make_copied_up(const Problem& gqa);
 
 // Runs the engine on the device (outputs NaN-poisoned first) and downloads O and LSE into
-// got_out / got_lse (shaped like p.out / p.lse). Returns the engine's status.
-Status run_cuda(Problem& p, HostTensor* got_out, HostTensor* got_lse);
+// got_out / got_lse (shaped like p.out / p.lse). Returns the engine's status. `engine` pins a
+// device engine by name ("cuda" unless given).
+Status run_cuda(Problem& p, HostTensor* got_out, HostTensor* got_lse, const char* engine = "cuda");
 
 // Runs the reference on the host copies into p.out / p.lse.
 Status run_reference(Problem& p);
@@ -67,8 +68,8 @@ Status run_reference(Problem& p);
 void expect_matches_reference(const Problem& p, const HostTensor& got_out, const HostTensor& got_lse,
                               const std::string& label);
 
-// Whole check: reference vs cuda, guards, NaN-free.
-void check_case(const Case& c);
+// Whole check: reference vs the pinned device engine (default "cuda"), guards, NaN-free.
+void check_case(const Case& c, const char* engine = "cuda");
 
 }  // namespace groupattn::test
 

@@ -1,0 +1,170 @@
+// The sm90 decode kernel (Hopper, sm_90a): GQA decode for 1..16 new tokens, head dim 128, with the
+// operands swapped so the KV positions fill wgmma's 64-row M side and the group's query rows
+// (group x new tokens, packed as columns) sit on the N side -- no 64-row query tile padded with
+// empty rows.
+//
+//   Q   [B, Sq, Hq, 128]               columns n = token * group + head_in_group, kN per CTA
+//   K,V [B, Sk, Hkv, 128] or paged [pages, page_size, Hkv, 128] (page_size % 64 == 0)
+//   out [B, Sq, Hq, 128] (Q's dtype), lse fp32 [Hq, B * Sq]          -- num_splits == 1
+//   o_partial / lse_partial fp32 (the portable engine's layout)     -- num_splits  > 1
+//
+// Grid (m_blocks * num_splits, Hkv, B); 160 threads: warps 0-3 = the consumer warpgroup, warp 4 =
+// the producer. Per KV tile of the CTA's split (cut to the keys its columns can see):
+//   producer   waits empty[stage], expect_tx(32 KB), TMA K and V boxes into the stage
+//   consumer   waits full[stage]; S^T = K Q^T (wgmma, fp32); scale / softcap / mask; column max
+//              across the warpgroup; P = exp2(S - max) (fp32), stored to smem as bf16/f16 P^T;
+//              O^T = O^T * alpha + V^T P^T (wgmma); arrives on empty[stage]
+// then the epilogue (decode_epilogue.cuh). The mainloop's GEMM operand layouts and why they are
+// what they are: decode_mainloop.cuh. No setmaxnreg: with one consumer warpgroup of kN <= 64
+// columns the register file is not the limit (160 threads).
+#pragma once
+
+#include <cuda.h>
+
+#include "attention/engines/cuda/combine_kernel.cuh"
+#include "attention/engines/sm90/decode_epilogue.cuh"
+#include "attention/engines/sm90/decode_traits.h"
+#include "attention/engines/sm90/launch.h"
+#include "cuda/cuda_check.h"
+#include "cuda/pdl.cuh"
+
+namespace groupattn::sm90_engine {
+
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+template <class Traits>
+__device__ void decode_cta(const KernelParams& p, const CUtensorMap* tmap_k, const CUtensorMap* tmap_v) {
+  constexpr int kN = Traits::kN, kBlockKV = Traits::kBlockKV;
+  extern __shared__ __align__(128) unsigned char smem_raw[];
+  const SmemMap<Traits> sm{hw::align_1024(smem_raw)};
+
+  CtaWork w;
+  const int m_block = static_cast<int>(blockIdx.x) / p.num_splits;
+  w.split = static_cast<int>(blockIdx.x) % p.num_splits;
+  w.kv_group = static_cast<int>(blockIdx.y);
+  w.b = static_cast<int>(blockIdx.z);
+  w.s = cuda_engine::seq_info(p, w.b);
+  const int total_cols = w.s.q_len * p.group;
+  w.col0 = m_block * kN;
+  if (w.col0 >= total_cols) return;  // the whole CTA, before any barrier
+  w.cols = min(kN, total_cols - w.col0);
+  w.kvh = cuda_engine::kv_head_of(w.kv_group * p.group, p.group, p.heads_kv);
+  // Visible keys are non-decreasing in the token: the CTA needs [lo(first), hi(last)], and every
+  // column sees [lo(last), hi(first)].
+  const KeyInterval first_vis = cuda_engine::visible_keys(p, w.s, w.col0 / p.group);
+  const KeyInterval last_vis = cuda_engine::visible_keys(p, w.s, (w.col0 + w.cols - 1) / p.group);
+  const int n_blocks = (w.s.k_len + kBlockKV - 1) / kBlockKV;
+  cuda_engine::split_range(n_blocks, w.split, p.num_splits, &w.blk_begin, &w.blk_end);
+  if (first_vis.lo <= last_vis.hi) {
+    w.blk_begin = max(w.blk_begin, first_vis.lo / kBlockKV);
+    w.blk_end = min(w.blk_end, last_vis.hi / kBlockKV + 1);
+  } else {
+    w.blk_end = w.blk_begin;
+  }
+  w.common_lo = last_vis.lo;
+  w.common_hi = first_vis.hi;
+
+  const int tid = static_cast<int>(threadIdx.x), warp = tid / 32, lane = tid % 32;
+  if (tid == 0) {
+    for (int st = 0; st < Traits::kStages; ++st) {
+      hw::mbar_init(sm.full(st), 1);
+      hw::mbar_init(sm.empty(st), Traits::kConsumerWarps);
+    }
+    hw::mbar_init_fence();
+  }
+  if (warp == Traits::kProducerWarp && lane == 0) {
+    hw::prefetch_tensormap(tmap_k);
+    hw::prefetch_tensormap(tmap_v);
+  }
+  __syncthreads();
+
+  if (warp == Traits::kProducerWarp) {
+    if (lane == 0) produce<Traits>(p, w, sm, tmap_k, tmap_v);
+    return;
+  }
+
+  // ---- consumer warpgroup ----
+  load_q<Traits>(p, w, sm, tid);
+  hw::named_bar_sync(kBarOperands, Traits::kConsumerThreads);
+
+  float o[2][kN / 2];
+#pragma unroll
+  for (int h = 0; h < 2; ++h)
+#pragma unroll
+    for (int i = 0; i < kN / 2; ++i) o[h][i] = 0.f;
+  ColumnSoftmax<Traits> softmax;
+  softmax.init();
+  float s[kN / 2];
+
+  for (int blk = w.blk_begin, it = 0; blk < w.blk_end; ++blk, ++it) {
+    const int stage = it % Traits::kStages;
+    hw::mbar_wait(sm.full(stage), static_cast<uint32_t>(it / Traits::kStages) & 1u);
+    gemm_scores<Traits>(s, sm, stage);
+    const int j0 = blk * kBlockKV;
+    const bool full_tile = j0 >= w.common_lo && j0 + kBlockKV - 1 <= w.common_hi;
+    softmax.scale_and_mask(s, p, w, blk, full_tile, warp, lane);
+    softmax.update(s, o, sm.red_max(it), warp, lane);  // named barrier kBarMax inside
+    // Every warp passed kBarMax, hence finished the previous tile's O^T wgmma: P^T is free.
+    softmax.store_probabilities(s, sm.p(), warp, lane);
+    if (j0 + kBlockKV > w.s.k_len) zero_v_tail<Traits>(sm, stage, w.s.k_len - j0, tid);
+    hw::fence_proxy_async_smem();
+    hw::named_bar_sync(kBarOperands, Traits::kConsumerThreads);
+    gemm_output<Traits>(o, sm, stage);
+    __syncwarp();
+    if (lane == 0) hw::mbar_arrive(sm.empty(stage));
+  }
+  cuda::allow_dependent_launch();
+  write_output<Traits>(p, w, softmax, o, sm.red_sum(), warp, lane);
+}
+#endif  // __CUDA_ARCH_FEAT_SM90_ALL
+
+template <class Traits>
+__global__ void __launch_bounds__(Traits::kThreads, 1)
+    sm90_decode_kernel(const cuda_engine::KernelParams p, const __grid_constant__ CUtensorMap tmap_k,
+                       const __grid_constant__ CUtensorMap tmap_v) {
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+  decode_cta<Traits>(p, &tmap_k, &tmap_v);
+#else
+  (void)p;
+  (void)tmap_k;
+  (void)tmap_v;
+#endif
+}
+
+template <class T, int kN>
+Status launch_decode_n(const cuda_engine::KernelParams& p, const DecodeLaunch& l, cudaStream_t stream) {
+  using Traits = DecodeTraits<T, kN>;
+  auto* kernel = sm90_decode_kernel<Traits>;
+  GA_CUDA_RETURN_IF_ERROR(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                               static_cast<int>(Traits::kSmemBytes)));
+  const dim3 grid(static_cast<unsigned>(p.m_blocks * p.num_splits), static_cast<unsigned>(p.heads_kv),
+                  static_cast<unsigned>(p.batch));
+  kernel<<<grid, Traits::kThreads, Traits::kSmemBytes, stream>>>(p, *static_cast<const CUtensorMap*>(l.k_tmap),
+                                                                  *static_cast<const CUtensorMap*>(l.v_tmap));
+  GA_RETURN_IF_ERROR(cuda::last_launch_status("sm90_decode_kernel"));
+  if (p.num_splits == 1) return Status::Ok();
+  // The portable engine's combine kernel, unchanged: it reads the partials through p's part_* strides.
+  using Combine = cuda_engine::CombineTraits<T, kHeadDim>;
+  const int rows = p.seqlen_q * p.heads_q;
+  const dim3 combine_grid(static_cast<unsigned>((rows + Combine::kWarps - 1) / Combine::kWarps),
+                          static_cast<unsigned>(p.batch));
+  return cuda::launch_maybe_pdl(cuda_engine::combine_kernel<Combine>, combine_grid, dim3(Combine::kThreads), 0,
+                                stream, /*use_pdl=*/true, "launching combine_kernel", p);
+}
+
+template <class T>
+Status launch_decode(const cuda_engine::KernelParams& p, const DecodeLaunch& l, cudaStream_t stream) {
+  switch (l.col_tile) {
+    case 8:
+      return launch_decode_n<T, 8>(p, l, stream);
+    case 16:
+      return launch_decode_n<T, 16>(p, l, stream);
+    case 32:
+      return launch_decode_n<T, 32>(p, l, stream);
+    case 64:
+      return launch_decode_n<T, 64>(p, l, stream);
+    default:
+      return Status(StatusCode::kInternal, "sm90 engine: column tile " + std::to_string(l.col_tile));
+  }
+}
+
+}  // namespace groupattn::sm90_engine

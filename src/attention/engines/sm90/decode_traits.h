@@ -1,0 +1,73 @@
+// Shapes of the sm90 decode kernel, shared by the host (engine, launcher) and the device code.
+// No CUDA types here.
+//
+//   KV tile    kBlockKV = 64 keys x kHeadDim = 128: wgmma's M side (swap-AB)
+//   columns    kN packed query columns (column n = new token n / group, query head n % group of
+//              the KV head's group), 8..64; a sequence with more columns (group x new tokens up
+//              to 128 x 16) takes several column blocks, each reading the KV tiles again
+//   stages     kStages K+V tiles in flight (TMA, mbarrier ring)
+//   threads    one consumer warpgroup (128) + one producer warp (32)
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+namespace groupattn::sm90_engine {
+
+inline constexpr int kHeadDim = 128;
+inline constexpr int kBlockKV = 64;   // keys per KV tile (wgmma M)
+inline constexpr int kMaxCols = 64;   // packed query columns per CTA (wgmma N)
+inline constexpr int kMaxNewTokens = 16;
+
+// Column tile for a problem with `cols` packed query columns per (sequence, KV head): the next
+// power of two >= cols, between 8 and kMaxCols.
+constexpr int column_tile(int64_t cols) {
+  int n = 8;
+  while (n < cols && n < kMaxCols) n *= 2;
+  return n;
+}
+
+template <class T, int kN_>
+struct DecodeTraits {
+  using Element = T;
+  static constexpr int kN = kN_;
+  static constexpr int kHeadDim = sm90_engine::kHeadDim;
+  static constexpr int kBlockKV = sm90_engine::kBlockKV;
+  static constexpr int kStages = 4;
+  static constexpr int kConsumerWarps = 4;  // one warpgroup
+  static constexpr int kConsumerThreads = kConsumerWarps * 32;
+  static constexpr int kThreads = kConsumerThreads + 32;  // + the producer warp
+  static constexpr int kProducerWarp = kConsumerWarps;
+
+  static constexpr int kSwizzleElems = 64;  // 16-bit elements per 128-byte swizzled row
+  static constexpr int kDBlocks = kHeadDim / kSwizzleElems;  // 64-wide blocks of the head dim
+  // One K or V tile: kDBlocks boxes of [kBlockKV rows][64], box b at b * kBoxBytes.
+  static constexpr int kBoxBytes = kBlockKV * 128;
+  static constexpr int kTileBytes = kDBlocks * kBoxBytes;
+  static constexpr int kStageBytes = 2 * kTileBytes;  // K then V
+  // Q: kN rows (columns of S^T) K-major over d, as kDBlocks blocks of [kN][64].
+  static constexpr int kQBlockBytes = kN * 128;
+  static constexpr int kQBytes = kDBlocks * kQBlockBytes;
+  // P^T: kN rows K-major over the tile's 64 keys (one 128-byte row each).
+  static constexpr int kPBytes = kN * 128;
+  // Cross-warp exchange: per-warp column maxima (double buffered) and the final sums.
+  static constexpr int kRedBytes = 3 * kConsumerWarps * kN * 4;
+
+  static constexpr int kQOffset = kStages * kStageBytes;
+  static constexpr int kPOffset = kQOffset + kQBytes;
+  static constexpr int kRedOffset = kPOffset + kPBytes;
+  static constexpr int kBarOffset = kRedOffset + kRedBytes;
+  static constexpr int kBarBytes = 2 * kStages * 8;  // full[], empty[]
+  static constexpr size_t kSmemBytes = static_cast<size_t>(kBarOffset + kBarBytes) + 1024;  // + alignment slack
+
+  static_assert(sizeof(T) == 2, "wgmma path takes 16-bit inputs (bf16, fp16)");
+  static_assert(kN >= 8 && kN <= kMaxCols && kN % 8 == 0, "wgmma N: a multiple of 8, here at most 64");
+  static_assert(kHeadDim % kSwizzleElems == 0 && kDBlocks == 2, "O^T = V^T P^T uses two m64 halves of d = 128");
+  static_assert(kBlockKV == 64, "the KV tile is wgmma's M = 64");
+  static_assert(kBoxBytes % 1024 == 0 && kQBlockBytes % 1024 == 0 && kPBytes % 1024 == 0,
+                "128B-swizzled operands start on 1024-byte boundaries (descriptor base offset 0)");
+  static_assert(kRedOffset % 16 == 0 && kBarOffset % 8 == 0, "exchange buffer and mbarrier alignment");
+  static_assert(kSmemBytes <= 227 * 1024, "shared memory of one sm_90 CTA");
+};
+
+}  // namespace groupattn::sm90_engine

@@ -1,0 +1,270 @@
+// The sm90 engine (Hopper decode, issue 9): support checks, split planning (the portable engine's
+// planner), workspace layout (the portable engine's partial layout, so its combine kernel runs
+// unchanged), tensor maps, and dispatch over the element type to launch_decode (inst_*.cu).
+//
+// EXPERIMENTAL: written without GPU time and not yet run on hardware. available() declines unless
+// GROUPATTN_EXPERIMENTAL=1, and the engine is registered last, so automatic selection never picks
+// it; pin it with RunOptions::engine = "sm90" (or GROUPATTN_ENGINE=sm90) to try it.
+#include <cuda.h>
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <cstdlib>
+#include <cstring>
+#include <limits>
+#include <string>
+
+#include "attention/engine_list.h"
+#include "attention/engines/cuda/split_planner.h"
+#include "attention/engines/sm90/decode_traits.h"
+#include "attention/engines/sm90/launch.h"
+#include "attention/engines/sm90/tma_desc.h"
+#include "core/cuda_runtime_shim.h"
+
+namespace groupattn {
+namespace {
+
+using cuda_engine::KernelParams;
+
+constexpr int64_t kMaxGridYZ = 65535;
+constexpr size_t kWorkspaceAlign = 256;
+constexpr int64_t kUnboundedWindow = int64_t{1} << 31;
+constexpr int64_t kChunkElems = 8;  // 16 bytes of a 16-bit type
+
+bool is_device(const TensorView& t) { return !t.defined() || t.device == Device::kCUDA; }
+
+// Base 16-byte aligned, innermost stride 1, every other stride a whole number of 16-byte chunks:
+// what both the Q/out vector copies and the TMA maps (strides multiple of 16 bytes) need.
+bool tma_compatible(const TensorView& t) {
+  if (reinterpret_cast<uintptr_t>(t.data) % 16 != 0) return false;
+  if (t.stride[t.rank - 1] != 1) return false;
+  for (int d = 0; d + 1 < t.rank; ++d) {
+    if (t.stride[d] % kChunkElems != 0) return false;
+  }
+  return true;
+}
+
+struct Geometry {
+  int64_t batch = 0, total_q = 0, max_q = 0, max_k = 0, heads_q = 0, heads_kv = 0;
+  int64_t group = 0, cols = 0;  // packed query columns per (sequence, KV head)
+  int col_tile = 8, m_blocks = 0, n_blocks = 0;
+};
+
+Geometry geometry(const AttentionParams& p) {
+  Geometry g;
+  g.batch = p.q.size(0);
+  g.max_q = p.q.size(1);
+  g.total_q = g.batch * g.max_q;
+  g.heads_q = p.q.size(-2);
+  g.heads_kv = p.k.size(-2);
+  g.group = g.heads_kv > 0 ? g.heads_q / g.heads_kv : 0;
+  if (kv_layout(p) == KvLayout::kPaged) {
+    g.max_k = p.max_seqlen_k > 0 ? p.max_seqlen_k : p.block_table.size(1) * p.k.size(1);
+  } else {
+    g.max_k = p.k.size(1);
+  }
+  g.cols = g.max_q * g.group;
+  g.col_tile = sm90_engine::column_tile(g.cols);
+  g.m_blocks = static_cast<int>((g.cols + g.col_tile - 1) / g.col_tile);
+  g.n_blocks = static_cast<int>((g.max_k + sm90_engine::kBlockKV - 1) / sm90_engine::kBlockKV);
+  return g;
+}
+
+int num_splits_for(const AttentionParams& p, const Geometry& g, int sm_count) {
+  cuda_engine::SplitProblem sp;
+  sp.sm_count = sm_count;
+  sp.batch = static_cast<int>(g.batch);
+  sp.kv_heads = static_cast<int>(g.heads_kv);
+  sp.m_blocks = g.m_blocks;
+  sp.n_blocks = g.n_blocks;
+  sp.ctas_per_sm = 1;  // ~180 KB of shared memory per CTA
+  return cuda_engine::plan_num_splits(sp, p.num_splits);
+}
+
+size_t align_up(size_t x) { return (x + kWorkspaceAlign - 1) / kWorkspaceAlign * kWorkspaceAlign; }
+// Workspace: o_partial fp32 [S, total_q*Hq, 128], then lse_partial fp32 [S, total_q*Hq].
+size_t partial_o_bytes(const Geometry& g, int splits) {
+  return align_up(static_cast<size_t>(splits) * g.total_q * g.heads_q * sm90_engine::kHeadDim * sizeof(float));
+}
+size_t partial_lse_bytes(const Geometry& g, int splits) {
+  return align_up(static_cast<size_t>(splits) * g.total_q * g.heads_q * sizeof(float));
+}
+
+class Sm90Attention final : public AttentionEngine {
+ public:
+  const char* name() const override { return "sm90"; }
+  const char* description() const override {
+    return "Hopper decode (wgmma swap-AB, TMA), sm90a; EXPERIMENTAL, needs GROUPATTN_EXPERIMENTAL=1";
+  }
+  std::string supports() const override {
+    return "device tensors, bf16/f16, head dim 128 (D == Dv), decode of 1.." + std::to_string(sm90_engine::kMaxNewTokens) +
+           " new tokens (batched Q); batched K/V (optional seqlens_k) or paged K/V with page_size a multiple "
+           "of 64; causal, window, softcap, scale, split-KV, partial-output mode";
+  }
+  Status available() const override {
+    const char* flag = std::getenv("GROUPATTN_EXPERIMENTAL");
+    if (flag == nullptr || std::strcmp(flag, "1") != 0) {
+      return NotSupported(
+          "sm90 engine is experimental and not yet verified on hardware; set GROUPATTN_EXPERIMENTAL=1 to try it");
+    }
+    if (cuda_device_count() <= 0) return NotSupported("no CUDA device visible");
+    int sms = 0, cc = 0;
+    GA_RETURN_IF_ERROR(cuda_device_properties(&sms, &cc));
+    if (cc != 90)
+      return NotSupported("sm90 engine needs compute capability 9.0 (device has " + std::to_string(cc) + ")");
+    return Status::Ok();
+  }
+
+  Status check_support(const AttentionParams& p) const override {
+    for (const TensorView* t :
+         {&p.q, &p.k, &p.v, &p.out, &p.lse, &p.cu_seqlens_q, &p.cu_seqlens_k, &p.seqlens_k, &p.block_table,
+          &p.kv_shard_offset, &p.kv_total_len}) {
+      if (!is_device(*t)) return NotSupported("sm90 engine takes device (CUDA) tensors only; got a host tensor");
+    }
+    if (p.q.dtype != DType::kBF16 && p.q.dtype != DType::kF16) {
+      return NotSupported(std::string("sm90 engine: dtype ") + dtype_name(p.q.dtype) +
+                          " not supported (accepted: bf16, f16)");
+    }
+    if (p.q.size(-1) != sm90_engine::kHeadDim || p.v.size(-1) != sm90_engine::kHeadDim) {
+      return NotSupported("sm90 engine: head dim 128 only (D == Dv == 128); got D " + std::to_string(p.q.size(-1)) +
+                          ", Dv " + std::to_string(p.v.size(-1)));
+    }
+    if (q_is_varlen(p)) return NotSupported("sm90 engine: varlen Q not supported yet (batched Q only)");
+    const KvLayout layout = kv_layout(p);
+    if (layout == KvLayout::kVarlen) {
+      return NotSupported("sm90 engine: varlen K/V (cu_seqlens_k) not supported yet (batched or paged only)");
+    }
+    const Geometry g = geometry(p);
+    if (g.max_q < 1 || g.max_q > sm90_engine::kMaxNewTokens) {
+      return NotSupported("sm90 engine: decode only, 1.." + std::to_string(sm90_engine::kMaxNewTokens) +
+                          " new tokens per sequence (got " + std::to_string(g.max_q) + ")");
+    }
+    if (layout == KvLayout::kPaged && p.k.size(1) % sm90_engine::kBlockKV != 0) {
+      return NotSupported("sm90 engine: paged K/V needs page_size a multiple of " +
+                          std::to_string(sm90_engine::kBlockKV) + " (got " + std::to_string(p.k.size(1)) + ")");
+    }
+    for (const auto& [t, what] :
+         {std::pair{&p.q, "q"}, std::pair{&p.k, "k"}, std::pair{&p.v, "v"}, std::pair{&p.out, "out"}}) {
+      if (!tma_compatible(*t)) {
+        return NotSupported(std::string("sm90 engine: ") + what +
+                            " must be contiguous in the head dim, with a 16-byte aligned base and strides that "
+                            "are multiples of 16 bytes");
+      }
+    }
+    if (g.batch > kMaxGridYZ || g.heads_kv > kMaxGridYZ) {
+      return NotSupported("sm90 engine: batch and KV heads must be <= " + std::to_string(kMaxGridYZ));
+    }
+    const int64_t int_max = std::numeric_limits<int32_t>::max();
+    if (g.max_k > int_max || g.total_q * g.heads_q > int_max || p.k.size(0) > int_max) {
+      return NotSupported("sm90 engine: sequence lengths, pages and query rows times heads must fit in int32");
+    }
+    return Status::Ok();
+  }
+
+  size_t workspace_bytes(const AttentionParams& p) const override {
+    int sms = 0, cc = 0;
+    if (!cuda_device_properties(&sms, &cc).ok()) return 0;
+    const Geometry g = geometry(p);
+    const int splits = num_splits_for(p, g, sms);
+    if (splits <= 1) return 0;
+    return partial_o_bytes(g, splits) + partial_lse_bytes(g, splits);
+  }
+
+  Status run(const AttentionParams& p, void* workspace, void* stream) const override {
+    int sms = 0, cc = 0;
+    GA_RETURN_IF_ERROR(cuda_device_properties(&sms, &cc));
+    const Geometry g = geometry(p);
+    const bool paged = kv_layout(p) == KvLayout::kPaged;
+    KernelParams kp;
+    kp.q = p.q.data;
+    kp.k = p.k.data;
+    kp.v = p.v.data;
+    kp.out = p.out.data;
+    kp.lse = static_cast<float*>(p.lse.data);
+    // Q, K, V, out are rank 4 here (batched Q; batched or paged K/V): (batch|page, row, head, d).
+    auto strides = [](const TensorView& t, int64_t* batch, int64_t* row, int64_t* head) {
+      *batch = t.stride[0];
+      *row = t.stride[1];
+      *head = t.stride[2];
+    };
+    strides(p.q, &kp.q_batch_stride, &kp.q_row_stride, &kp.q_head_stride);
+    strides(p.k, &kp.k_batch_stride, &kp.k_row_stride, &kp.k_head_stride);
+    strides(p.v, &kp.v_batch_stride, &kp.v_row_stride, &kp.v_head_stride);
+    strides(p.out, &kp.o_batch_stride, &kp.o_row_stride, &kp.o_head_stride);
+    if (p.lse.defined()) {
+      kp.lse_head_stride = p.lse.stride[0];
+      kp.lse_row_stride = p.lse.stride[1];
+    }
+    kp.seqlens_k = static_cast<const int32_t*>(p.seqlens_k.data);
+    kp.kv_shard_offset = static_cast<const int32_t*>(p.kv_shard_offset.data);
+    kp.kv_total_len = static_cast<const int32_t*>(p.kv_total_len.data);
+    if (paged) {
+      kp.block_table = static_cast<const int32_t*>(p.block_table.data);
+      kp.block_table_stride = p.block_table.stride[0];
+      kp.page_size = static_cast<int>(p.k.size(1));
+    }
+    kp.batch = static_cast<int>(g.batch);
+    kp.seqlen_q = static_cast<int>(g.max_q);
+    kp.seqlen_k = paged ? 0 : static_cast<int>(p.k.size(1));
+    kp.heads_q = static_cast<int>(g.heads_q);
+    kp.heads_kv = static_cast<int>(g.heads_kv);
+    kp.group = static_cast<int>(g.group);
+    kp.scale = std::isnan(p.softmax_scale) ? static_cast<float>(1.0 / std::sqrt(128.0)) : p.softmax_scale;
+    kp.softcap = p.softcap;
+    kp.causal = p.causal;
+    kp.window_left = std::min(p.window_left, kUnboundedWindow);
+    kp.window_right = std::min(p.window_right, kUnboundedWindow);
+    kp.m_blocks = g.m_blocks;
+    kp.num_splits = num_splits_for(p, g, sms);
+    if (g.batch == 0 || g.max_q == 0 || g.heads_kv == 0) return Status::Ok();
+    if (kp.num_splits > 1) {
+      if (workspace == nullptr) return Status(StatusCode::kInternal, "sm90 engine: split-KV run without workspace");
+      kp.partial_rows = g.total_q * g.heads_q;
+      kp.o_partial = static_cast<float*>(workspace);
+      kp.lse_partial = reinterpret_cast<float*>(static_cast<char*>(workspace) + partial_o_bytes(g, kp.num_splits));
+      kp.o_partial_in = kp.o_partial;
+      kp.part_o_split_stride = kp.partial_rows * sm90_engine::kHeadDim;
+      kp.part_o_row_stride = g.heads_q * sm90_engine::kHeadDim;
+      kp.part_o_head_stride = sm90_engine::kHeadDim;
+      kp.part_lse_split_stride = kp.partial_rows;
+      kp.part_lse_row_stride = g.heads_q;
+      kp.part_lse_head_stride = 1;
+    }
+
+    // One rank-4 map per K and V over the whole cache: {d, head, row, batch|page}.
+    const bool bf16 = p.q.dtype == DType::kBF16;
+    CUtensorMap k_map, v_map;
+    for (const auto& [t, map] : {std::pair{&p.k, &k_map}, std::pair{&p.v, &v_map}}) {
+      sm90_engine::KvMapShape shape;
+      shape.base = t->data;
+      shape.bf16 = bf16;
+      shape.heads = t->size(2);
+      shape.rows = t->size(1);
+      shape.outer = t->size(0);
+      shape.head_stride = t->stride[2];
+      shape.row_stride = t->stride[1];
+      shape.outer_stride = t->stride[0];
+      GA_RETURN_IF_ERROR(sm90_engine::encode_kv_map(shape, sm90_engine::kBlockKV, map));
+    }
+    sm90_engine::DecodeLaunch launch;
+    launch.k_tmap = &k_map;
+    launch.v_tmap = &v_map;
+    launch.col_tile = g.col_tile;
+    const auto s = static_cast<cudaStream_t>(stream);
+    if (bf16) return sm90_engine::launch_decode<__nv_bfloat16>(kp, launch, s);
+    return sm90_engine::launch_decode<__half>(kp, launch, s);
+  }
+};
+
+}  // namespace
+
+const AttentionEngine& attention_sm90_engine() {
+  static const Sm90Attention engine;
+  return engine;
+}
+
+}  // namespace groupattn

@@ -1,0 +1,65 @@
+// Host side of TMA for the sm90 decode engine: one rank-4 tensor map per K and per V, built per
+// call (cuTensorMapEncodeTiled, fetched once through the runtime so no -lcuda is needed) and
+// passed to the kernel as a __grid_constant__ parameter.
+//
+//   batched K [B][Sk][Hkv][D]          dims {D, Hkv, Sk, B}
+//   paged   K [pages][page_size][Hkv][D] dims {D, Hkv, page_size, pages}
+// Box {64, 1, 64, 1}: 64 head-dim elements (128 bytes, the 128B swizzle span) of one KV head for
+// 64 consecutive keys, so a box lands as [64 keys][64 d] with 128-byte rows, swizzled; a K or V
+// tile is two boxes (d = 0..63, 64..127). Keys past the tensor's end arrive as zeros.
+#pragma once
+
+#include <cuda.h>
+#include <cudaTypedefs.h>
+#include <cuda_runtime.h>
+
+#include <cstdint>
+#include <string>
+
+#include "groupattn/status.h"
+
+namespace groupattn::sm90_engine {
+
+inline PFN_cuTensorMapEncodeTiled_v12000 tensor_map_encoder() {
+  static const PFN_cuTensorMapEncodeTiled_v12000 fn = [] {
+    void* f = nullptr;
+    cudaDriverEntryPointQueryResult q{};
+    if (cudaGetDriverEntryPointByVersion("cuTensorMapEncodeTiled", &f, 12000, cudaEnableDefault, &q) !=
+            cudaSuccess ||
+        q != cudaDriverEntryPointSuccess) {
+      (void)cudaGetLastError();
+      return static_cast<PFN_cuTensorMapEncodeTiled_v12000>(nullptr);
+    }
+    return reinterpret_cast<PFN_cuTensorMapEncodeTiled_v12000>(f);
+  }();
+  return fn;
+}
+
+// Strides in elements (as TensorView keeps them); the element stride of d must be 1.
+struct KvMapShape {
+  const void* base = nullptr;
+  bool bf16 = true;
+  int64_t heads = 0, rows = 0, outer = 0;             // Hkv, Sk or page_size, B or pages
+  int64_t head_stride = 0, row_stride = 0, outer_stride = 0;
+};
+
+inline Status encode_kv_map(const KvMapShape& s, int box_rows, CUtensorMap* map) {
+  const PFN_cuTensorMapEncodeTiled_v12000 encode = tensor_map_encoder();
+  if (encode == nullptr) return Status(StatusCode::kCudaError, "sm90 engine: cuTensorMapEncodeTiled not found");
+  const cuuint64_t dims[4] = {128, static_cast<cuuint64_t>(s.heads), static_cast<cuuint64_t>(s.rows),
+                              static_cast<cuuint64_t>(s.outer)};
+  const cuuint64_t strides[3] = {static_cast<cuuint64_t>(s.head_stride) * 2, static_cast<cuuint64_t>(s.row_stride) * 2,
+                                 static_cast<cuuint64_t>(s.outer_stride) * 2};  // bytes, dims 1..3
+  const cuuint32_t box[4] = {64, 1, static_cast<cuuint32_t>(box_rows), 1};
+  const cuuint32_t elem_strides[4] = {1, 1, 1, 1};
+  const CUresult r = encode(map, s.bf16 ? CU_TENSOR_MAP_DATA_TYPE_BFLOAT16 : CU_TENSOR_MAP_DATA_TYPE_FLOAT16, 4,
+                            const_cast<void*>(s.base), dims, strides, box, elem_strides,
+                            CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B,
+                            CU_TENSOR_MAP_L2_PROMOTION_L2_128B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
+  if (r != CUDA_SUCCESS)
+    return Status(StatusCode::kCudaError, "sm90 engine: cuTensorMapEncodeTiled failed (CUresult " +
+                                              std::to_string(static_cast<int>(r)) + ")");
+  return Status::Ok();
+}
+
+}  // namespace groupattn::sm90_engine

@@ -1,0 +1,123 @@
+// Hopper (sm_90a) device primitives for the sm90 engines: shared-memory addresses, mbarriers, TMA
+// tile loads, wgmma shared-memory descriptors and fences, named barriers, proxy fences.
+//
+// Adapted from the device wrappers of /work/shared/probes/hopper_probe.cu (the project's probe,
+// every primitive of which passed on an H200; HOPPER-PRIMITIVES.md records the facts). Everything
+// here exists only in the sm_90a compile pass (__CUDA_ARCH_FEAT_SM90_ALL); callers guard their
+// device code the same way, so the sm_80 and host passes never see these names.
+#pragma once
+
+#include <cstdint>
+
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+#include <cuda.h>  // CUtensorMap
+#include <cuda/ptx>
+
+namespace groupattn::cuda::sm90 {
+
+namespace ptx = ::cuda::ptx;
+
+// Generic -> 32-bit shared-window address (the form shared-state-space PTX operands take).
+__device__ __forceinline__ uint32_t smem_u32(const void* p) {
+  return static_cast<uint32_t>(__cvta_generic_to_shared(p));
+}
+
+// Round a dynamic shared-memory pointer up to 1024 bytes: the 128B swizzle pattern is anchored
+// to 1024-byte boundaries, so TMA and a descriptor with base offset 0 agree only there. Callers
+// allocate 1024 spare bytes.
+__device__ __forceinline__ unsigned char* align_1024(unsigned char* p) {
+  const uint32_t s = smem_u32(p);
+  return p + (((s + 1023u) & ~1023u) - s);
+}
+
+// ---- mbarrier -------------------------------------------------------------------------------
+
+__device__ __forceinline__ void mbar_init(uint64_t* bar, uint32_t count) { ptx::mbarrier_init(bar, count); }
+// Publishes initialised barriers; a CTA barrier must follow before any other thread uses them.
+__device__ __forceinline__ void mbar_init_fence() { ptx::fence_mbarrier_init(ptx::sem_release, ptx::scope_cluster); }
+// One arrival that also raises the transaction bytes this phase waits for.
+__device__ __forceinline__ void mbar_arrive_expect_tx(uint64_t* bar, uint32_t bytes) {
+  (void)ptx::mbarrier_arrive_expect_tx(ptx::sem_release, ptx::scope_cta, ptx::space_shared, bar, bytes);
+}
+__device__ __forceinline__ void mbar_arrive(uint64_t* bar) { (void)ptx::mbarrier_arrive(bar); }
+
+// Waits until the phase with `parity` completed. An unverified kernel must not hang the GPU: after
+// about 4 s of global time the CTA traps (the launch then fails with an error the caller sees).
+__device__ __forceinline__ void mbar_wait(uint64_t* bar, uint32_t parity) {
+  if (ptx::mbarrier_try_wait_parity(bar, parity)) return;
+  const uint64_t t0 = ptx::get_sreg_globaltimer();
+  while (!ptx::mbarrier_try_wait_parity(bar, parity)) {
+    if (ptx::get_sreg_globaltimer() - t0 > 4000000000ull) __trap();
+  }
+}
+
+// ---- TMA ------------------------------------------------------------------------------------
+
+// Rank-4 tile load global -> this CTA's shared memory, completing as transaction bytes on `bar`.
+// Coordinates innermost first; out-of-bounds elements arrive as zeros (and still count as bytes).
+__device__ __forceinline__ void tma_load_4d(void* smem_dst, const CUtensorMap* map, int c0, int c1, int c2, int c3,
+                                            uint64_t* bar) {
+  const int32_t coords[4] = {c0, c1, c2, c3};
+  ptx::cp_async_bulk_tensor(ptx::space_cluster, ptx::space_global, smem_dst, map, coords, bar);
+}
+
+// Pulls a __grid_constant__ tensor map into the cache ahead of its first use.
+__device__ __forceinline__ void prefetch_tensormap(const CUtensorMap* map) {
+  asm volatile("prefetch.tensormap [%0];" ::"l"(reinterpret_cast<uint64_t>(map)) : "memory");
+}
+
+// ---- fences and barriers --------------------------------------------------------------------
+
+// Shared-memory writes by this thread become visible to the async proxy (wgmma operand reads,
+// TMA). Each writer fences, then a barrier, then the wgmma is issued.
+__device__ __forceinline__ void fence_proxy_async_smem() { ptx::fence_proxy_async(ptx::space_shared); }
+
+// Named barrier `id` (1..15; 0 is __syncthreads) over `n` threads (whole warps).
+__device__ __forceinline__ void named_bar_sync(uint32_t id, uint32_t n) {
+  asm volatile("bar.sync %0, %1;" ::"r"(id), "r"(n) : "memory");
+}
+
+// ---- wgmma plumbing -------------------------------------------------------------------------
+
+// Shared-memory matrix descriptor (PTX "Matrix Descriptor Format"): bits 0-13 start address >> 4,
+// 16-29 leading-dimension byte offset >> 4, 32-45 stride-dimension byte offset >> 4, 49-51 base
+// offset (0: tiles start on 1024-byte boundaries), 62-63 swizzle (1 = 128B).
+__device__ __forceinline__ uint64_t make_smem_desc(uint32_t smem_addr, uint32_t lbo_bytes, uint32_t sbo_bytes) {
+  uint64_t d = 0;
+  d |= static_cast<uint64_t>((smem_addr & 0x3FFFFu) >> 4);
+  d |= static_cast<uint64_t>((lbo_bytes & 0x3FFFFu) >> 4) << 16;
+  d |= static_cast<uint64_t>((sbo_bytes & 0x3FFFFu) >> 4) << 32;
+  d |= static_cast<uint64_t>(1u) << 62;  // 128-byte swizzle
+  return d;
+}
+
+// K-major, 128B swizzle, 64 16-bit elements of K per 128-byte row: SBO = 1024 (next 8 rows),
+// LBO unused (16). Verified for A and B (probe tests b, c, g). k16 step kk of a 64-wide block:
+// desc + 2 * kk.
+__device__ __forceinline__ uint64_t desc_kmajor_sw128(const void* tile) { return make_smem_desc(smem_u32(tile), 16, 1024); }
+
+// MN-major, 128B swizzle: each 128-byte row holds 64 M (or N) values of one k; SBO = 1024 (next 8
+// k rows), LBO = bytes between 64-wide M/N blocks. k16 step kk: desc + 128 * kk (2048 bytes).
+// Verified as B with imm-trans-b = 1 (probe test g); as A (imm-trans-a = 1) documented only.
+__device__ __forceinline__ uint64_t desc_mnmajor_sw128(const void* tile, uint32_t mn_block_bytes) {
+  return make_smem_desc(smem_u32(tile), mn_block_bytes, 1024);
+}
+
+__device__ __forceinline__ void wgmma_fence() { asm volatile("wgmma.fence.sync.aligned;" ::: "memory"); }
+__device__ __forceinline__ void wgmma_commit() { asm volatile("wgmma.commit_group.sync.aligned;" ::: "memory"); }
+template <int kPending>
+__device__ __forceinline__ void wgmma_wait() {
+  asm volatile("wgmma.wait_group.sync.aligned %0;" ::"n"(kPending) : "memory");
+}
+
+// Pins accumulator registers around the asynchronous wgmma region (the compiler does not know the
+// asm is asynchronous): call before wgmma_fence and after wgmma_wait.
+template <int n>
+__device__ __forceinline__ void fence_regs(float (&r)[n]) {
+#pragma unroll
+  for (int i = 0; i < n; ++i) asm volatile("" : "+f"(r[i])::"memory");
+}
+
+}  // namespace groupattn::cuda::sm90
+
+#endif  // __CUDA_ARCH_FEAT_SM90_ALL

@@ -1,0 +1,210 @@
+// GPU tier for the experimental sm90 engine (Hopper decode, issue 9): pinned by name with
+// GROUPATTN_EXPERIMENTAL=1, every case against the fp64 reference (TESTING.md pass rules, NaN-
+// poisoned outputs, guard bands: check_case), plus bitwise checks (native GQA vs K/V copied up,
+// determinism) and declines. Skips unless a compute capability 9.0 device is visible.
+#include <gtest/gtest.h>
+
+#if GROUPATTN_WITH_CUDA
+
+#include <cuda_runtime.h>
+
+#include <cstdlib>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "gpu/cuda_attention_harness.h"
+
+namespace groupattn::test {
+namespace {
+
+constexpr const char* kEngine = "sm90";
+
+bool have_sm90_device() {
+  if (!have_cuda_device()) return false;
+  int dev = 0, major = 0, minor = 0;
+  if (cudaGetDevice(&dev) != cudaSuccess) return false;
+  if (cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev) != cudaSuccess ||
+      cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, dev) != cudaSuccess)
+    return false;
+  return major == 9 && minor == 0;
+}
+
+class Sm90Decode : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (!have_sm90_device()) GTEST_SKIP() << "no compute capability 9.0 device";
+    setenv("GROUPATTN_EXPERIMENTAL", "1", 1);
+  }
+  void TearDown() override { unsetenv("GROUPATTN_EXPERIMENTAL"); }
+};
+
+const std::vector<std::pair<int64_t, int64_t>> kHeadRatios = {{8, 4},  {8, 2}, {64, 8},
+                                                              {32, 2}, {8, 1}, {12, 4}};
+const std::vector<int> kNewTokens = {1, 2, 4, 8, 16};
+
+Case decode_case(int64_t hq, int64_t hkv, int tokens, std::vector<int> k_lens) {
+  Case c;
+  c.hq = hq, c.hkv = hkv, c.d = 128;
+  c.q_lens.assign(k_lens.size(), tokens);
+  c.k_lens = std::move(k_lens);
+  c.causal = true;
+  c.num_splits = 1;
+  return c;
+}
+
+// Every head ratio and new-token count; batched K/V with per-sequence lengths (seqlens_k).
+TEST_F(Sm90Decode, HeadRatiosNewTokens) {
+  for (auto [hq, hkv] : kHeadRatios) {
+    for (int tokens : kNewTokens) check_case(decode_case(hq, hkv, tokens, {300, 65}), kEngine);
+  }
+}
+
+// KV lengths around the 64-key tile, one sequence (batched, no seqlens_k) and paged.
+TEST_F(Sm90Decode, KvLengthsAroundTiles) {
+  for (int k : {1, 63, 64, 65, 1000, 8192}) {
+    for (int tokens : {1, 4, 16}) {
+      if (tokens > k) continue;  // causal bottom-right: still valid, but keep the cases meaningful
+      Case c = decode_case(8, 2, tokens, {k});
+      check_case(c, kEngine);
+      c.kv = KvKind::kPaged;
+      c.page_size = 64;
+      check_case(c, kEngine);
+    }
+  }
+}
+
+TEST_F(Sm90Decode, DtypesAndNonCausal) {
+  for (DType dt : {DType::kBF16, DType::kF16}) {
+    for (bool causal : {false, true}) {
+      Case c = decode_case(12, 4, 5, {777, 64, 3});
+      c.dtype = dt;
+      c.causal = causal;
+      check_case(c, kEngine);
+    }
+  }
+}
+
+// Paged K/V with shuffled pages (the harness shuffles page ids), page sizes 64 and 128, splits
+// 1, 3 and automatic.
+TEST_F(Sm90Decode, PagedShuffledSplits) {
+  for (int page : {64, 128}) {
+    for (int splits : {1, 3, 0}) {
+      for (auto [hq, hkv] : kHeadRatios) {
+        Case c = decode_case(hq, hkv, 3, {1000, 41, 300});
+        c.kv = KvKind::kPaged;
+        c.page_size = page;
+        c.num_splits = splits;
+        check_case(c, kEngine);
+      }
+    }
+  }
+}
+
+TEST_F(Sm90Decode, LongCacheAutoSplit) {
+  for (int tokens : {1, 8}) {
+    Case c = decode_case(32, 2, tokens, {8192});
+    c.num_splits = 0;
+    check_case(c, kEngine);
+    c.kv = KvKind::kPaged;
+    c.page_size = 64;
+    check_case(c, kEngine);
+  }
+}
+
+TEST_F(Sm90Decode, WindowSoftcapScale) {
+  for (int splits : {1, 3}) {
+    Case c = decode_case(8, 2, 4, {1000, 200});
+    c.num_splits = splits;
+    c.window_left = 100;
+    c.window_right = 0;
+    check_case(c, kEngine);
+    c.window_left = 70, c.window_right = 5, c.causal = false;  // window straddling the new tokens
+    check_case(c, kEngine);
+    c.window_left = c.window_right = -1;
+    c.causal = true;
+    c.softcap = 30.f;
+    check_case(c, kEngine);
+    c.softcap = 0.f;
+    c.scale = 0.05f;
+    check_case(c, kEngine);
+  }
+}
+
+TEST_F(Sm90Decode, StridedViews) {
+  Case c = decode_case(8, 2, 2, {500, 90});
+  c.strided = true;
+  check_case(c, kEngine);
+  c.kv = KvKind::kPaged;
+  c.page_size = 64;
+  check_case(c, kEngine);
+}
+
+TEST_F(Sm90Decode, GqaEqualsCopiedUpBitwise) {
+  for (DType dt : {DType::kBF16, DType::kF16}) {
+    std::vector<Case> cases;
+    Case batched = decode_case(12, 4, 4, {700, 33});
+    batched.dtype = dt;
+    cases.push_back(batched);
+    Case paged = decode_case(8, 2, 4, {700, 33});
+    paged.dtype = dt;
+    paged.kv = KvKind::kPaged;
+    paged.page_size = 64;
+    paged.num_splits = 3;
+    cases.push_back(paged);
+    for (const Case& c : cases) {
+      auto gqa = make_problem(c);
+      auto mha = make_copied_up(*gqa);
+      HostTensor o1 = like(gqa->out), l1 = like(gqa->lse), o2 = like(mha->out), l2 = like(mha->lse);
+      ASSERT_TRUE(run_cuda(*gqa, &o1, &l1, kEngine).ok()) << describe(c);
+      ASSERT_TRUE(run_cuda(*mha, &o2, &l2, kEngine).ok()) << describe(c);
+      EXPECT_TRUE(bitwise_equal(o1, o2)) << describe(c) << ": O differs";
+      EXPECT_TRUE(bitwise_equal(l1, l2)) << describe(c) << ": LSE differs";
+    }
+  }
+}
+
+TEST_F(Sm90Decode, DeterministicOver10Runs) {
+  Case c = decode_case(8, 2, 2, {4000});
+  c.kv = KvKind::kPaged;
+  c.page_size = 64;
+  c.num_splits = 0;
+  auto p = make_problem(c);
+  HostTensor o0 = like(p->out), l0 = like(p->lse);
+  ASSERT_TRUE(run_cuda(*p, &o0, &l0, kEngine).ok());
+  for (int run = 1; run < 10; ++run) {
+    HostTensor o = like(p->out), l = like(p->lse);
+    ASSERT_TRUE(run_cuda(*p, &o, &l, kEngine).ok());
+    ASSERT_TRUE(bitwise_equal(o, o0) && bitwise_equal(l, l0)) << "run " << run << " differs";
+  }
+}
+
+// Outside the first cut's scope the engine declines with a reason (pinned: an error).
+TEST_F(Sm90Decode, DeclinesWithReason) {
+  std::vector<std::pair<Case, std::string>> cases;
+  Case c = decode_case(8, 2, 1, {100});
+  Case d64 = c;
+  d64.d = 64;
+  cases.push_back({d64, "head dim 128"});
+  Case prefill = decode_case(8, 2, 17, {100});
+  cases.push_back({prefill, "new tokens"});
+  Case small_page = c;
+  small_page.kv = KvKind::kPaged;
+  small_page.page_size = 16;
+  cases.push_back({small_page, "page_size"});
+  Case varlen_k = c;
+  varlen_k.kv = KvKind::kVarlen;
+  cases.push_back({varlen_k, "varlen K/V"});
+  for (const auto& [cs, reason] : cases) {
+    auto p = make_problem(cs);
+    HostTensor o = like(p->out), l = like(p->lse);
+    const Status s = run_cuda(*p, &o, &l, kEngine);
+    ASSERT_FALSE(s.ok()) << describe(cs);
+    EXPECT_NE(s.to_string().find(reason), std::string::npos) << describe(cs) << ": " << s.to_string();
+  }
+}
+
+}  // namespace
+}  // namespace groupattn::test
+
+#endif  // GROUPATTN_WITH_CUDA
