@@ -10,13 +10,17 @@
 //       SS wgmma, two m64 halves of d, 4 k-steps over keys each. A = V^T read straight from the V
 //       tile ([64 keys][64 d] boxes: M = d contiguous, i.e. A MN-major, imm-trans-a = 1); B = P^T
 //       stored by the consumer threads as [kN][64 keys], K-major over keys.
-//   Why SS with a transposed A rather than RS: an RS A fragment (P^T from registers) would have to
-//   be the *A* operand, but P^T is [keys x kN] with keys on the K side of the second GEMM, so the
-//   register-resident operand would be V^T, which lives in shared memory. With O^T on the M side
-//   the only register-free form is A = V^T via the descriptor transpose and B = P^T from shared
-//   memory. HOPPER-PRIMITIVES.md verifies the MN-major 128B descriptor as B (tB = 1, test g); the
-//   same canonical layout as A (tA = 1) is documented (PTX "Shared Memory Matrix Layout", canonical
-//   layouts are stated for "MN-major" operands generally) but not probed: check it first.
+//   Why this form: O^T = V^T P^T puts d on M, so A must be V^T. V arrives by TMA as [keys][d] with d
+//   contiguous, i.e. A is M-major. The RS form (A from registers) has no transpose and would need
+//   V^T gathered into registers (ldmatrix.trans from a swizzled tile, per k-step, per d half);
+//   the SS form takes imm-trans-a = 1, which PTX (wgmma.mma_async, "imm-trans-a, imm-trans-b")
+//   allows for .f16/.bf16 operands read through descriptors, with the same canonical MN-major
+//   128B layout for A as for B. P^T, produced in the accumulator layout (keys on rows), is stored
+//   by the threads as B [kN][64 keys], K-major: the verified B form. HOPPER-PRIMITIVES.md verifies
+//   the MN-major descriptor only as B (tB = 1, probe test g); as A (tA = 1) it is documented but
+//   not probed: the first thing to check on hardware. Fallback using verified forms only: O =
+//   P V with A = P [64 query rows, zero-padded][64 keys] (the same P smem buffer, K-major) and
+//   B = V MN-major (tB = 1, N = 128), at the cost of padding the query side to 64 rows.
 #pragma once
 
 #include <cuda_bf16.h>

@@ -48,6 +48,18 @@ bool tma_compatible(const TensorView& t) {
   return true;
 }
 
+// cuTensorMapEncodeTiled documents each stride as spanning the dimensions inside it (stride[i] =
+// dim[i-1] * stride[i-1] + padding). K/V (outer, row, head, d) must nest that way: each stride
+// (of a dimension longer than 1) at least the extent of the dimensions inside it.
+bool nested_strides(const TensorView& t) {
+  int64_t extent = t.shape[3];  // elements spanned by one head's d
+  for (int d = 2; d >= 0; --d) {
+    if (t.shape[d] > 1 && t.stride[d] < extent) return false;
+    extent = (t.shape[d] - 1) * t.stride[d] + extent;
+  }
+  return true;
+}
+
 struct Geometry {
   int64_t batch = 0, total_q = 0, max_q = 0, max_k = 0, heads_q = 0, heads_kv = 0;
   int64_t group = 0, cols = 0;  // packed query columns per (sequence, KV head)
@@ -153,6 +165,13 @@ class Sm90Attention final : public AttentionEngine {
         return NotSupported(std::string("sm90 engine: ") + what +
                             " must be contiguous in the head dim, with a 16-byte aligned base and strides that "
                             "are multiples of 16 bytes");
+      }
+    }
+    for (const auto& [t, what] : {std::pair{&p.k, "k"}, std::pair{&p.v, "v"}}) {
+      if (!nested_strides(*t)) {
+        return NotSupported(std::string("sm90 engine: ") + what +
+                            " must be laid out [batch|page][row][head][d] with each stride spanning the dims "
+                            "inside it (a TMA tensor map's nesting); other layouts are not supported yet");
       }
     }
     if (g.batch > kMaxGridYZ || g.heads_kv > kMaxGridYZ) {
