@@ -545,7 +545,7 @@ int bench_kda(Options o, const BenchOptions& bo) {
   }
   const bool log_decay = o.gate == "log-decay";
   std::vector<Slot> slots = {{&x.q, 0, Slot::kNormal, 0, 1},
-                             {&x.k, 1, Slot::kNormal, 0, 1},
+                             {&x.k, 1, Slot::kNormal, 0, kda_key_stddev(o)},
                              {&x.v, 2, Slot::kNormal, 0, 1},
                              {&x.g, 3, log_decay ? Slot::kUniform : Slot::kNormal, log_decay ? -2.0 : 0.0,
                               log_decay ? 0.0 : 1.0},

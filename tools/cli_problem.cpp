@@ -199,6 +199,12 @@ AttnData make_attention(const Options& o, bool decode, bool fill_inputs) {
   return x;
 }
 
+double kda_key_stddev(const Options& o) {
+  // With l2norm the kernel normalises keys; without it, N(0, 1/K) keys have norm ~1, which keeps
+  // the delta rule stable (N(0, 1) keys of norm ~sqrt(K) make every engine's state diverge).
+  return o.l2norm ? 1.0 : 1.0 / std::sqrt(static_cast<double>(o.d));
+}
+
 KdaData make_kda(const Options& o, bool fill_inputs) {
   std::mt19937_64 rng(static_cast<uint64_t>(o.seed));
   KdaData x;
@@ -211,7 +217,7 @@ KdaData make_kda(const Options& o, bool fill_inputs) {
   x.out = HostTensor(o.dtype, {B, T, HV, V});
   if (fill_inputs) {
     x.q.fill_normal(rng);
-    x.k.fill_normal(rng);
+    x.k.fill_normal(rng, 0.0, kda_key_stddev(o));
     x.v.fill_normal(rng);
     x.beta.fill_normal(rng);
   }

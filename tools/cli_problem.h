@@ -52,6 +52,8 @@ struct KdaData {
   KdaParams params;
 };
 // fill_inputs = false leaves q/k/v/g/beta/h0 unfilled (A_log and dt_bias are always filled).
+// Standard deviation of the random keys of a KDA problem (depends on l2norm).
+double kda_key_stddev(const Options& o);
 KdaData make_kda(const Options& o, bool fill_inputs = true);
 
 bool is_host_engine(const std::string& name);
