@@ -155,6 +155,9 @@ class Sm90Attention final : public AttentionEngine {
       return NotSupported("sm90 engine: decode only, 1.." + std::to_string(sm90_engine::kMaxNewTokens) +
                           " new tokens per sequence (got " + std::to_string(g.max_q) + ")");
     }
+    if (p.k.size(1) == 0) {
+      return NotSupported("sm90 engine: an empty K/V cache (Sk == 0) is not supported (a TMA map needs every dim >= 1)");
+    }
     if (layout == KvLayout::kPaged && p.k.size(1) % sm90_engine::kBlockKV != 0) {
       return NotSupported("sm90 engine: paged K/V needs page_size a multiple of " +
                           std::to_string(sm90_engine::kBlockKV) + " (got " + std::to_string(p.k.size(1)) + ")");
