@@ -11,6 +11,7 @@
 #include <string>
 
 #include "attention/engine_list.h"
+#include "attention/engines/cuda/host_params.h"
 #include "attention/engines/cuda/launch.h"
 #include "attention/engines/cuda/split_planner.h"
 #include "core/cuda_runtime_shim.h"
@@ -36,10 +37,6 @@ static_assert(in_supported_head_dims(32) && in_supported_head_dims(64) && in_sup
 constexpr int64_t kVectorBytes = 16;
 // Grid y and z limits (KV heads, batch).
 constexpr int64_t kMaxGridYZ = 65535;
-// A window at least this wide sees every key of any sequence the engine serves.
-constexpr int64_t kUnboundedWindow = int64_t{1} << 31;
-// Partial buffers start on this boundary inside the workspace.
-constexpr size_t kWorkspaceAlign = 256;
 
 std::string list_head_dims() {
   std::string s;
@@ -126,16 +123,6 @@ int num_splits_for(const AttentionParams& p, const Geometry& g, int sm_count) {
   sp.ctas_per_sm = p.q.dtype == DType::kBF16 ? ctas_per_sm_for<__nv_bfloat16>(g.head_dim)
                                              : ctas_per_sm_for<__half>(g.head_dim);
   return cuda_engine::plan_num_splits(sp, p.num_splits);
-}
-
-size_t align_up(size_t x) { return (x + kWorkspaceAlign - 1) / kWorkspaceAlign * kWorkspaceAlign; }
-
-// Workspace: o_partial fp32 [S, total_q*Hq, Dv], then lse_partial fp32 [S, total_q*Hq].
-size_t partial_o_bytes(const Geometry& g, int splits) {
-  return align_up(static_cast<size_t>(splits) * g.total_q * g.heads_q * g.head_dim_v * sizeof(float));
-}
-size_t partial_lse_bytes(const Geometry& g, int splits) {
-  return align_up(static_cast<size_t>(splits) * g.total_q * g.heads_q * sizeof(float));
 }
 
 template <class T>
@@ -229,58 +216,14 @@ class CudaAttention final : public AttentionEngine {
     const Geometry g = geometry(p);
     const int splits = num_splits_for(p, g, sms);
     if (splits <= 1) return 0;
-    return partial_o_bytes(g, splits) + partial_lse_bytes(g, splits);
+    return cuda_engine::split_workspace_bytes(splits, g.total_q, g.heads_q, g.head_dim_v);
   }
 
   Status run(const AttentionParams& p, void* workspace, void* stream) const override {
     int sms = 0, cc = 0;
     GA_RETURN_IF_ERROR(cuda_device_properties(&sms, &cc));
     const Geometry g = geometry(p);
-    KernelParams kp;
-    kp.q = p.q.data;
-    kp.k = p.k.data;
-    kp.v = p.v.data;
-    kp.out = p.out.data;
-    kp.lse = static_cast<float*>(p.lse.data);
-    // Strides: the last three dims are (row, head, element); batched/paged add a leading one.
-    auto strides3 = [](const TensorView& t, int64_t* batch, int64_t* row, int64_t* head) {
-      *batch = t.rank == 4 ? t.stride[0] : 0;
-      *row = t.stride[t.rank - 3];
-      *head = t.stride[t.rank - 2];
-    };
-    strides3(p.q, &kp.q_batch_stride, &kp.q_row_stride, &kp.q_head_stride);
-    strides3(p.k, &kp.k_batch_stride, &kp.k_row_stride, &kp.k_head_stride);
-    strides3(p.v, &kp.v_batch_stride, &kp.v_row_stride, &kp.v_head_stride);
-    strides3(p.out, &kp.o_batch_stride, &kp.o_row_stride, &kp.o_head_stride);
-    if (p.lse.defined()) {
-      kp.lse_head_stride = p.lse.stride[0];
-      kp.lse_row_stride = p.lse.stride[1];
-    }
-    kp.cu_seqlens_q = static_cast<const int32_t*>(p.cu_seqlens_q.data);
-    kp.cu_seqlens_k = static_cast<const int32_t*>(p.cu_seqlens_k.data);
-    kp.seqlens_k = static_cast<const int32_t*>(p.seqlens_k.data);
-    kp.kv_shard_offset = static_cast<const int32_t*>(p.kv_shard_offset.data);
-    kp.kv_total_len = static_cast<const int32_t*>(p.kv_total_len.data);
-    if (g.layout == KvLayout::kPaged) {
-      kp.block_table = static_cast<const int32_t*>(p.block_table.data);
-      kp.block_table_stride = p.block_table.stride[0];
-      kp.page_size = static_cast<int>(p.k.size(1));
-    }
-    kp.batch = static_cast<int>(g.batch);
-    kp.seqlen_q = static_cast<int>(g.max_q);
-    kp.seqlen_k = g.layout == KvLayout::kBatched ? static_cast<int>(p.k.size(1)) : 0;
-    kp.heads_q = static_cast<int>(g.heads_q);
-    kp.heads_kv = static_cast<int>(g.heads_kv);
-    kp.group = static_cast<int>(g.heads_q / g.heads_kv);
-    kp.scale = std::isnan(p.softmax_scale)
-                   ? static_cast<float>(1.0 / std::sqrt(static_cast<double>(g.head_dim)))
-                   : p.softmax_scale;
-    kp.softcap = p.softcap;
-    kp.causal = p.causal;
-    // Positions fit in int32 (checked in check_support), so a window of 2^31 already sees every
-    // key; clamping keeps pos +- window inside int64 for any window the API accepts.
-    kp.window_left = std::min(p.window_left, kUnboundedWindow);
-    kp.window_right = std::min(p.window_right, kUnboundedWindow);
+    KernelParams kp = cuda_engine::kernel_params_from(p);
     kp.m_blocks =
         static_cast<int>((g.max_q * kp.group + cuda_engine::kTileRows - 1) / cuda_engine::kTileRows);
     kp.num_splits = num_splits_for(p, g, sms);
@@ -288,18 +231,7 @@ class CudaAttention final : public AttentionEngine {
     if (kp.num_splits > 1) {
       if (workspace == nullptr)
         return Status(StatusCode::kInternal, "cuda engine: split-KV run without workspace");
-      kp.partial_rows = g.total_q * g.heads_q;
-      kp.o_partial = static_cast<float*>(workspace);
-      kp.lse_partial =
-          reinterpret_cast<float*>(static_cast<char*>(workspace) + partial_o_bytes(g, kp.num_splits));
-      // The combine kernel reads the tile kernel's layout: O [S, total_q, Hq, Dv], LSE [S, total_q, Hq].
-      kp.o_partial_in = kp.o_partial;
-      kp.part_o_split_stride = kp.partial_rows * g.head_dim_v;
-      kp.part_o_row_stride = g.heads_q * g.head_dim_v;
-      kp.part_o_head_stride = g.head_dim_v;
-      kp.part_lse_split_stride = kp.partial_rows;
-      kp.part_lse_row_stride = g.heads_q;
-      kp.part_lse_head_stride = 1;
+      cuda_engine::set_split_workspace(&kp, workspace, g.total_q, g.head_dim_v);
     }
     const auto s = static_cast<cudaStream_t>(stream);
     const bool use_pdl = cc >= 90;

@@ -19,6 +19,7 @@
 #include <string>
 
 #include "attention/engine_list.h"
+#include "attention/engines/cuda/host_params.h"
 #include "attention/engines/cuda/split_planner.h"
 #include "attention/engines/sm90/decode_traits.h"
 #include "attention/engines/sm90/launch.h"
@@ -31,8 +32,6 @@ namespace {
 using cuda_engine::KernelParams;
 
 constexpr int64_t kMaxGridYZ = 65535;
-constexpr size_t kWorkspaceAlign = 256;
-constexpr int64_t kUnboundedWindow = int64_t{1} << 31;
 constexpr int64_t kChunkElems = 8;  // 16 bytes of a 16-bit type
 
 bool is_device(const TensorView& t) { return !t.defined() || t.device == Device::kCUDA; }
@@ -95,15 +94,6 @@ int num_splits_for(const AttentionParams& p, const Geometry& g, int sm_count) {
   sp.n_blocks = g.n_blocks;
   sp.ctas_per_sm = 1;  // ~180 KB of shared memory per CTA
   return cuda_engine::plan_num_splits(sp, p.num_splits);
-}
-
-size_t align_up(size_t x) { return (x + kWorkspaceAlign - 1) / kWorkspaceAlign * kWorkspaceAlign; }
-// Workspace: o_partial fp32 [S, total_q*Hq, 128], then lse_partial fp32 [S, total_q*Hq].
-size_t partial_o_bytes(const Geometry& g, int splits) {
-  return align_up(static_cast<size_t>(splits) * g.total_q * g.heads_q * sm90_engine::kHeadDim * sizeof(float));
-}
-size_t partial_lse_bytes(const Geometry& g, int splits) {
-  return align_up(static_cast<size_t>(splits) * g.total_q * g.heads_q * sizeof(float));
 }
 
 class Sm90Attention final : public AttentionEngine {
@@ -193,68 +183,20 @@ class Sm90Attention final : public AttentionEngine {
     const Geometry g = geometry(p);
     const int splits = num_splits_for(p, g, sms);
     if (splits <= 1) return 0;
-    return partial_o_bytes(g, splits) + partial_lse_bytes(g, splits);
+    return cuda_engine::split_workspace_bytes(splits, g.total_q, g.heads_q, sm90_engine::kHeadDim);
   }
 
   Status run(const AttentionParams& p, void* workspace, void* stream) const override {
     int sms = 0, cc = 0;
     GA_RETURN_IF_ERROR(cuda_device_properties(&sms, &cc));
     const Geometry g = geometry(p);
-    const bool paged = kv_layout(p) == KvLayout::kPaged;
-    KernelParams kp;
-    kp.q = p.q.data;
-    kp.k = p.k.data;
-    kp.v = p.v.data;
-    kp.out = p.out.data;
-    kp.lse = static_cast<float*>(p.lse.data);
-    // Q, K, V, out are rank 4 here (batched Q; batched or paged K/V): (batch|page, row, head, d).
-    auto strides = [](const TensorView& t, int64_t* batch, int64_t* row, int64_t* head) {
-      *batch = t.stride[0];
-      *row = t.stride[1];
-      *head = t.stride[2];
-    };
-    strides(p.q, &kp.q_batch_stride, &kp.q_row_stride, &kp.q_head_stride);
-    strides(p.k, &kp.k_batch_stride, &kp.k_row_stride, &kp.k_head_stride);
-    strides(p.v, &kp.v_batch_stride, &kp.v_row_stride, &kp.v_head_stride);
-    strides(p.out, &kp.o_batch_stride, &kp.o_row_stride, &kp.o_head_stride);
-    if (p.lse.defined()) {
-      kp.lse_head_stride = p.lse.stride[0];
-      kp.lse_row_stride = p.lse.stride[1];
-    }
-    kp.seqlens_k = static_cast<const int32_t*>(p.seqlens_k.data);
-    kp.kv_shard_offset = static_cast<const int32_t*>(p.kv_shard_offset.data);
-    kp.kv_total_len = static_cast<const int32_t*>(p.kv_total_len.data);
-    if (paged) {
-      kp.block_table = static_cast<const int32_t*>(p.block_table.data);
-      kp.block_table_stride = p.block_table.stride[0];
-      kp.page_size = static_cast<int>(p.k.size(1));
-    }
-    kp.batch = static_cast<int>(g.batch);
-    kp.seqlen_q = static_cast<int>(g.max_q);
-    kp.seqlen_k = paged ? 0 : static_cast<int>(p.k.size(1));
-    kp.heads_q = static_cast<int>(g.heads_q);
-    kp.heads_kv = static_cast<int>(g.heads_kv);
-    kp.group = static_cast<int>(g.group);
-    kp.scale = std::isnan(p.softmax_scale) ? static_cast<float>(1.0 / std::sqrt(128.0)) : p.softmax_scale;
-    kp.softcap = p.softcap;
-    kp.causal = p.causal;
-    kp.window_left = std::min(p.window_left, kUnboundedWindow);
-    kp.window_right = std::min(p.window_right, kUnboundedWindow);
+    KernelParams kp = cuda_engine::kernel_params_from(p);
     kp.m_blocks = g.m_blocks;
     kp.num_splits = num_splits_for(p, g, sms);
     if (g.batch == 0 || g.max_q == 0 || g.heads_kv == 0) return Status::Ok();
     if (kp.num_splits > 1) {
       if (workspace == nullptr) return Status(StatusCode::kInternal, "sm90 engine: split-KV run without workspace");
-      kp.partial_rows = g.total_q * g.heads_q;
-      kp.o_partial = static_cast<float*>(workspace);
-      kp.lse_partial = reinterpret_cast<float*>(static_cast<char*>(workspace) + partial_o_bytes(g, kp.num_splits));
-      kp.o_partial_in = kp.o_partial;
-      kp.part_o_split_stride = kp.partial_rows * sm90_engine::kHeadDim;
-      kp.part_o_row_stride = g.heads_q * sm90_engine::kHeadDim;
-      kp.part_o_head_stride = sm90_engine::kHeadDim;
-      kp.part_lse_split_stride = kp.partial_rows;
-      kp.part_lse_row_stride = g.heads_q;
-      kp.part_lse_head_stride = 1;
+      cuda_engine::set_split_workspace(&kp, workspace, g.total_q, sm90_engine::kHeadDim);
     }
 
     // One rank-4 map per K and V over the whole cache: {d, head, row, batch|page}.
