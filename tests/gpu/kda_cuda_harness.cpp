@@ -34,6 +34,23 @@ HostTensor padded(const HostTensor& t) {
   return s;
 }
 
+// The states of `st` (downloaded pool or final state, laid out as run.c's) per sequence of `run`,
+// as [N, HV, K, V].
+std::vector<double> gather_states(const HostTensor& st, const KdaGpuRun& run) {
+  std::vector<double> s;
+  for (int64_t n = 0; n < run.c.N(); ++n) {
+    const int64_t r = run.row(n);
+    for (int64_t hv = 0; hv < run.c.HV; ++hv) {
+      for (int64_t d = 0; d < run.c.K; ++d) {
+        for (int64_t e = 0; e < run.c.V; ++e) {
+          s.push_back(run.c.layout == KdaStateLayout::kVFirst ? st.at({r, hv, e, d}) : st.at({r, hv, d, e}));
+        }
+      }
+    }
+  }
+  return s;
+}
+
 }  // namespace
 
 void KdaGpuRun::setup(uint64_t seed, int pool_extra, bool strided, bool do_upload) {
@@ -86,6 +103,13 @@ KdaParams KdaGpuRun::device_params() const {
 
 int64_t KdaGpuRun::row(int64_t n) const { return pool ? static_cast<int64_t>(idx.at({n})) : n; }
 
+std::vector<double> KdaGpuRun::final_states() const {
+  if (!pool && dfinal == nullptr) return {};
+  HostTensor st = pool ? c.initial : c.final_state;
+  (pool ? dinit : dfinal)->download(&st);
+  return gather_states(st, *this);
+}
+
 std::vector<std::pair<const HostTensor*, const DeviceTensor*>> KdaGpuRun::inputs() const {
   return {{&c.q, dq.get()},         {&c.k, dk.get()},        {&c.v, dv.get()},     {&c.g, dg.get()},
           {&c.beta, dbeta.get()},   {&c.initial, dinit.get()}, {&c.A_log, dAlog.get()}, {&c.dt_bias, ddt.get()},
@@ -128,17 +152,7 @@ std::string kda_compare(const KdaGpuRun& ref, const KdaGpuRun& dev, double* out_
   if (has_final) {
     HostTensor st = dev.pool ? ref.c.initial : ref.c.final_state;
     (dev.pool ? dev.dinit : dev.dfinal)->download(&st);
-    std::vector<double> s;
-    for (int64_t n = 0; n < ref.c.N(); ++n) {
-      for (int64_t hv = 0; hv < ref.c.HV; ++hv) {
-        for (int64_t d = 0; d < ref.c.K; ++d) {
-          for (int64_t e = 0; e < ref.c.V; ++e) {
-            const int64_t r = ref.row(n);
-            s.push_back(ref.c.layout == KdaStateLayout::kVFirst ? st.at({r, hv, e, d}) : st.at({r, hv, d, e}));
-          }
-        }
-      }
-    }
+    const std::vector<double> s = gather_states(st, ref);
     const double es = rel_error(s, ref_state);
     if (state_err != nullptr) *state_err = es;
     if (!all_finite(s)) bad << "NaN/Inf in final state; ";

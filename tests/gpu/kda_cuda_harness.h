@@ -3,7 +3,7 @@
 // (state_indices, shuffled rows, spare rows) and/or strided views, mirrored on the device, and a
 // comparison against the fp64 per-token recurrence that returns its findings as text instead of
 // adding gtest failures (the fuzz tier prints one line per failing case).
-// kda_cuda_test.cpp keeps its own copy of these helpers (KdaRun); this is an additive twin.
+// kda_cuda_test.cpp uses the same run type (as KdaRun) with its own gtest assertions.
 #pragma once
 
 #if GROUPATTN_WITH_CUDA
@@ -33,11 +33,14 @@ struct KdaGpuRun {
   // (random initial rows, shuffled state_indices), initial_state == final_state on the device.
   // strided: every non-last stride of every float tensor padded by 8 elements (gaps NaN).
   // upload = false keeps host tensors only (new inputs for a captured graph).
-  void setup(uint64_t seed, int pool_extra, bool strided, bool upload = true);
+  void setup(uint64_t seed, int pool_extra, bool strided = false, bool upload = true);
   void upload();
   KdaParams host_params() const;
   KdaParams device_params() const;
   int64_t row(int64_t n) const;
+  // The device's final states (or pool rows) gathered per sequence as [N, HV, K, V], the
+  // reference's order; empty when the call writes no final state.
+  std::vector<double> final_states() const;
   // Host tensors that are inputs, paired with the device tensors holding them (same shapes and
   // strides), for copying new inputs into captured buffers. Outputs excluded.
   std::vector<std::pair<const HostTensor*, const DeviceTensor*>> inputs() const;

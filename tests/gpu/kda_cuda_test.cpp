@@ -20,6 +20,7 @@
 #include "common/device_tensor.h"
 #include "common/host_tensor.h"
 #include "cpu/kda_test_case.h"
+#include "gpu/kda_cuda_harness.h"
 #include "groupattn/kda.h"
 #include "kda/engines/cuda/kda_cuda_engine.h"
 #include "kda/reference.h"
@@ -56,90 +57,10 @@ std::string describe(const KdaCase& c, KdaCudaPath path, const std::string& extr
   return os.str();
 }
 
-std::unique_ptr<DeviceTensor> mirror(const HostTensor& t) {
-  return t.defined() ? std::make_unique<DeviceTensor>(t) : nullptr;
-}
-TensorView dview(const std::unique_ptr<DeviceTensor>& t) { return t ? t->view() : TensorView{}; }
-
-// A copy of `t` with every non-last stride padded by 8 elements (gaps NaN): strided views.
-HostTensor padded(const HostTensor& t) {
-  if (!t.defined()) return t;
-  const std::vector<int64_t>& shape = t.shape();
-  std::vector<int64_t> st(shape.size(), 1);
-  for (int d = static_cast<int>(shape.size()) - 2; d >= 0; --d) st[d] = st[d + 1] * shape[d + 1] + 8;
-  HostTensor s(t.dtype(), shape, st);
-  s.poison();
-  for_each_index(shape, [&](const std::vector<int64_t>& i) { s.set(i, t.at(i)); });
-  return s;
-}
-
-// One problem on host and device. With `pool_extra` >= 0 the states are a pool of N + pool_extra
-// rows, sequence n using row idx[n] (shuffled), updated in place (initial_state == final_state).
-struct KdaRun {
-  KdaCase c;
-  bool pool = false;
-  HostTensor idx;  // state_indices, int32 [N]
-  std::unique_ptr<DeviceTensor> dq, dk, dv, dg, dbeta, dout, dinit, dfinal, dAlog, ddt, dcu, didx;
-
-  void setup(uint64_t seed, int pool_extra, bool strided = false) {
-    c.build(seed);
-    if (pool_extra >= 0) {
-      pool = true;
-      const int64_t N = c.N(), rows = N + pool_extra;
-      std::mt19937_64 rng(seed + 7);
-      c.initial = HostTensor(DType::kF32, c.state_shape(rows));
-      c.initial.fill_normal(rng, 0.0, 0.5);
-      std::vector<int> perm(static_cast<size_t>(rows));
-      std::iota(perm.begin(), perm.end(), 0);
-      std::shuffle(perm.begin(), perm.end(), rng);
-      idx = HostTensor(DType::kI32, {N});
-      for (int64_t n = 0; n < N; ++n) idx.set({n}, perm[static_cast<size_t>(n)]);
-      c.final_state = HostTensor();
-    }
-    if (strided) {
-      for (HostTensor* t : {&c.q, &c.k, &c.v, &c.g, &c.beta, &c.out, &c.initial, &c.final_state, &c.dt_bias}) {
-        *t = padded(*t);
-      }
-    }
-    dq = mirror(c.q), dk = mirror(c.k), dv = mirror(c.v), dg = mirror(c.g), dbeta = mirror(c.beta);
-    dout = mirror(c.out), dinit = mirror(c.initial), dfinal = mirror(c.final_state);
-    dAlog = mirror(c.A_log), ddt = mirror(c.dt_bias), dcu = mirror(c.cu_seqlens), didx = mirror(idx);
-  }
-  KdaParams host_params() const {
-    KdaParams p = c.params();
-    if (pool) p.state_indices = idx.view();
-    return p;
-  }
-  KdaParams device_params() const {
-    KdaParams p = c.params();
-    p.q = dview(dq), p.k = dview(dk), p.v = dview(dv), p.g = dview(dg), p.beta = dview(dbeta);
-    p.out = dview(dout);
-    p.initial_state = dview(dinit);
-    p.final_state = pool ? dview(dinit) : dview(dfinal);
-    p.A_log = dview(dAlog), p.dt_bias = dview(ddt), p.cu_seqlens = dview(dcu);
-    if (pool) p.state_indices = dview(didx);
-    return p;
-  }
-  int64_t row(int64_t n) const { return pool ? static_cast<int64_t>(idx.at({n})) : n; }
-  // The device's final states gathered per sequence as [N, HV, K, V] (the reference's order).
-  std::vector<double> final_states() const {
-    const bool has_final = pool || dfinal != nullptr;
-    if (!has_final) return {};
-    HostTensor st = pool ? c.initial : c.final_state;
-    (pool ? dinit : dfinal)->download(&st);
-    std::vector<double> s;
-    for (int64_t n = 0; n < c.N(); ++n) {
-      for (int64_t hv = 0; hv < c.HV; ++hv) {
-        for (int64_t d = 0; d < c.K; ++d) {
-          for (int64_t e = 0; e < c.V; ++e) {
-            s.push_back(c.layout == KdaStateLayout::kVFirst ? st.at({row(n), hv, e, d}) : st.at({row(n), hv, d, e}));
-          }
-        }
-      }
-    }
-    return s;
-  }
-};
+// One problem on host and device (tests/gpu/kda_cuda_harness.h). With `pool_extra` >= 0 the
+// states are a pool of N + pool_extra rows, sequence n using row idx[n] (shuffled), updated in
+// place (initial_state == final_state).
+using KdaRun = KdaGpuRun;
 
 struct Errors {
   double out = 0, state = 0;
