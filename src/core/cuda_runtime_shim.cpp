@@ -1,5 +1,7 @@
 #include "core/cuda_runtime_shim.h"
 
+#include <atomic>
+#include <cstdint>
 #include <string>
 
 #if GROUPATTN_WITH_CUDA
@@ -22,22 +24,44 @@ Status cuda_status(cudaError_t e, const char* what) {
 
 bool cuda_compiled() { return true; }
 
+// Both queries run on every engine selection (available(), workspace_bytes(), run()), i.e. several
+// times per decode step: answer them from a cache. The device count cannot change while a process
+// runs; a device's SM count and compute capability cannot either.
 int cuda_device_count() {
-  int n = 0;
-  if (cudaGetDeviceCount(&n) != cudaSuccess) {
-    (void)cudaGetLastError();  // clear the sticky "no device" error
-    return 0;
-  }
-  return n;
+  static const int count = [] {
+    int n = 0;
+    if (cudaGetDeviceCount(&n) != cudaSuccess) {
+      (void)cudaGetLastError();  // clear the sticky "no device" error
+      return 0;
+    }
+    return n;
+  }();
+  return count;
 }
 
 Status cuda_device_properties(int* sm_count, int* compute_capability) {
-  int dev = 0, major = 0, minor = 0;
+  constexpr int kCached = 64;
+  // Per device: (sm_count << 16) | compute capability; 0 = not queried yet.
+  static std::atomic<uint32_t> cache[kCached] = {};
+  int dev = 0;
   GA_RETURN_IF_ERROR(cuda_status(cudaGetDevice(&dev), "cudaGetDevice"));
-  GA_RETURN_IF_ERROR(cuda_status(cudaDeviceGetAttribute(sm_count, cudaDevAttrMultiProcessorCount, dev), "cudaDeviceGetAttribute"));
+  if (dev >= 0 && dev < kCached) {
+    if (const uint32_t v = cache[dev].load(std::memory_order_relaxed); v != 0) {
+      *sm_count = static_cast<int>(v >> 16);
+      *compute_capability = static_cast<int>(v & 0xffffu);
+      return Status::Ok();
+    }
+  }
+  int sms = 0, major = 0, minor = 0;
+  GA_RETURN_IF_ERROR(cuda_status(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev), "cudaDeviceGetAttribute"));
   GA_RETURN_IF_ERROR(cuda_status(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev), "cudaDeviceGetAttribute"));
   GA_RETURN_IF_ERROR(cuda_status(cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, dev), "cudaDeviceGetAttribute"));
+  *sm_count = sms;
   *compute_capability = major * 10 + minor;
+  if (dev >= 0 && dev < kCached && sms > 0 && sms < 0x10000) {
+    cache[dev].store((static_cast<uint32_t>(sms) << 16) | static_cast<uint32_t>(*compute_capability),
+                     std::memory_order_relaxed);
+  }
   return Status::Ok();
 }
 
