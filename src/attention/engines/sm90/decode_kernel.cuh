@@ -15,7 +15,7 @@
 //              across the warpgroup; P = exp2(S - max) (fp32), stored to smem as bf16/f16 P^T;
 //              O^T = O^T * alpha + V^T P^T (wgmma); arrives on empty[stage]
 // then the epilogue (decode_epilogue.cuh). The mainloop's GEMM operand layouts and why they are
-// what they are: decode_mainloop.cuh. No setmaxnreg: with one consumer warpgroup of kN <= 64
+// what they are: decode_mainloop.cuh. No setmaxnreg: with one consumer warpgroup of kN <= 32
 // columns the register file is not the limit (160 threads).
 #pragma once
 
@@ -118,7 +118,7 @@ __device__ void decode_cta(const KernelParams& p, const CUtensorMap* tmap_k, con
 #endif  // __CUDA_ARCH_FEAT_SM90_ALL
 
 template <class Traits>
-__global__ void __launch_bounds__(Traits::kThreads, 1)
+__global__ void __launch_bounds__(Traits::kThreads, kCtasPerSm)
     sm90_decode_kernel(const cuda_engine::KernelParams p, const __grid_constant__ CUtensorMap tmap_k,
                        const __grid_constant__ CUtensorMap tmap_v) {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
@@ -159,8 +159,6 @@ Status launch_decode(const cuda_engine::KernelParams& p, const DecodeLaunch& l, 
       return launch_decode_n<T, 16>(p, l, stream);
     case 32:
       return launch_decode_n<T, 32>(p, l, stream);
-    case 64:
-      return launch_decode_n<T, 64>(p, l, stream);
     default:
       return Status(StatusCode::kInternal, "sm90 engine: column tile " + std::to_string(l.col_tile));
   }

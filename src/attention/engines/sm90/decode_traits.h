@@ -3,10 +3,17 @@
 //
 //   KV tile    kBlockKV = 64 keys x kHeadDim = 128: wgmma's M side (swap-AB)
 //   columns    kN packed query columns (column n = new token n / group, query head n % group of
-//              the KV head's group), 8..64; a sequence with more columns (group x new tokens up
-//              to 128 x 16) takes several column blocks, each reading the KV tiles again
+//              the KV head's group), 8..32; a sequence with more columns (group x new tokens up
+//              to 128 x 16) takes several column blocks, each reading the KV tiles again (from L2
+//              when the blocks run side by side)
 //   stages     kStages K+V tiles in flight (TMA, mbarrier ring)
 //   threads    one consumer warpgroup (128) + one producer warp (32)
+//   occupancy  two CTAs per SM (kCtasPerSm): shared memory <= half an SM's, registers <= 204.
+//              Measured on the H200 (docs/DECODE_SM90.md): with one CTA of 64 columns per SM the
+//              consumer warp is alone on its scheduler and latency-bound (ncu: 0.13 issued
+//              instructions per cycle, half the stalls on instruction fetch), 5.7 us per KV tile
+//              against 1.1 us to stream it; a second CTA gives each scheduler a second warp and
+//              the SM 2 x 3 tiles in flight instead of 4.
 #pragma once
 
 #include <cstddef>
@@ -16,7 +23,8 @@ namespace groupattn::sm90_engine {
 
 inline constexpr int kHeadDim = 128;
 inline constexpr int kBlockKV = 64;   // keys per KV tile (wgmma M)
-inline constexpr int kMaxCols = 64;   // packed query columns per CTA (wgmma N)
+inline constexpr int kMaxCols = 32;   // packed query columns per CTA (wgmma N)
+inline constexpr int kCtasPerSm = 2;
 inline constexpr int kMaxNewTokens = 16;
 
 // Column tile for a problem with `cols` packed query columns per (sequence, KV head): the next
@@ -33,7 +41,7 @@ struct DecodeTraits {
   static constexpr int kN = kN_;
   static constexpr int kHeadDim = sm90_engine::kHeadDim;
   static constexpr int kBlockKV = sm90_engine::kBlockKV;
-  static constexpr int kStages = 4;
+  static constexpr int kStages = 3;
   static constexpr int kConsumerWarps = 4;  // one warpgroup
   static constexpr int kConsumerThreads = kConsumerWarps * 32;
   static constexpr int kThreads = kConsumerThreads + 32;  // + the producer warp
@@ -61,13 +69,14 @@ struct DecodeTraits {
   static constexpr size_t kSmemBytes = static_cast<size_t>(kBarOffset + kBarBytes) + 1024;  // + alignment slack
 
   static_assert(sizeof(T) == 2, "wgmma path takes 16-bit inputs (bf16, fp16)");
-  static_assert(kN >= 8 && kN <= kMaxCols && kN % 8 == 0, "wgmma N: a multiple of 8, here at most 64");
+  static_assert(kN >= 8 && kN <= kMaxCols && kN % 8 == 0, "wgmma N: a multiple of 8, here at most kMaxCols");
   static_assert(kHeadDim % kSwizzleElems == 0 && kDBlocks == 2, "O^T = V^T P^T uses two m64 halves of d = 128");
   static_assert(kBlockKV == 64, "the KV tile is wgmma's M = 64");
   static_assert(kBoxBytes % 1024 == 0 && kQBlockBytes % 1024 == 0 && kPBytes % 1024 == 0,
                 "128B-swizzled operands start on 1024-byte boundaries (descriptor base offset 0)");
   static_assert(kRedOffset % 16 == 0 && kBarOffset % 8 == 0, "exchange buffer and mbarrier alignment");
-  static_assert(kSmemBytes <= 227 * 1024, "shared memory of one sm_90 CTA");
+  // 228 KB per SM, 1 KB of it reserved per CTA.
+  static_assert(kCtasPerSm * (kSmemBytes + 1024) <= 228 * 1024, "kCtasPerSm CTAs must fit one SM's shared memory");
 };
 
 }  // namespace groupattn::sm90_engine

@@ -92,7 +92,7 @@ int num_splits_for(const AttentionParams& p, const Geometry& g, int sm_count) {
   sp.kv_heads = static_cast<int>(g.heads_kv);
   sp.m_blocks = g.m_blocks;
   sp.n_blocks = g.n_blocks;
-  sp.ctas_per_sm = 1;  // ~180 KB of shared memory per CTA
+  sp.ctas_per_sm = sm90_engine::kCtasPerSm;
   return cuda_engine::plan_num_splits(sp, p.num_splits);
 }
 
