@@ -52,7 +52,7 @@ bool read_options(const Args& a, Options* o, std::string* err) {
             a.get_int("splits", &o->splits, err) &&
             a.get_choice("gate", {"log-decay", "softplus", "lower-bound"}, &o->gate, err) &&
             a.get_float("lower-bound", &o->lower_bound, err) && a.get_int("repeat", &o->repeat, err) &&
-            a.get_int("seed", &o->seed, err);
+            a.get_uint64("seed", &o->seed, err);
   if (!ok) return false;
   if (auto e = a.get("engine")) o->engine = *e;
   o->dtype = dtype == "f16" ? DType::kF16 : dtype == "f32" ? DType::kF32 : DType::kBF16;
@@ -148,7 +148,7 @@ std::string kda_label(const Options& o) {
 }
 
 AttnData make_attention(const Options& o, bool decode, bool fill_inputs) {
-  std::mt19937_64 rng(static_cast<uint64_t>(o.seed));
+  std::mt19937_64 rng(o.seed);
   AttnData x;
   const int64_t B = o.batch, Hq = o.hq, Hkv = o.hkv, D = o.d, Dv = o.dv;
   const int64_t Sq = decode ? o.new_tokens : o.seq_len;
@@ -206,7 +206,7 @@ double kda_key_stddev(const Options& o) {
 }
 
 KdaData make_kda(const Options& o, bool fill_inputs) {
-  std::mt19937_64 rng(static_cast<uint64_t>(o.seed));
+  std::mt19937_64 rng(o.seed);
   KdaData x;
   const int64_t B = o.batch, T = o.seq_len, H = o.hq, HV = o.hkv, K = o.d, V = o.dv;
   x.q = HostTensor(o.dtype, {B, T, H, K});
