@@ -2,7 +2,7 @@
 // The input is split at NUL bytes into argv strings and parsed against the flag set of
 // `groupattn check`; then every typed reader is asked for every flag, as the CLI does. Oracles:
 // no crash or UB whatever the input; a successful parse only records declared flags; every
-// failure comes with a message.
+// failure comes with a message; an accepted uint64 prints back as its value (no sign, no spaces).
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
@@ -19,10 +19,11 @@ namespace {
 // The shape of `groupattn check`'s flag set: value flags and switches.
 const std::vector<FlagSpec>& specs() {
   static const std::vector<FlagSpec> s = {
-      {"op", true, "op"},         {"engine", true, "engine"},   {"heads", true, "Q/KV"},
-      {"head-dim", true, "D"},    {"window", true, "L,R"},      {"softcap", true, "cap"},
-      {"scale", true, "scale"},   {"dtype", true, "dtype"},     {"splits", true, "splits"},
-      {"causal", false, "causal"}, {"no-causal", false, "off"}, {"help", false, "help"}};
+      {"op", true, "op"},          {"engine", true, "engine"},  {"heads", true, "Q/KV"},
+      {"head-dim", true, "D"},     {"window", true, "L,R"},     {"softcap", true, "cap"},
+      {"scale", true, "scale"},    {"dtype", true, "dtype"},    {"splits", true, "splits"},
+      {"causal", false, "causal"}, {"no-causal", false, "off"}, {"seed", true, "seed"},
+      {"help", false, "help"}};
   return s;
 }
 
@@ -63,12 +64,22 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   }
   for (const FlagSpec& s : specs()) {
     int64_t a = 0, b = 0;
+    uint64_t u = 0;
     double x = 0;
     std::string choice;
     err.clear();
     expect_error_set(args.get_int(s.name, &a, &err), err);
     err.clear();
     expect_error_set(args.get_float(s.name, &x, &err), err);
+    err.clear();
+    const bool u_ok = args.get_uint64(s.name, &u, &err);
+    expect_error_set(u_ok, err);
+    if (u_ok && args.has(s.name)) {
+      const std::string v = *args.get(s.name);
+      const size_t digits = v.find_first_not_of('0');
+      if (std::to_string(u) != (digits == std::string::npos ? "0" : v.substr(digits)))
+        fail("an accepted uint64 does not print back as its text");
+    }
     err.clear();
     expect_error_set(args.get_ratio(s.name, &a, &b, &err), err);
     err.clear();

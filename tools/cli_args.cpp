@@ -2,6 +2,7 @@
 
 #include <cerrno>
 #include <cstdlib>
+#include <limits>
 #include <utility>
 
 namespace groupattn::cli {
@@ -12,6 +13,16 @@ bool parse_int(const std::string& s, int64_t* out) {
   char* end = nullptr;
   errno = 0;
   const long long v = std::strtoll(s.c_str(), &end, 10);
+  if (errno != 0 || *end != '\0') return false;
+  *out = v;
+  return true;
+}
+bool parse_uint64(const std::string& s, uint64_t* out) {
+  // strtoull alone would accept leading spaces and a sign (negating "-1" to 2^64 - 1).
+  if (s.empty() || s.find_first_not_of("0123456789") != std::string::npos) return false;
+  char* end = nullptr;
+  errno = 0;
+  const unsigned long long v = std::strtoull(s.c_str(), &end, 10);
   if (errno != 0 || *end != '\0') return false;
   *out = v;
   return true;
@@ -81,6 +92,17 @@ bool Args::get_int(const std::string& name, int64_t* out, std::string* error) co
   if (!v) return true;
   if (!parse_int(*v, out)) {
     *error = "--" + name + ": '" + *v + "' is not an integer";
+    return false;
+  }
+  return true;
+}
+
+bool Args::get_uint64(const std::string& name, uint64_t* out, std::string* error) const {
+  auto v = get(name);
+  if (!v) return true;
+  if (!parse_uint64(*v, out)) {
+    *error = "--" + name + ": '" + *v + "' is not an integer in 0.." +
+             std::to_string(std::numeric_limits<uint64_t>::max());
     return false;
   }
   return true;

@@ -26,6 +26,8 @@ class Args {
 
   // Typed readers: on a malformed value they set *error (naming the flag) and return false.
   bool get_int(const std::string& name, int64_t* out, std::string* error) const;
+  // Decimal digits only, 0..2^64-1 (no sign): the whole range of a 64-bit seed.
+  bool get_uint64(const std::string& name, uint64_t* out, std::string* error) const;
   bool get_float(const std::string& name, double* out, std::string* error) const;
   // "64/8" -> (64, 8); "16" -> (16, 16).
   bool get_ratio(const std::string& name, int64_t* a, int64_t* b, std::string* error) const;

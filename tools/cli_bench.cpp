@@ -43,7 +43,7 @@ const std::vector<FlagSpec>& bench_flags() {
     f.push_back({"rounds", true, "timed graph replays; median and p20-p80 over them (default 5, at least 5)"});
     f.push_back({"calls", true, "calls captured in the graph (default: ~25 ms of work, a multiple of the input sets)"});
     f.push_back({"wall-calls", true, "synchronized calls for the per-call wall time (default 100)"});
-    f.push_back({"seed", true, "random seed"});
+    f.push_back({"seed", true, "random seed, 0..2^64-1 (default 1)"});
     f.push_back({"help", false, "this text"});
     return f;
   }();
@@ -333,7 +333,7 @@ int bench_problem(const Options& o, const BenchOptions& bo, const std::string& l
       set_ptrs[i].push_back(p);
       *f[slots[j].field] = on_device(hv, p, dev);
       const int64_t n = static_cast<int64_t>(view_bytes(hv) / dtype_size(hv.dtype));
-      const uint64_t seed = (static_cast<uint64_t>(o.seed) << 24) + i * 64 + j;
+      const uint64_t seed = (o.seed << 24) + i * 64 + j;
       Status s;
       if (slots[j].fill == Slot::kNone) {
         s = cuda_status(cudaMemsetAsync(p, 0xFF, view_bytes(hv), res->stream), "cudaMemsetAsync");  // NaN

@@ -34,7 +34,7 @@ const std::vector<FlagSpec>& check_flags() {
     };
     for (const FlagSpec& s : shape_flags()) f.push_back(s);
     f.push_back({"repeat", true, "timed repetitions (median reported)"});
-    f.push_back({"seed", true, "random seed"});
+    f.push_back({"seed", true, "random seed, 0..2^64-1 (default 1)"});
     f.push_back({"help", false, "this text"});
     return f;
   }();

@@ -48,11 +48,12 @@ bool read_options(const Args& a, Options* o, std::string* err) {
             a.get_int("seq-len", &o->seq_len, err) && a.get_int("kv-len", &o->kv_len, err) &&
             a.get_int("new-tokens", &o->new_tokens, err) && a.get_int("paged", &o->page, err) &&
             a.get_pair("window", &o->wl, &o->wr, err) && a.get_float("softcap", &o->softcap, err) &&
-            a.get_float("scale", &o->scale, err) && a.get_choice("dtype", {"bf16", "f16", "f32"}, &dtype, err) &&
+            a.get_float("scale", &o->scale, err) &&
+            a.get_choice("dtype", {"bf16", "f16", "f32"}, &dtype, err) &&
             a.get_int("splits", &o->splits, err) &&
             a.get_choice("gate", {"log-decay", "softplus", "lower-bound"}, &o->gate, err) &&
             a.get_float("lower-bound", &o->lower_bound, err) && a.get_int("repeat", &o->repeat, err) &&
-            a.get_int("seed", &o->seed, err);
+            a.get_uint64("seed", &o->seed, err);
   if (!ok) return false;
   if (auto e = a.get("engine")) o->engine = *e;
   o->dtype = dtype == "f16" ? DType::kF16 : dtype == "f32" ? DType::kF32 : DType::kBF16;
@@ -148,18 +149,20 @@ std::string kda_label(const Options& o) {
 }
 
 AttnData make_attention(const Options& o, bool decode, bool fill_inputs) {
-  std::mt19937_64 rng(static_cast<uint64_t>(o.seed));
+  std::mt19937_64 rng(o.seed);
   AttnData x;
   const int64_t B = o.batch, Hq = o.hq, Hkv = o.hkv, D = o.d, Dv = o.dv;
   const int64_t Sq = decode ? o.new_tokens : o.seq_len;
   const int64_t Sk = decode ? o.kv_len : o.seq_len;
   x.q = HostTensor(o.dtype, {B, Sq, Hq, D});
-  if (fill_inputs) x.q.fill_normal(rng);
   x.out = HostTensor(o.dtype, {B, Sq, Hq, Dv});
   x.lse = HostTensor(DType::kF32, {Hq, B * Sq});
   AttentionParams& p = x.params;
   if (decode && o.page > 0) {
-    // Paged cache: each sequence's pages are a random permutation of the pool, plus spare pages.
+    // Paged cache, laid out as the GPU tests' harness lays it out (make_problem in
+    // tests/gpu/cuda_attention_harness.cpp), so that one seed builds the same problem in both: the
+    // GPU fuzz tier's reproduction lines rely on it. The pool's pages are shuffled, 3 are spare,
+    // and every block-table row ends in one spare column that points at a spare page.
     const int64_t pages_per_seq = (Sk + o.page - 1) / o.page;
     const int64_t num_pages = B * pages_per_seq + 3;
     x.k = HostTensor(o.dtype, {num_pages, o.page, Hkv, D});
@@ -167,21 +170,25 @@ AttnData make_attention(const Options& o, bool decode, bool fill_inputs) {
     std::vector<int64_t> ids(static_cast<size_t>(num_pages));
     std::iota(ids.begin(), ids.end(), 0);
     std::shuffle(ids.begin(), ids.end(), rng);
-    x.block_table = HostTensor(DType::kI32, {B, pages_per_seq});
+    x.block_table = HostTensor(DType::kI32, {B, pages_per_seq + 1});
     x.seqlens_k = HostTensor(DType::kI32, {B});
     for (int64_t b = 0; b < B; ++b) {
       x.seqlens_k.set({b}, static_cast<double>(Sk));
       for (int64_t j = 0; j < pages_per_seq; ++j) {
         x.block_table.set({b, j}, static_cast<double>(ids[static_cast<size_t>(b * pages_per_seq + j)]));
       }
+      x.block_table.set({b, pages_per_seq}, static_cast<double>(ids.back()));
     }
     p.block_table = x.block_table.view();
     p.seqlens_k = x.seqlens_k.view();
+    p.max_seqlen_k = Sk;  // device engines size their plan by it (else by the table's width)
   } else {
     x.k = HostTensor(o.dtype, {B, Sk, Hkv, D});
     x.v = HostTensor(o.dtype, {B, Sk, Hkv, Dv});
   }
+  // Inputs are drawn after the page permutation, q then k then v (the harness's order too).
   if (fill_inputs) {
+    x.q.fill_normal(rng);
     x.k.fill_normal(rng);
     x.v.fill_normal(rng);
   }
@@ -206,7 +213,7 @@ double kda_key_stddev(const Options& o) {
 }
 
 KdaData make_kda(const Options& o, bool fill_inputs) {
-  std::mt19937_64 rng(static_cast<uint64_t>(o.seed));
+  std::mt19937_64 rng(o.seed);
   KdaData x;
   const int64_t B = o.batch, T = o.seq_len, H = o.hq, HV = o.hkv, K = o.d, V = o.dv;
   x.q = HostTensor(o.dtype, {B, T, H, K});

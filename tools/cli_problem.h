@@ -17,7 +17,8 @@ namespace groupattn::cli {
 struct Options {
   std::string op = "all", engine;
   int64_t hq = 0, hkv = 0, d = 0, dv = 0, batch = 0, seq_len = 0, kv_len = 0, new_tokens = 0, page = 0;
-  int64_t wl = -1, wr = -1, splits = 0, repeat = 0, seed = 1;
+  int64_t wl = -1, wr = -1, splits = 0, repeat = 0;
+  uint64_t seed = 1;  // the full 64-bit range: the GPU fuzz tier's case seeds are uint64
   int causal = -1;  // -1 = op default
   double softcap = 0, scale = NAN, lower_bound = -5;
   DType dtype = DType::kBF16;

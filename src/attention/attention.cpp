@@ -42,7 +42,7 @@ Status prepare(const AttentionParams& p, const RunOptions& options, const Attent
 Status attention(const AttentionParams& p, const RunOptions& options) {
   const AttentionEngine* engine = nullptr;
   GA_RETURN_IF_ERROR(prepare(p, options, &engine));
-  return run_engine(*engine, p, options);
+  return run_engine("attention", *engine, p, options);
 }
 
 Status attention_workspace_bytes(const AttentionParams& p, const RunOptions& options, size_t* bytes) {

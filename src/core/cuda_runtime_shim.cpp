@@ -71,8 +71,11 @@ Status copy_device_to_host(void* dst, const void* src, size_t bytes, const char*
 }
 
 Status allocate_workspace(size_t bytes, void* stream, void** out) {
-  return cuda_status(cudaMallocAsync(out, bytes, static_cast<cudaStream_t>(stream)),
-                     ("allocating " + std::to_string(bytes) + " bytes of workspace").c_str());
+  const cudaError_t e = cudaMallocAsync(out, bytes, static_cast<cudaStream_t>(stream));
+  // A failed allocation is not sticky, but the runtime keeps it as the thread's last error: clear
+  // it, or the next launch check (ours or the caller's) would report it as its own failure.
+  if (e != cudaSuccess) (void)cudaGetLastError();
+  return cuda_status(e, ("allocating " + std::to_string(bytes) + " bytes of workspace").c_str());
 }
 
 Status free_workspace(void* ptr, void* stream) {

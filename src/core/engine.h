@@ -69,9 +69,10 @@ Status select_engine(const char* op, const std::vector<const Engine<Params>*>& e
 }
 
 // Runs `engine` with the caller's workspace, or a stream-ordered allocation of the size it needs
-// when the caller gave too little.
+// when the caller gave too little. `op` names the op in messages (a failed allocation names the op
+// and the engine).
 template <class Params>
-Status run_engine(const Engine<Params>& engine, const Params& p, const RunOptions& options);
+Status run_engine(const char* op, const Engine<Params>& engine, const Params& p, const RunOptions& options);
 
 // An engine's own host allocation failing (std::bad_alloc from a std::vector, e.g. the reference's
 // scratch on a huge problem) becomes kOutOfMemory: no exception crosses the API.
@@ -87,13 +88,15 @@ Status run_engine_or_oom(const Engine<Params>& engine, const Params& p, void* wo
 }
 
 template <class Params>
-Status run_engine(const Engine<Params>& engine, const Params& p, const RunOptions& options) {
+Status run_engine(const char* op, const Engine<Params>& engine, const Params& p, const RunOptions& options) {
   const size_t need = engine.workspace_bytes(p);
   if (need == 0 || (options.workspace != nullptr && options.workspace_bytes >= need)) {
     return run_engine_or_oom(engine, p, need == 0 ? nullptr : options.workspace, options.stream);
   }
   void* ws = nullptr;
-  GA_RETURN_IF_ERROR(allocate_workspace(need, options.stream, &ws));
+  if (Status a = allocate_workspace(need, options.stream, &ws); !a.ok()) {
+    return {a.code(), std::string(op) + " (engine '" + engine.name() + "'): " + a.message()};
+  }
   Status s = run_engine_or_oom(engine, p, ws, options.stream);
   Status f = free_workspace(ws, options.stream);
   return s.ok() ? f : s;

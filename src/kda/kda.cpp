@@ -32,7 +32,7 @@ Status prepare(const KdaParams& p, const RunOptions& options, const KdaEngine** 
 Status kda(const KdaParams& p, const RunOptions& options) {
   const KdaEngine* engine = nullptr;
   GA_RETURN_IF_ERROR(prepare(p, options, &engine));
-  return run_engine(*engine, p, options);
+  return run_engine("kda", *engine, p, options);
 }
 
 Status kda_workspace_bytes(const KdaParams& p, const RunOptions& options, size_t* bytes) {

@@ -72,6 +72,12 @@ std::string describe(const Case& c) {
 }
 
 std::unique_ptr<Problem> make_problem(const Case& c) {
+  auto p = make_host_problem(c);
+  p->upload();
+  return p;
+}
+
+std::unique_ptr<Problem> make_host_problem(const Case& c) {
   auto p = std::make_unique<Problem>();
   p->c = c;
   std::mt19937_64 rng(c.seed);
@@ -134,7 +140,6 @@ std::unique_ptr<Problem> make_problem(const Case& c) {
   p->q.fill_normal(rng);
   p->k.fill_normal(rng);
   p->v.fill_normal(rng);
-  p->upload();
   return p;
 }
 

@@ -51,9 +51,11 @@ struct Problem {
   void upload();
 };
 
-// Random problem for `c`. With `copy_up_from`, K/V (and indices) are the given problem's with KV
-// head h / group copied to head h, so Hkv == Hq (MHA) with the same math per query head.
+// Random problem for `c`, uploaded. make_copied_up: K/V (and indices) are the given problem's with
+// KV head h / group copied to head h, so Hkv == Hq (MHA) with the same math per query head.
 std::unique_ptr<Problem> make_problem(const Case& c);
+// The host tensors alone (no device needed); make_problem is this plus upload().
+std::unique_ptr<Problem> make_host_problem(const Case& c);
 std::unique_ptr<Problem> make_copied_up(const Problem& gqa);
 
 // Runs the engine on the device (outputs NaN-poisoned first) and downloads O and LSE into

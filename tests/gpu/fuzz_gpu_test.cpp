@@ -8,9 +8,11 @@
 //   GROUPATTN_FUZZ_CASE   run only this case index (reproduces one failure exactly)
 //
 // Case i draws everything from its own generator, seeded by (seed, i), so one case reproduces alone.
-// A failure prints ONE line ("[gpu-fuzz] FAIL ...") with the case, what failed and the command that
-// reproduces it; the test continues and fails at the end with the count. A summary line follows:
-// "[gpu-fuzz] attention: seed S, N cases run, D declined (reasons...), E unexpected declines, F failed".
+// A failure prints ONE line ("[gpu-fuzz] FAIL ...") with the case, what failed and the commands that
+// reproduce it (a `groupattn check ... --seed <case seed>` line where check's flags express the
+// case, then the gtest line); the test continues and fails at the end with the count. A summary
+// line follows: "[gpu-fuzz] attention: seed S, N cases run, D declined (reasons...), E unexpected
+// declines, F failed". GpuFuzzRepro (no GPU needed) checks that the check lines rebuild their case.
 #include <gtest/gtest.h>
 
 #if GROUPATTN_WITH_CUDA
@@ -23,14 +25,20 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
+#include <iomanip>
+#include <limits>
 #include <map>
 #include <memory>
 #include <numeric>
 #include <random>
 #include <sstream>
 #include <string>
+#include <utility>
 #include <vector>
 
+#include "cli_args.h"
+#include "cli_problem.h"
 #include "gpu/cuda_attention_harness.h"
 #include "gpu/kda_cuda_harness.h"
 #include "kda/engines/cuda/kda_cuda_engine.h"
@@ -109,6 +117,20 @@ struct Tally {
 std::string gtest_repro(const char* test, uint64_t seed, int i) {
   return "GROUPATTN_FUZZ_SEED=" + std::to_string(seed) + " GROUPATTN_FUZZ_CASE=" + std::to_string(i) +
          " groupattn_tests_gpu --gtest_filter=GpuFuzz." + test;
+}
+
+// The text of a failure line after "repro: ": check's line first (it needs no test build), then the
+// gtest line, which always reproduces the case exactly. `note` qualifies a check line that does not.
+std::string repro_commands(const std::string& cli, const char* note, const std::string& gtest) {
+  if (cli.empty()) return gtest;
+  return cli + note + "; exact: " + gtest;
+}
+
+// A float as check's flags read it back bit for bit (strtod, then rounded to float).
+std::string float_flag(float x) {
+  std::ostringstream os;
+  os << std::setprecision(std::numeric_limits<float>::max_digits10) << x;
+  return os.str();
 }
 
 class GpuFuzz : public ::testing::Test {
@@ -217,20 +239,28 @@ std::string attention_description(const AttnDraw& a) {
   return os.str();
 }
 
-// `groupattn check` can express batched Q with one length, batched or paged K/V with one length,
-// contiguous views, no partial mode. Its inputs are its own random numbers (same shapes/options;
-// its --seed is an int64, the fuzz seeds are not, so none is passed).
+// The `groupattn check` line that rebuilds this case exactly, or "" when check's flags cannot
+// express it. check's attention problem (make_attention in tools/cli_problem.cpp) takes the same
+// generator, seed, fill order and paged layout as make_problem here, so --seed <case seed> gives
+// the same inputs; GpuFuzzRepro.CheckLinesRebuildTheAttentionCaseExactly checks it bit for bit.
+// check builds batched Q of one length and batched or paged K/V of one length. Fields this tier
+// randomises that no check flag expresses (such a case prints the gtest line alone):
+//   varlen Q; varlen K/V; K lengths that differ per sequence or are 0; strided views;
+//   partial-output mode (kv_shard_offset / kv_total_len).
+// check has no guard bands: a write outside a tensor happens again there but is not reported.
 std::string cli_repro(const AttnDraw& a) {
   const Case& c = a.c;
   if (c.q_varlen || c.strided || a.partial || c.kv == KvKind::kVarlen) return "";
   if (std::any_of(c.k_lens.begin(), c.k_lens.end(), [&](int k) { return k != c.k_lens[0]; })) return "";
   const int sq = c.q_lens[0], sk = c.k_lens[0];
   if (sk <= 0) return "";
+  // Batched K/V with Sq == Sk is check's prefill problem; any other Sq is its decode problem (check
+  // takes any --new-tokens; the 1..16 in its help is the sm90 decode engine's range).
   const bool prefill = c.kv == KvKind::kBatched && sq == sk;
-  if (!prefill && sq > 16) return "";  // --new-tokens is 1..16
   std::ostringstream os;
-  os << "groupattn check --engine cuda --op " << (prefill ? "prefill" : "decode") << " --dtype " << dtype_name(c.dtype)
-     << " --heads " << c.hq << "/" << c.hkv << " --head-dim " << c.d << " --batch " << c.q_lens.size();
+  os << "groupattn check --engine cuda --op " << (prefill ? "prefill" : "decode") << " --seed " << c.seed
+     << " --dtype " << dtype_name(c.dtype) << " --heads " << c.hq << "/" << c.hkv << " --head-dim " << c.d
+     << " --batch " << c.q_lens.size();
   if (prefill) {
     os << " --seq-len " << sq;
   } else {
@@ -239,8 +269,8 @@ std::string cli_repro(const AttnDraw& a) {
   if (c.kv == KvKind::kPaged) os << " --paged " << c.page_size;
   os << (c.causal ? " --causal" : " --no-causal");
   if (c.window_left >= 0 || c.window_right >= 0) os << " --window " << c.window_left << "," << c.window_right;
-  if (c.softcap != 0.f) os << " --softcap " << c.softcap;
-  if (!std::isnan(c.scale)) os << " --scale " << c.scale;
+  if (c.softcap != 0.f) os << " --softcap " << float_flag(c.softcap);
+  if (!std::isnan(c.scale)) os << " --scale " << float_flag(c.scale);
   if (c.num_splits != 0) os << " --splits " << c.num_splits;
   return os.str();
 }
@@ -333,6 +363,8 @@ TEST_F(GpuFuzz, AttentionRandomValidProblems) {
     const AttnDraw a = draw_attention(case_seed(seed, static_cast<uint64_t>(i)));
     const std::string label = attention_description(a);
     const std::string result = run_attention_case(a);
+    const std::string repro =
+        repro_commands(cli_repro(a), "", gtest_repro("AttentionRandomValidProblems", seed, i));
     ++t.run;
     if (result.rfind("declined: ", 0) == 0) {
       ++t.declined;
@@ -340,16 +372,14 @@ TEST_F(GpuFuzz, AttentionRandomValidProblems) {
       if (a.expect_served) {
         ++t.unexpected_declines;
         std::printf("[gpu-fuzz] FAIL attention case %d: unexpected decline (%s) | %s | repro: %s\n", i,
-                    result.c_str(), label.c_str(), gtest_repro("AttentionRandomValidProblems", seed, i).c_str());
+                    result.c_str(), label.c_str(), repro.c_str());
       }
       continue;
     }
     if (!result.empty()) {
       ++t.failed;
-      const std::string cli = cli_repro(a);
-      std::printf("[gpu-fuzz] FAIL attention case %d: %s | %s | repro: %s%s\n", i, result.c_str(), label.c_str(),
-                  cli.empty() ? "" : (cli + " (same shapes, its own data); exact: ").c_str(),
-                  gtest_repro("AttentionRandomValidProblems", seed, i).c_str());
+      std::printf("[gpu-fuzz] FAIL attention case %d: %s | %s | repro: %s\n", i, result.c_str(),
+                  label.c_str(), repro.c_str());
     }
     std::fflush(stdout);
   }
@@ -360,6 +390,77 @@ TEST_F(GpuFuzz, AttentionRandomValidProblems) {
               t.unexpected_declines, t.failed, secs);
   EXPECT_EQ(t.failed, 0) << t.failed << " of " << t.run << " attention cases failed (lines starting [gpu-fuzz] FAIL)";
   EXPECT_EQ(t.unexpected_declines, 0) << "the cuda engine declined problems it should serve";
+}
+
+// Parses a `groupattn check ...` line as check does (its problem flags, --op, --engine, --seed).
+bool parse_check_line(const std::string& line, cli::Options* o, std::string* err) {
+  std::istringstream is(line);
+  std::vector<std::string> words;
+  for (std::string w; is >> w;) words.push_back(w);
+  std::vector<char*> argv;
+  for (std::string& w : words) argv.push_back(w.data());
+  std::vector<cli::FlagSpec> specs = {{"op", true, ""}, {"engine", true, ""}, {"seed", true, ""}};
+  for (const cli::FlagSpec& s : cli::shape_flags()) specs.push_back(s);
+  cli::Args args;
+  return words.size() >= 2 && words[0] == "groupattn" && words[1] == "check" &&
+         args.parse(static_cast<int>(argv.size()), argv.data(), 2, specs, err) &&
+         cli::read_options(args, o, err);
+}
+
+// What differs between check's problem and the fuzz case's host problem; "" when nothing does.
+std::string problem_difference(const cli::AttnData& x, Problem& p) {
+  std::string d;
+  const auto compare = [&](const HostTensor& a, const HostTensor& b, const char* name) {
+    if (a.defined() != b.defined() || (a.defined() && !bitwise_equal(a, b))) d.append(" ").append(name);
+  };
+  compare(x.q, p.q, "q");
+  compare(x.k, p.k, "k");
+  compare(x.v, p.v, "v");
+  compare(x.seqlens_k, p.seqlens_k, "seqlens_k");
+  compare(x.block_table, p.block_table, "block_table");
+  if (x.out.shape() != p.out.shape()) d.append(" out-shape");
+  if (x.lse.shape() != p.lse.shape()) d.append(" lse-shape");
+  const AttentionParams& a = x.params;
+  const AttentionParams b = p.host_params();
+  const auto same_bits = [](float u, float v) { return std::memcmp(&u, &v, sizeof u) == 0; };
+  if (a.causal != b.causal) d.append(" causal");
+  if (a.window_left != b.window_left || a.window_right != b.window_right) d.append(" window");
+  if (!same_bits(a.softcap, b.softcap)) d.append(" softcap");
+  if (!same_bits(a.softmax_scale, b.softmax_scale)) d.append(" scale");
+  if (a.num_splits != b.num_splits) d.append(" splits");
+  if (a.max_seqlen_q != b.max_seqlen_q || a.max_seqlen_k != b.max_seqlen_k) d.append(" max_seqlen");
+  return d;
+}
+
+// Every `groupattn check` line the attention tier prints must rebuild its case bit for bit: the
+// default draw's cases (and two other seeds'), each line parsed as check parses it and its problem
+// built by check's own code. Host only: needs no GPU.
+TEST(GpuFuzzRepro, CheckLinesRebuildTheAttentionCaseExactly) {
+  for (const uint64_t seed : {kDefaultSeed, uint64_t{1}, uint64_t{7}}) {
+    int lines = 0, paged = 0;
+    for (int i = 0; i < kDefaultAttentionCases; ++i) {
+      const AttnDraw a = draw_attention(case_seed(seed, static_cast<uint64_t>(i)));
+      const std::string line = cli_repro(a);
+      if (line.empty()) continue;
+      ++lines;
+      if (a.c.kv == KvKind::kPaged) ++paged;
+      cli::Options o;
+      std::string err;
+      ASSERT_TRUE(parse_check_line(line, &o, &err))
+          << "seed " << seed << " case " << i << ": " << line << ": " << err;
+      const bool decode = o.op == "decode";
+      cli::apply_attention_defaults(&o, decode);
+      const cli::AttnData x = cli::make_attention(o, decode);
+      const std::unique_ptr<Problem> p = make_host_problem(a.c);
+      EXPECT_EQ(problem_difference(x, *p), "") << "seed " << seed << " case " << i << ": " << line;
+    }
+    // 10-15% of the draws have a check line (21, 31 and 28 of 200 at these seeds), paged ones among
+    // them; far fewer would mean cli_repro lost its reach.
+    std::printf("[gpu-fuzz-repro] seed %llu: %d of %d cases have a check line (%d paged)\n",
+                static_cast<unsigned long long>(seed), lines, kDefaultAttentionCases, paged);
+    EXPECT_GE(lines, kDefaultAttentionCases / 20) << "seed " << seed;
+    EXPECT_GE(paged, 1) << "seed " << seed;
+  }
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -461,27 +562,40 @@ std::string kda_description(const KdaDraw& d) {
   return kda_describe(d.c, extra);
 }
 
-std::string kda_cli_repro(const KdaDraw& d) {
+// A `groupattn check` line with this case's shapes and options, or "". It does NOT rebuild the
+// case's inputs: check's KDA problem (make_kda in tools/cli_problem.cpp) draws its own, with a
+// gate-input range, key scale, beta range, initial-state scale and fill order of its own, and
+// check has no flags for them; --seed only makes its draw repeatable. The gtest line is exact.
+// Fields this tier randomises that no check flag expresses: the gate-input range (g_lo, g_hi);
+// A_log and dt_bias present separately (check gives both, or neither with log-decay); negative
+// eigenvalues; varlen cu_seqlens (int32 / int64); no final state; state pools in place; strided
+// views; a pinned path (recurrent / chunked: check runs the automatic choice).
+std::string kda_cli_repro(const KdaDraw& d, uint64_t seed) {
   const KdaCase& c = d.c;
   // check's KDA problem: dense batch, l2norm/beta-sigmoid flags, A_log + dt_bias with the in-kernel
-  // gates, a random initial state (or none), a final state, no pool, no neg eigenvalues or scale.
+  // gates, a random initial state (or none), a final state, no pool, no neg eigenvalues.
   // Not --no-l2norm: check's keys are N(0, 1), of norm ~sqrt(K) without l2norm, and its recurrence
   // then diverges (outputs ~1e10, inf in f16) on every engine; the fuzz tier's keys have unit norm.
-  if (!c.cu.empty() || d.pool_extra >= 0 || d.strided || c.neg_eigval || !std::isnan(c.scale) || !c.with_final ||
-      !c.l2norm)
+  if (!c.cu.empty() || d.pool_extra >= 0 || d.strided || c.neg_eigval || !c.with_final || !c.l2norm)
     return "";
   if (c.gate != KdaGate::kLogDecay && !(c.with_A_log && c.with_dt_bias)) return "";
   std::ostringstream os;
-  os << "groupattn check --engine cuda --op kda --dtype " << dtype_name(c.dtype) << " --heads " << c.H << "/" << c.HV
-     << " --head-dim " << c.K << " --head-dim-v " << c.V << " --batch " << c.B << " --seq-len " << c.T << " --gate "
-     << (c.gate == KdaGate::kLogDecay ? "log-decay" : c.gate == KdaGate::kSoftplus ? "softplus" : "lower-bound");
-  if (c.gate == KdaGate::kLowerBound) os << " --lower-bound " << c.lower_bound;
+  os << "groupattn check --engine cuda --op kda --seed " << seed << " --dtype " << dtype_name(c.dtype)
+     << " --heads " << c.H << "/" << c.HV << " --head-dim " << c.K << " --head-dim-v " << c.V << " --batch "
+     << c.B << " --seq-len " << c.T << " --gate "
+     << (c.gate == KdaGate::kLogDecay   ? "log-decay"
+         : c.gate == KdaGate::kSoftplus ? "softplus"
+                                        : "lower-bound");
+  if (c.gate == KdaGate::kLowerBound) os << " --lower-bound " << float_flag(c.lower_bound);
   if (!c.l2norm) os << " --no-l2norm";
   if (!c.beta_sigmoid) os << " --no-beta-sigmoid";
   if (!c.with_initial) os << " --no-initial-state";
   if (c.layout == KdaStateLayout::kKFirst) os << " --k-first";
+  if (!std::isnan(c.scale)) os << " --scale " << float_flag(c.scale);
   return os.str();
 }
+
+constexpr const char* kKdaCliNote = " (same shapes and options, its own inputs)";
 
 std::string run_kda_case(const KdaDraw& d, uint64_t seed) {
   KdaGpuRun r;
@@ -517,23 +631,23 @@ TEST_F(GpuFuzz, KdaRandomValidProblems) {
     const KdaDraw d = draw_kda(cs);
     const std::string label = kda_description(d);
     const std::string result = run_kda_case(d, cs);
+    const std::string repro =
+        repro_commands(kda_cli_repro(d, cs), kKdaCliNote, gtest_repro("KdaRandomValidProblems", seed, i));
     ++t.run;
     if (result.rfind("declined: ", 0) == 0) {
       ++t.declined;
       ++t.reasons[reason_key(result.substr(10))];
       if (d.expect_served) {
         ++t.unexpected_declines;
-        std::printf("[gpu-fuzz] FAIL kda case %d: unexpected decline (%s) | %s | repro: %s\n", i, result.c_str(),
-                    label.c_str(), gtest_repro("KdaRandomValidProblems", seed, i).c_str());
+        std::printf("[gpu-fuzz] FAIL kda case %d: unexpected decline (%s) | %s | repro: %s\n", i,
+                    result.c_str(), label.c_str(), repro.c_str());
       }
       continue;
     }
     if (!result.empty()) {
       ++t.failed;
-      const std::string cli = kda_cli_repro(d);
-      std::printf("[gpu-fuzz] FAIL kda case %d: %s | %s | repro: %s%s\n", i, result.c_str(), label.c_str(),
-                  cli.empty() ? "" : (cli + " (same shapes, its own data); exact: ").c_str(),
-                  gtest_repro("KdaRandomValidProblems", seed, i).c_str());
+      std::printf("[gpu-fuzz] FAIL kda case %d: %s | %s | repro: %s\n", i, result.c_str(), label.c_str(),
+                  repro.c_str());
     }
     std::fflush(stdout);
   }

@@ -1,13 +1,15 @@
 // GPU reliability (issue 6): the cuda attention engine on two streams at once and from many host
-// threads (no shared scratch), captured once in a CUDA graph and replayed with new inputs, and a
-// decode over a K/V cache larger than 4 GiB per tensor (offsets past 2^31 elements). Every result
-// is checked against the fp64 reference on host copies. Skips without a GPU.
+// threads (no shared scratch), captured once in a CUDA graph and replayed with new inputs, a
+// decode over a K/V cache larger than 4 GiB per tensor (offsets past 2^31 elements), and a call
+// whose workspace cannot be allocated (out of device memory). Every result is checked against the
+// fp64 reference on host copies. Skips without a GPU.
 #include <gtest/gtest.h>
 
 #if GROUPATTN_WITH_CUDA
 
 #include <cuda_runtime.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <memory>
@@ -293,6 +295,87 @@ TEST_F(Reliability, DecodeOnKvCachePast4GiB) {
 
   cudaFree(k_big);
   cudaFree(v_big);
+}
+
+// Device memory the test owns, freed on every exit path (an ASSERT returns early).
+struct DeviceBuffer {
+  void* ptr = nullptr;
+  explicit DeviceBuffer(size_t bytes) { cuda_check(cudaMalloc(&ptr, bytes), "cudaMalloc"); }
+  ~DeviceBuffer() { (void)cudaFree(ptr); }
+  DeviceBuffer(const DeviceBuffer&) = delete;
+  DeviceBuffer& operator=(const DeviceBuffer&) = delete;
+};
+
+// Whether every one of `bytes` device bytes at `ptr` is `value` (read back in 64 MiB pieces).
+bool device_bytes_all(const void* ptr, size_t bytes, unsigned char value) {
+  constexpr size_t kPiece = size_t{64} << 20;
+  std::vector<unsigned char> host(std::min(bytes, kPiece));
+  for (size_t at = 0; at < bytes; at += kPiece) {
+    const size_t n = std::min(kPiece, bytes - at);
+    cuda_check(cudaMemcpy(host.data(), static_cast<const char*>(ptr) + at, n, cudaMemcpyDeviceToHost),
+               "download");
+    if (!std::all_of(host.begin(), host.begin() + static_cast<std::ptrdiff_t>(n),
+                     [&](unsigned char b) { return b == value; })) {
+      return false;
+    }
+  }
+  return true;
+}
+
+// Out of device memory: a call whose split-KV workspace is about twice the device's memory, made
+// with no caller workspace, so the library's own stream-ordered allocation (run_engine)
+// fails. The call must return kOutOfMemory naming the op, the engine and the allocation, launch
+// nothing (out and lse keep their poison), leave no CUDA error behind for the next launch check,
+// and leave the device usable: the next call (a small one, whose workspace the library allocates
+// the same way) succeeds and matches the reference.
+TEST_F(Reliability, WorkspaceAllocationFailureReturnsOutOfMemory) {
+  size_t free_bytes = 0, total_bytes = 0;
+  cuda_check(cudaMemGetInfo(&free_bytes, &total_bytes), "cudaMemGetInfo");
+  // Workspace = splits x Sq x Hq rows of (Dv + 1) floats (partial O and LSE); q and out are Sq x Hq
+  // rows of D bf16, 1/257 of it each (about 1.1 GB on an H200). K/V hold a few keys.
+  constexpr int64_t kHq = 16, kHkv = 2, kD = 256, kSk = 64;
+  constexpr int kSplits = 128;  // the most the cuda engine plans (cuda_engine::kMaxSplits)
+  const double row_bytes = double(kSplits) * double(kD + 1) * sizeof(float);
+  const auto sq = static_cast<int64_t>(std::ceil(2.0 * double(total_bytes) / row_bytes / double(kHq)));
+  const size_t q_bytes = static_cast<size_t>(sq * kHq * kD) * 2,
+               lse_bytes = static_cast<size_t>(kHq * sq) * 4;
+  const size_t kv_bytes = static_cast<size_t>(kSk * kHkv * kD) * 2;
+  DeviceBuffer q(q_bytes), out(q_bytes), lse(lse_bytes), k(kv_bytes), v(kv_bytes);
+  cuda_check(cudaMemset(q.ptr, 0, q_bytes), "memset");
+  cuda_check(cudaMemset(k.ptr, 0, kv_bytes), "memset");
+  cuda_check(cudaMemset(v.ptr, 0, kv_bytes), "memset");
+  cuda_check(cudaMemset(out.ptr, 0xFF, q_bytes), "memset");  // poison: NaN in bf16 and f32
+  cuda_check(cudaMemset(lse.ptr, 0xFF, lse_bytes), "memset");
+
+  AttentionParams p;
+  p.q = make_contiguous_view(q.ptr, DType::kBF16, {1, sq, kHq, kD}, Device::kCUDA);
+  p.out = make_contiguous_view(out.ptr, DType::kBF16, {1, sq, kHq, kD}, Device::kCUDA);
+  p.lse = make_contiguous_view(lse.ptr, DType::kF32, {kHq, sq}, Device::kCUDA);
+  p.k = make_contiguous_view(k.ptr, DType::kBF16, {1, kSk, kHkv, kD}, Device::kCUDA);
+  p.v = make_contiguous_view(v.ptr, DType::kBF16, {1, kSk, kHkv, kD}, Device::kCUDA);
+  p.num_splits = kSplits;
+  RunOptions o;
+  o.engine = "cuda";  // no workspace: the library allocates it
+  size_t need = 0;
+  const Status ws = attention_workspace_bytes(p, o, &need);
+  ASSERT_TRUE(ws.ok()) << ws.to_string();
+  ASSERT_GT(need, total_bytes) << "the workspace must exceed the device's memory (Sq " << sq << ")";
+
+  (void)cudaGetLastError();  // start from a clean error state
+  const Status s = attention(p, o);
+  EXPECT_EQ(s.code(), StatusCode::kOutOfMemory) << s.to_string();
+  for (const char* word : {"attention", "'cuda'", "workspace"})
+    EXPECT_NE(s.message().find(word), std::string::npos)
+        << "message lacks '" << word << "': " << s.to_string();
+  EXPECT_EQ(cudaGetLastError(), cudaSuccess)
+      << "the failed allocation left an error for the next launch check";
+  cuda_check(cudaDeviceSynchronize(), "cudaDeviceSynchronize after the failed call");
+  EXPECT_TRUE(device_bytes_all(out.ptr, q_bytes, 0xFF)) << "out was written by a call that failed";
+  EXPECT_TRUE(device_bytes_all(lse.ptr, lse_bytes, 0xFF)) << "lse was written by a call that failed";
+
+  Case small = decode_case(11);
+  small.num_splits = 3;  // a workspace again, allocated by the library: this time it fits
+  check_case(small);
 }
 
 }  // namespace
