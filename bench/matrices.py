@@ -69,6 +69,8 @@ def decode(quick: bool = False) -> List[Dict]:
             dict(hq=64, hkv=8, d=128, batch=1, kv_len=131072, new=4, page=None, mixed=False),
             dict(hq=64, hkv=8, d=128, batch=1, kv_len=131072, new=1, page=16, mixed=False),
             dict(hq=64, hkv=8, d=128, batch=32, kv_len=32768, new=1, page=64, mixed=True),
+            dict(hq=64, hkv=8, d=128, batch=1, kv_len=131072, new=16, page=None, mixed=False),
+            dict(hq=32, hkv=8, d=128, batch=32, kv_len=4096, new=4, page=64, mixed=False),
         ]
         cfgs = [c for c in cfgs if c in keep]
     return cfgs

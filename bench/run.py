@@ -109,7 +109,7 @@ def main(argv=None):
     if args.list:
         import matrices
 
-        for suite in (["prefill", "decode", "kda"] if args.suite == "all" else [args.suite]):
+        for suite in (["decode", "prefill", "kda"] if args.suite == "all" else [args.suite]):
             cfgs = _ordered(suite, matrices.SUITES[suite](args.quick))
             print(f"{suite}: {len(cfgs)} configurations")
             for c in cfgs:
@@ -130,7 +130,7 @@ def main(argv=None):
     import matrices
     import suites as S
 
-    suites = ["prefill", "decode", "kda"] if args.suite == "all" else [args.suite]
+    suites = ["decode", "prefill", "kda"] if args.suite == "all" else [args.suite]
     budgets = _budgets(args.suite_minutes, suites)
     stamp = time.strftime("%Y%m%d-%H%M%S", time.gmtime())
     out = args.out or os.path.join(HERE, "results", f"{args.suite}{'-quick' if args.quick else ''}-{stamp}.json")

@@ -20,12 +20,10 @@ const std::vector<const AttentionEngine*>& attention_engines() {
   static const std::vector<const AttentionEngine*> engines = [] {
     std::vector<const AttentionEngine*> list;
 #if GROUPATTN_WITH_CUDA
+    list.push_back(&attention_sm90_engine());  // Hopper decode first: it declines all else
     list.push_back(&attention_cuda_engine());
 #endif
     list.push_back(&attention_reference_engine());
-#if GROUPATTN_WITH_CUDA
-    list.push_back(&attention_sm90_engine());  // last: experimental, never picked automatically
-#endif
     return list;
   }();
   return engines;

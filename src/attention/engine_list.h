@@ -15,7 +15,7 @@ const std::vector<const AttentionEngine*>& attention_engines();
 const AttentionEngine& attention_reference_engine();  // reference.cpp
 #if GROUPATTN_WITH_CUDA
 const AttentionEngine& attention_cuda_engine();  // engines/cuda/ (portable sm80+)
-const AttentionEngine& attention_sm90_engine();  // engines/sm90/ (Hopper decode, experimental)
+const AttentionEngine& attention_sm90_engine();  // engines/sm90/ (Hopper decode)
 #endif
 
 }  // namespace groupattn

@@ -1,9 +1,8 @@
-// The sm90 engine (experimental Hopper decode) stays out of the way until asked for: without
-// GROUPATTN_EXPERIMENTAL=1 pinning it fails with the reason, and automatic selection never picks
-// it (it is registered last). Runs without a GPU.
+// The sm90 engine (Hopper decode) is registered first but serves only device tensors on a compute
+// capability 9.0 device: host problems go to the reference, and pinning it without such a device
+// fails with the reason. Runs without a GPU.
 #include <gtest/gtest.h>
 
-#include <cstdlib>
 #include <string>
 
 #include "common/host_tensor.h"
@@ -30,27 +29,27 @@ struct DecodeProblem {
   }
 };
 
-TEST(Sm90EngineGate, PinnedWithoutExperimentalFlagIsUnavailableWithReason) {
-  unsetenv("GROUPATTN_EXPERIMENTAL");
+TEST(Sm90EngineGate, HostTensorsGoToTheReference) {
+  DecodeProblem d;
+  const char* name = nullptr;
+  const Status s = attention_engine_for(d.p, RunOptions{}, &name);
+  ASSERT_TRUE(s.ok()) << s.to_string();
+  EXPECT_STREQ(name, "reference");
+}
+
+TEST(Sm90EngineGate, PinnedOnHostTensorsDeclinesWithReason) {
   DecodeProblem d;
   RunOptions o;
   o.engine = "sm90";
   const char* name = nullptr;
   const Status s = attention_engine_for(d.p, o, &name);
   ASSERT_FALSE(s.ok());
-  EXPECT_NE(s.to_string().find("sm90 engine is experimental and not yet verified on hardware"), std::string::npos)
-      << s.to_string();
-  EXPECT_NE(s.to_string().find("GROUPATTN_EXPERIMENTAL=1"), std::string::npos) << s.to_string();
-}
-
-TEST(Sm90EngineGate, AutomaticSelectionNeverPicksIt) {
-  setenv("GROUPATTN_EXPERIMENTAL", "1", 1);
-  DecodeProblem d;  // host tensors: the reference serves them, and it comes before sm90
-  const char* name = nullptr;
-  const Status s = attention_engine_for(d.p, RunOptions{}, &name);
-  unsetenv("GROUPATTN_EXPERIMENTAL");
-  ASSERT_TRUE(s.ok()) << s.to_string();
-  EXPECT_STRNE(name, "sm90");
+  // Without a device: "no CUDA device visible"; with one: host tensors are declined.
+  const std::string msg = s.to_string();
+  EXPECT_TRUE(msg.find("no CUDA device visible") != std::string::npos ||
+              msg.find("device (CUDA) tensors only") != std::string::npos ||
+              msg.find("compute capability 9.0") != std::string::npos)
+      << msg;
 }
 
 #endif  // GROUPATTN_WITH_CUDA

@@ -1,5 +1,4 @@
-// GPU tier for the experimental sm90 engine (Hopper decode, issue 9): pinned by name with
-// GROUPATTN_EXPERIMENTAL=1, every case against the fp64 reference (TESTING.md pass rules, NaN-
+// GPU tier for the sm90 engine (Hopper decode, issue 9): pinned by name, every case against the fp64 reference (TESTING.md pass rules, NaN-
 // poisoned outputs, guard bands: check_case), plus bitwise checks (native GQA vs K/V copied up,
 // determinism) and declines. Skips unless a compute capability 9.0 device is visible.
 #include <gtest/gtest.h>
@@ -34,9 +33,7 @@ class Sm90Decode : public ::testing::Test {
  protected:
   void SetUp() override {
     if (!have_sm90_device()) GTEST_SKIP() << "no compute capability 9.0 device";
-    setenv("GROUPATTN_EXPERIMENTAL", "1", 1);
   }
-  void TearDown() override { unsetenv("GROUPATTN_EXPERIMENTAL"); }
 };
 
 const std::vector<std::pair<int64_t, int64_t>> kHeadRatios = {{8, 4},  {8, 2}, {64, 8},
@@ -202,6 +199,28 @@ TEST_F(Sm90Decode, DeclinesWithReason) {
     const Status s = run_cuda(*p, &o, &l, kEngine);
     ASSERT_FALSE(s.ok()) << describe(cs);
     EXPECT_NE(s.to_string().find(reason), std::string::npos) << describe(cs) << ": " << s.to_string();
+  }
+}
+
+// Automatic selection: a decode problem the sm90 engine supports goes to it; one it declines
+// (head dim 64, prefill) falls through to the portable engine.
+TEST_F(Sm90Decode, AutomaticSelectionPrefersItForDecode) {
+  const std::vector<std::pair<Case, std::string>> cases = {
+      {decode_case(64, 8, 1, {4096}), "sm90"},
+      {decode_case(8, 1, 16, {300}), "sm90"},
+      {[] {
+         Case c = decode_case(8, 2, 1, {100});
+         c.d = 64;
+         return c;
+       }(),
+       "cuda"},
+      {decode_case(8, 2, 40, {100}), "cuda"},
+  };
+  for (const auto& [cs, want] : cases) {
+    auto p = make_problem(cs);
+    const char* name = nullptr;
+    ASSERT_TRUE(attention_engine_for(p->device_params(), RunOptions{}, &name).ok()) << describe(cs);
+    EXPECT_EQ(std::string(name), want) << describe(cs);
   }
 }
 

@@ -30,7 +30,7 @@ def test_full_matrices_match_benchmarking_md():
 def test_quick_is_a_small_subset():
     for name, fn in matrices.SUITES.items():
         full, quick = fn(False), fn(True)
-        assert 0 < len(quick) <= 6, name
+        assert 0 < len(quick) <= 8, name
         for c in quick:
             assert c in full, (name, c)
 
