@@ -347,9 +347,14 @@ def provenance(root: str, argv: List[str]) -> Dict:
         "gpu": torch.cuda.get_device_name(),
         "gpu_capability": list(torch.cuda.get_device_capability()),
         "sm_count": torch.cuda.get_device_properties(0).multi_processor_count,
-        "git_commit": _git("rev-parse", "HEAD") or os.environ.get("GROUPATTN_BENCH_COMMIT", "unknown"),
-        "git_dirty": (_git("status", "--porcelain", "--untracked-files=no") or "") != "" if _git("rev-parse", "HEAD") else None,
-        "commit_source": "git" if _git("rev-parse", "HEAD") else "GROUPATTN_BENCH_COMMIT env",
+        # GROUPATTN_BENCH_COMMIT wins when set: the GPU machine's copy of the tree can carry a .git
+        # of an older checkout (the session's start), so its HEAD is not what was measured (the
+        # run at 67d3ef3 recorded facb306, dirty). tree_digest identifies the tree either way.
+        "git_commit": os.environ.get("GROUPATTN_BENCH_COMMIT") or _git("rev-parse", "HEAD") or "unknown",
+        "git_dirty": None if os.environ.get("GROUPATTN_BENCH_COMMIT") else (
+            (_git("status", "--porcelain", "--untracked-files=no") or "") != "" if _git("rev-parse", "HEAD") else None),
+        "commit_source": "GROUPATTN_BENCH_COMMIT env" if os.environ.get("GROUPATTN_BENCH_COMMIT") else (
+            "git" if _git("rev-parse", "HEAD") else "unknown"),
         "tree_digest": tree_digest(root),
         "groupattn": {"version": groupattn.__version__, "build_info": groupattn.build_info(),
                       "file": groupattn.__file__, "engines": groupattn.engines()},
