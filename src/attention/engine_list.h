@@ -16,6 +16,7 @@ const AttentionEngine& attention_reference_engine();  // reference.cpp
 #if GROUPATTN_WITH_CUDA
 const AttentionEngine& attention_cuda_engine();  // engines/cuda/ (portable sm80+)
 const AttentionEngine& attention_sm90_engine();  // engines/sm90/ (Hopper decode)
+const AttentionEngine& attention_sm90_prefill_engine();  // engines/sm90/ (Hopper prefill, experimental)
 #endif
 
 }  // namespace groupattn

@@ -103,6 +103,18 @@ __device__ __forceinline__ uint64_t desc_mnmajor_sw128(const void* tile, uint32_
   return make_smem_desc(smem_u32(tile), mn_block_bytes, 1024);
 }
 
+// setmaxnreg (HOPPER-PRIMITIVES.md section 8): executed by all four warps of a warpgroup, in a
+// kernel with a register count at entry (__launch_bounds__(threads, 1)). Sum over warpgroups of
+// 128 x R <= 65536; 1 producer + 2 consumers: 40 / 232 (verified by the probe).
+template <uint32_t kRegs>
+__device__ __forceinline__ void setmaxnreg_dec() {
+  asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;" ::"n"(kRegs));
+}
+template <uint32_t kRegs>
+__device__ __forceinline__ void setmaxnreg_inc() {
+  asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;" ::"n"(kRegs));
+}
+
 __device__ __forceinline__ void wgmma_fence() { asm volatile("wgmma.fence.sync.aligned;" ::: "memory"); }
 __device__ __forceinline__ void wgmma_commit() { asm volatile("wgmma.commit_group.sync.aligned;" ::: "memory"); }
 template <int kPending>

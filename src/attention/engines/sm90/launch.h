@@ -1,5 +1,5 @@
-// Host launchers of the sm90 decode engine, one explicit instantiation per element type
-// (inst_bf16_d128.cu, inst_f16_d128.cu).
+// Host launchers of the sm90 engines, one explicit instantiation per element type (decode:
+// inst_bf16_d128.cu, inst_f16_d128.cu; prefill: inst_prefill_bf16_d128.cu, inst_prefill_f16_d128.cu).
 #pragma once
 
 #include <cuda_runtime.h>
@@ -21,5 +21,17 @@ struct DecodeLaunch {
 // portable engine's combine kernel as a programmatic dependent launch.
 template <class T>
 Status launch_decode(const cuda_engine::KernelParams& p, const DecodeLaunch& l, cudaStream_t stream);
+
+// The prefill kernel (EXPERIMENTAL, prefill_kernel.cuh): tensor maps of Q (64-row boxes) and of
+// K and V (128-row boxes), built by tma_desc.h.
+struct PrefillLaunch {
+  const void* q_tmap = nullptr;
+  const void* k_tmap = nullptr;
+  const void* v_tmap = nullptr;
+};
+
+// Runs the prefill kernel (grid: m_blocks, Hq, B); p.num_splits must be 1.
+template <class T>
+Status launch_prefill(const cuda_engine::KernelParams& p, const PrefillLaunch& l, cudaStream_t stream);
 
 }  // namespace groupattn::sm90_engine

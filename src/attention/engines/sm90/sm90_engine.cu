@@ -20,6 +20,7 @@
 #include "attention/engines/cuda/host_params.h"
 #include "attention/engines/cuda/split_planner.h"
 #include "attention/engines/sm90/decode_traits.h"
+#include "attention/engines/sm90/engine_checks.h"
 #include "attention/engines/sm90/launch.h"
 #include "attention/engines/sm90/tma_desc.h"
 #include "core/cuda_runtime_shim.h"
@@ -29,33 +30,10 @@ namespace {
 
 using cuda_engine::KernelParams;
 
-constexpr int64_t kMaxGridYZ = 65535;
-constexpr int64_t kChunkElems = 8;  // 16 bytes of a 16-bit type
-
-bool is_device(const TensorView& t) { return !t.defined() || t.device == Device::kCUDA; }
-
-// Base 16-byte aligned, innermost stride 1, every other stride a whole number of 16-byte chunks:
-// what both the Q/out vector copies and the TMA maps (strides multiple of 16 bytes) need.
-bool tma_compatible(const TensorView& t) {
-  if (reinterpret_cast<uintptr_t>(t.data) % 16 != 0) return false;
-  if (t.stride[t.rank - 1] != 1) return false;
-  for (int d = 0; d + 1 < t.rank; ++d) {
-    if (t.stride[d] % kChunkElems != 0) return false;
-  }
-  return true;
-}
-
-// cuTensorMapEncodeTiled documents each stride as spanning the dimensions inside it (stride[i] =
-// dim[i-1] * stride[i-1] + padding). K/V (outer, row, head, d) must nest that way: each stride
-// (of a dimension longer than 1) at least the extent of the dimensions inside it.
-bool nested_strides(const TensorView& t) {
-  int64_t extent = t.shape[3];  // elements spanned by one head's d
-  for (int d = 2; d >= 0; --d) {
-    if (t.shape[d] > 1 && t.stride[d] < extent) return false;
-    extent = (t.shape[d] - 1) * t.stride[d] + extent;
-  }
-  return true;
-}
+using sm90_engine::is_device;
+using sm90_engine::kMaxGridYZ;
+using sm90_engine::nested_strides;
+using sm90_engine::tma_compatible;
 
 struct Geometry {
   int64_t batch = 0, total_q = 0, max_q = 0, max_k = 0, heads_q = 0, heads_kv = 0;

@@ -1,0 +1,39 @@
+// Host-side support checks shared by the sm90 engines (decode and prefill): device tensors, the
+// layouts a TMA tensor map can describe, grid limits. No CUDA types here.
+#pragma once
+
+#include <cstdint>
+
+#include "groupattn/tensor.h"
+
+namespace groupattn::sm90_engine {
+
+inline constexpr int64_t kMaxGridYZ = 65535;
+inline constexpr int64_t kChunkElems = 8;  // 16 bytes of a 16-bit type
+
+inline bool is_device(const TensorView& t) { return !t.defined() || t.device == Device::kCUDA; }
+
+// Base 16-byte aligned, innermost stride 1, every other stride a whole number of 16-byte chunks:
+// what both the Q/out vector copies and the TMA maps (strides multiple of 16 bytes) need.
+inline bool tma_compatible(const TensorView& t) {
+  if (reinterpret_cast<uintptr_t>(t.data) % 16 != 0) return false;
+  if (t.stride[t.rank - 1] != 1) return false;
+  for (int d = 0; d + 1 < t.rank; ++d) {
+    if (t.stride[d] % kChunkElems != 0) return false;
+  }
+  return true;
+}
+
+// cuTensorMapEncodeTiled documents each stride as spanning the dimensions inside it (stride[i] =
+// dim[i-1] * stride[i-1] + padding). A rank-4 (outer, row, head, d) tensor must nest that way: each
+// stride (of a dimension longer than 1) at least the extent of the dimensions inside it.
+inline bool nested_strides(const TensorView& t) {
+  int64_t extent = t.shape[3];  // elements spanned by one head's d
+  for (int d = 2; d >= 0; --d) {
+    if (t.shape[d] > 1 && t.stride[d] < extent) return false;
+    extent = (t.shape[d] - 1) * t.stride[d] + extent;
+  }
+  return true;
+}
+
+}  // namespace groupattn::sm90_engine

@@ -1,0 +1,7 @@
+// Explicit instantiation: sm90 prefill kernel (EXPERIMENTAL), bf16, head dim 128.
+#include "attention/engines/sm90/launch.h"
+#include "attention/engines/sm90/prefill_kernel.cuh"
+
+namespace groupattn::sm90_engine {
+template Status launch_prefill<__nv_bfloat16>(const cuda_engine::KernelParams&, const PrefillLaunch&, cudaStream_t);
+}  // namespace groupattn::sm90_engine

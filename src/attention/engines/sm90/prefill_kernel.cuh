@@ -1,0 +1,357 @@
+// The sm90 prefill kernel (Hopper, sm_90a), EXPERIMENTAL first cut of issue 3: written without GPU
+// time, gated off by the engine until GROUPATTN_EXPERIMENTAL=1 (sm90_prefill_engine.cu). Head dim
+// 128, batched Q and K/V, MHA/GQA/MQA (query head h reads KV head h / group), causal bottom-right,
+// window, softcap, scale, O + LSE.
+//
+//   Q   [B, Sq, Hq, 128]   one CTA per (128-row query tile, query head, sequence)
+//   K,V [B, Sk, Hkv, 128]  KV tiles of 128 keys by TMA, kStages-deep mbarrier ring
+//   out [B, Sq, Hq, 128] (Q's dtype), lse fp32 [Hq, B * Sq]
+//
+// 384 threads: warps 0-3 and 4-7 are two consumer warpgroups (64 query rows each, 232 registers
+// after setmaxnreg), warps 8-11 the producer warpgroup (40 registers; one thread issues the
+// copies). Per KV tile, each consumer warpgroup: S = Q K^T (wgmma m64n128k16, fp32); scale /
+// softcap / mask; online softmax along its rows (thread-local, then the quad: no cross-warp
+// exchange, unlike the decode kernel's swapped product); P to its own shared buffer (bf16/f16);
+// O += P V (wgmma m64n64k16 per d half); the last warp to finish a stage frees it for the
+// producer. No overlap between the two GEMMs and the softmax yet, no persistent
+// scheduler: each measured step comes after this is verified (docs/ENGINES.md).
+#pragma once
+
+#include <cuda.h>
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+
+#include <cstdint>
+#include <type_traits>
+
+#include "attention/engines/cuda/kernel_params.h"
+#include "attention/engines/cuda/seq_and_mask.cuh"
+#include "attention/engines/sm90/launch.h"
+#include "attention/engines/sm90/prefill_traits.h"
+#include "cuda/cuda_check.h"
+#include "cuda/sm90/hopper.cuh"
+#include "cuda/sm90/wgmma.cuh"
+
+namespace groupattn::sm90_engine {
+
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+namespace prefill_detail {
+
+namespace hw = ::groupattn::cuda::sm90;
+using cuda_engine::KernelParams;
+using cuda_engine::KeyInterval;
+using cuda_engine::SeqInfo;
+
+inline constexpr float kLog2e = 1.4426950408889634f;
+inline constexpr float kLn2 = 0.6931471805599453f;
+inline constexpr uint32_t kFullMask = 0xffffffffu;
+// Named barriers (0 is __syncthreads): per consumer warpgroup w, 1 + w before its P stores (the
+// previous tile's O wgmma of every warp is done) and 3 + w after them (P visible to the wgmma).
+inline constexpr uint32_t kBarPFree = 1, kBarPReady = 3;
+
+template <class Traits>
+struct Smem {
+  unsigned char* base;  // 1024-byte aligned
+  __device__ unsigned char* q() const { return base + Traits::kQOffset; }
+  __device__ unsigned char* k(int stage) const { return base + Traits::kStageOffset + stage * Traits::kStageBytes; }
+  __device__ unsigned char* v(int stage) const { return k(stage) + Traits::kTileBytes; }
+  __device__ unsigned char* p(int wg) const { return base + Traits::kPOffset + wg * Traits::kPBytesPerWg; }
+  __device__ uint64_t* q_full() const { return reinterpret_cast<uint64_t*>(base + Traits::kBarOffset); }
+  __device__ uint64_t* full(int stage) const { return q_full() + 1 + stage; }
+  __device__ uint64_t* empty(int stage) const { return q_full() + 1 + Traits::kStages + stage; }
+};
+
+// Accumulator map of wgmma (HOPPER-PRIMITIVES.md section 2), t = thread of the warpgroup:
+//   row(t, i) = 16 * (t / 32) + (t % 32) / 4 + 8 * ((i / 2) % 2),  col(t, i) = 8 * (i / 4) + 2 * (t % 4) + i % 2
+__device__ __forceinline__ int acc_half(int i) { return (i >> 1) & 1; }  // 0: row r, 1: row r + 8
+__device__ __forceinline__ int acc_col(int i, int lane) { return 8 * (i >> 2) + 2 * (lane & 3) + (i & 1); }
+
+template <class Traits>
+using WgmmaS = hw::Wgmma<std::is_same_v<typename Traits::Element, __nv_bfloat16>, Traits::kBlockN, 0, 0>;
+template <class Traits>
+using WgmmaO = hw::Wgmma<std::is_same_v<typename Traits::Element, __nv_bfloat16>, 64, 0, 1>;
+
+// Producer (one elected thread): Q once, then every KV tile of the CTA's range into the ring.
+template <class Traits>
+__device__ void produce(const Smem<Traits>& sm, const CUtensorMap* tq, const CUtensorMap* tk, const CUtensorMap* tv,
+                        int h, int kvh, int b, int m0, int blk_begin, int blk_end) {
+  hw::mbar_arrive_expect_tx(sm.q_full(), static_cast<uint32_t>(Traits::kQBytes));
+  for (int db = 0; db < Traits::kDBlocks; ++db) {
+    for (int wg = 0; wg < Traits::kConsumerWgs; ++wg) {
+      hw::tma_load_4d(sm.q() + db * Traits::kQBlockBytes + wg * Traits::kRowsPerWg * 128, tq,
+                      db * Traits::kSwizzleElems, h, m0 + wg * Traits::kRowsPerWg, b, sm.q_full());
+    }
+  }
+  for (int blk = blk_begin, it = 0; blk < blk_end; ++blk, ++it) {
+    const int stage = it % Traits::kStages;
+    hw::mbar_wait(sm.empty(stage), (static_cast<uint32_t>(it / Traits::kStages) & 1u) ^ 1u);
+    hw::mbar_arrive_expect_tx(sm.full(stage), static_cast<uint32_t>(Traits::kStageBytes));
+    const int j0 = blk * Traits::kBlockN;
+    for (int db = 0; db < Traits::kDBlocks; ++db)
+      hw::tma_load_4d(sm.k(stage) + db * Traits::kKvBoxBytes, tk, db * Traits::kSwizzleElems, kvh, j0, b,
+                      sm.full(stage));
+    for (int db = 0; db < Traits::kDBlocks; ++db)
+      hw::tma_load_4d(sm.v(stage) + db * Traits::kKvBoxBytes, tv, db * Traits::kSwizzleElems, kvh, j0, b,
+                      sm.full(stage));
+  }
+}
+
+// S = Q K^T for warpgroup wg's 64 rows (fresh accumulators). k-step kk: d block kk / 4, +32 bytes
+// per step inside a block (descriptor + 2), on both operands.
+template <class Traits>
+__device__ __forceinline__ void gemm_scores(float (&s)[Traits::kBlockN / 2], const Smem<Traits>& sm, int stage,
+                                            int wg) {
+  hw::fence_regs(s);
+  hw::wgmma_fence();
+#pragma unroll
+  for (int kk = 0; kk < Traits::kHeadDim / 16; ++kk) {
+    const uint64_t da =
+        hw::desc_kmajor_sw128(sm.q() + (kk / 4) * Traits::kQBlockBytes + wg * Traits::kRowsPerWg * 128) + 2 * (kk % 4);
+    const uint64_t db = hw::desc_kmajor_sw128(sm.k(stage) + (kk / 4) * Traits::kKvBoxBytes) + 2 * (kk % 4);
+    WgmmaS<Traits>::mma(s, da, db, kk > 0 ? 1 : 0);
+  }
+  hw::wgmma_commit();
+  hw::wgmma_wait<0>();
+  hw::fence_regs(s);
+}
+
+// O += P V. d half hh: A = P [64 rows][kBlockN keys] K-major (key block kk / 4, +2 per k-step);
+// B = V box hh read MN-major ([keys][64 d], k-step kk = 16 key rows = +2048 bytes, descriptor
+// + 128).
+template <class Traits>
+__device__ __forceinline__ void gemm_output(float (&o)[2][32], const Smem<Traits>& sm, int stage, int wg) {
+  hw::fence_regs(o[0]);
+  hw::fence_regs(o[1]);
+  hw::wgmma_fence();
+#pragma unroll
+  for (int hh = 0; hh < 2; ++hh) {
+#pragma unroll
+    for (int kk = 0; kk < Traits::kBlockN / 16; ++kk) {
+      const uint64_t da = hw::desc_kmajor_sw128(sm.p(wg) + (kk / 4) * Traits::kPBlockBytes) + 2 * (kk % 4);
+      const uint64_t db =
+          hw::desc_mnmajor_sw128(sm.v(stage) + hh * Traits::kKvBoxBytes, static_cast<uint32_t>(Traits::kKvBoxBytes)) +
+          128 * kk;
+      WgmmaO<Traits>::mma(o[hh], da, db, 1);
+    }
+  }
+  hw::wgmma_commit();
+  hw::wgmma_wait<0>();
+  hw::fence_regs(o[0]);
+  hw::fence_regs(o[1]);
+}
+
+// One consumer warpgroup's whole job: its 64 query rows against the CTA's KV tiles.
+template <class Traits>
+__device__ void consume(const KernelParams& p, const SeqInfo& s, const Smem<Traits>& sm, int h, int m0, int blk_begin,
+                        int blk_end, int wg, int warp_in_wg, int lane) {
+  using T = typename Traits::Element;
+  constexpr int kS = Traits::kBlockN / 2;  // S accumulator registers per thread
+  // The thread's two rows (query tokens of the sequence): r and r + 8.
+  const int row_base = m0 + wg * Traits::kRowsPerWg + 16 * warp_in_wg + lane / 4;
+  KeyInterval vis[2];
+#pragma unroll
+  for (int r = 0; r < 2; ++r) {
+    const int tok = row_base + 8 * r;
+    vis[r] = tok < s.q_len ? cuda_engine::visible_keys(p, s, tok) : KeyInterval{0, -1};
+  }
+  // Keys every valid row of the warpgroup sees (lo and hi are non-decreasing in the row): tiles
+  // inside need no per-element test.
+  const int wg_first = m0 + wg * Traits::kRowsPerWg;
+  const int wg_last = min(wg_first + Traits::kRowsPerWg, s.q_len) - 1;
+  int common_lo = 1, common_hi = 0;  // empty unless the warpgroup has rows
+  if (wg_first <= wg_last) {
+    common_lo = cuda_engine::visible_keys(p, s, wg_last).lo;
+    common_hi = cuda_engine::visible_keys(p, s, wg_first).hi;
+  }
+
+  float o[2][32];
+#pragma unroll
+  for (int hh = 0; hh < 2; ++hh)
+#pragma unroll
+    for (int i = 0; i < 32; ++i) o[hh][i] = 0.f;
+  float m_run[2] = {-INFINITY, -INFINITY}, l_run[2] = {0.f, 0.f};
+  float sacc[kS];
+
+  hw::mbar_wait(sm.q_full(), 0);
+  for (int blk = blk_begin, it = 0; blk < blk_end; ++blk, ++it) {
+    const int stage = it % Traits::kStages;
+    hw::mbar_wait(sm.full(stage), static_cast<uint32_t>(it / Traits::kStages) & 1u);
+    gemm_scores<Traits>(sacc, sm, stage, wg);
+
+    const int j0 = blk * Traits::kBlockN;
+    const bool full_tile = j0 >= common_lo && j0 + Traits::kBlockN - 1 <= common_hi;
+#pragma unroll
+    for (int i = 0; i < kS; ++i) {
+      float x = sacc[i] * p.scale;
+      if (p.softcap > 0.f) x = p.softcap * tanhf(x / p.softcap);
+      x *= kLog2e;
+      if (!full_tile) {
+        const int j = j0 + acc_col(i, lane);
+        const KeyInterval& v = vis[acc_half(i)];
+        if (j < v.lo || j > v.hi) x = -INFINITY;
+      }
+      sacc[i] = x;
+    }
+
+    // Online softmax per row: the thread's 32 values of each row, then the quad (lanes 4q..4q+3).
+    float alpha[2];
+#pragma unroll
+    for (int r = 0; r < 2; ++r) {
+      float mx = -INFINITY;
+#pragma unroll
+      for (int i = 0; i < kS; ++i)
+        if (acc_half(i) == r) mx = fmaxf(mx, sacc[i]);
+      mx = fmaxf(mx, __shfl_xor_sync(kFullMask, mx, 1));
+      mx = fmaxf(mx, __shfl_xor_sync(kFullMask, mx, 2));
+      const float m_new = fmaxf(m_run[r], mx);
+      const float m_use = m_new == -INFINITY ? 0.f : m_new;  // a row with no visible key yet
+      alpha[r] = exp2f(m_run[r] - m_use);
+      m_run[r] = m_new;
+      float sum = 0.f;
+#pragma unroll
+      for (int i = 0; i < kS; ++i) {
+        if (acc_half(i) == r) {
+          sacc[i] = exp2f(sacc[i] - m_use);
+          sum += sacc[i];
+        }
+      }
+      l_run[r] = l_run[r] * alpha[r] + sum;
+    }
+#pragma unroll
+    for (int hh = 0; hh < 2; ++hh)
+#pragma unroll
+      for (int i = 0; i < 32; ++i) o[hh][i] *= alpha[acc_half(i)];
+
+    // P -> this warpgroup's buffer as the A operand: row rr (0..63), key k: block k / 64, 128-byte
+    // row rr, 16-byte chunk ((k % 64) / 8) ^ (rr % 8) (128B swizzle), element k % 8. Registers i
+    // and i + 1 hold adjacent keys: one 4-byte store.
+    hw::named_bar_sync(kBarPFree + wg, 128);  // every warp's previous O wgmma has completed
+    unsigned char* pbuf = sm.p(wg);
+#pragma unroll
+    for (int i = 0; i < kS; i += 2) {
+      const int rr = 16 * warp_in_wg + lane / 4 + 8 * acc_half(i);
+      const int k = acc_col(i, lane);
+      const int kc = k % 64;
+      unsigned char* dst = pbuf + (k / 64) * Traits::kPBlockBytes + rr * 128 + (((kc >> 3) ^ (rr & 7)) << 4) + (kc & 7) * 2;
+      if constexpr (std::is_same_v<T, __nv_bfloat16>) {
+        *reinterpret_cast<__nv_bfloat162*>(dst) = __floats2bfloat162_rn(sacc[i], sacc[i + 1]);
+      } else {
+        *reinterpret_cast<__half2*>(dst) = __floats2half2_rn(sacc[i], sacc[i + 1]);
+      }
+    }
+    hw::fence_proxy_async_smem();
+    hw::named_bar_sync(kBarPReady + wg, 128);
+    gemm_output<Traits>(o, sm, stage, wg);
+    __syncwarp();
+    if (lane == 0) hw::mbar_arrive(sm.empty(stage));
+  }
+
+  // Epilogue: row sums over the quad, normalise, write O (pairs of adjacent d) and LSE.
+#pragma unroll
+  for (int r = 0; r < 2; ++r) {
+    float l = l_run[r];
+    l += __shfl_xor_sync(kFullMask, l, 1);
+    l += __shfl_xor_sync(kFullMask, l, 2);
+    const int tok = row_base + 8 * r;
+    if (tok >= s.q_len) continue;
+    const float inv = l > 0.f ? 1.f / l : 0.f;  // no visible key: O = 0
+    T* out = static_cast<T*>(p.out) + s.o_offset + static_cast<int64_t>(tok) * p.o_row_stride +
+             static_cast<int64_t>(h) * p.o_head_stride;
+#pragma unroll
+    for (int hh = 0; hh < 2; ++hh) {
+#pragma unroll
+      for (int i = 0; i < 32; i += 2) {
+        if (acc_half(i) != r) continue;
+        const int d = 64 * hh + acc_col(i, lane);
+        if constexpr (std::is_same_v<T, __nv_bfloat16>) {
+          *reinterpret_cast<__nv_bfloat162*>(out + d) = __floats2bfloat162_rn(o[hh][i] * inv, o[hh][i + 1] * inv);
+        } else {
+          *reinterpret_cast<__half2*>(out + d) = __floats2half2_rn(o[hh][i] * inv, o[hh][i + 1] * inv);
+        }
+      }
+    }
+    if (p.lse != nullptr && (lane & 3) == 0) {
+      p.lse[h * p.lse_head_stride + (s.q_token0 + tok) * p.lse_row_stride] =
+          l > 0.f ? (m_run[r] + log2f(l)) * kLn2 : -INFINITY;
+    }
+  }
+}
+
+template <class Traits>
+__device__ void prefill_cta(const KernelParams& p, const CUtensorMap* tq, const CUtensorMap* tk, const CUtensorMap* tv) {
+  extern __shared__ __align__(128) unsigned char smem_raw[];
+  const Smem<Traits> sm{hw::align_1024(smem_raw)};
+
+  // Causal: the last query tiles see the most keys; launch them first.
+  const int m_block = static_cast<int>(gridDim.x) - 1 - static_cast<int>(blockIdx.x);
+  const int h = static_cast<int>(blockIdx.y), b = static_cast<int>(blockIdx.z);
+  const SeqInfo s = cuda_engine::seq_info(p, b);
+  const int m0 = m_block * Traits::kBlockM;
+  if (m0 >= s.q_len) return;  // the whole CTA, before any barrier
+  const int rows = min(Traits::kBlockM, s.q_len - m0);
+  const int kvh = cuda_engine::kv_head_of(h, p.group, p.heads_kv);
+  // lo and hi of the visible keys are non-decreasing in the row: the CTA needs [lo(first), hi(last)].
+  const KeyInterval first = cuda_engine::visible_keys(p, s, m0);
+  const KeyInterval last = cuda_engine::visible_keys(p, s, m0 + rows - 1);
+  int blk_begin = 0, blk_end = 0;
+  if (first.lo <= last.hi) {
+    blk_begin = first.lo / Traits::kBlockN;
+    blk_end = last.hi / Traits::kBlockN + 1;
+  }
+
+  const int tid = static_cast<int>(threadIdx.x), warp = tid / 32, lane = tid % 32;
+  if (tid == 0) {
+    hw::mbar_init(sm.q_full(), 1);
+    for (int st = 0; st < Traits::kStages; ++st) {
+      hw::mbar_init(sm.full(st), 1);
+      hw::mbar_init(sm.empty(st), Traits::kConsumerWarps);
+    }
+    hw::mbar_init_fence();
+  }
+  if (warp == Traits::kProducerWarp && lane == 0) {
+    hw::prefetch_tensormap(tq);
+    hw::prefetch_tensormap(tk);
+    hw::prefetch_tensormap(tv);
+  }
+  __syncthreads();
+
+  if (warp >= Traits::kProducerWarp) {  // the producer warpgroup: one thread issues every copy
+    hw::setmaxnreg_dec<Traits::kProducerRegs>();
+    if (warp == Traits::kProducerWarp && lane == 0) produce<Traits>(sm, tq, tk, tv, h, kvh, b, m0, blk_begin, blk_end);
+    return;
+  }
+  hw::setmaxnreg_inc<Traits::kConsumerRegs>();
+  consume<Traits>(p, s, sm, h, m0, blk_begin, blk_end, warp / 4, warp % 4, lane);
+}
+
+}  // namespace prefill_detail
+#endif  // __CUDA_ARCH_FEAT_SM90_ALL
+
+template <class Traits>
+__global__ void __launch_bounds__(Traits::kThreads, 1)
+    sm90_prefill_kernel(const cuda_engine::KernelParams p, const __grid_constant__ CUtensorMap tmap_q,
+                        const __grid_constant__ CUtensorMap tmap_k, const __grid_constant__ CUtensorMap tmap_v) {
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+  prefill_detail::prefill_cta<Traits>(p, &tmap_q, &tmap_k, &tmap_v);
+#else
+  (void)p;
+  (void)tmap_q;
+  (void)tmap_k;
+  (void)tmap_v;
+#endif
+}
+
+template <class T>
+Status launch_prefill(const cuda_engine::KernelParams& p, const PrefillLaunch& l, cudaStream_t stream) {
+  using Traits = PrefillTraits<T>;
+  auto* kernel = sm90_prefill_kernel<Traits>;
+  GA_CUDA_RETURN_IF_ERROR(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                               static_cast<int>(Traits::kSmemBytes)));
+  const dim3 grid(static_cast<unsigned>(p.m_blocks), static_cast<unsigned>(p.heads_q), static_cast<unsigned>(p.batch));
+  kernel<<<grid, Traits::kThreads, Traits::kSmemBytes, stream>>>(p, *static_cast<const CUtensorMap*>(l.q_tmap),
+                                                                  *static_cast<const CUtensorMap*>(l.k_tmap),
+                                                                  *static_cast<const CUtensorMap*>(l.v_tmap));
+  return cuda::last_launch_status("sm90_prefill_kernel");
+}
+
+}  // namespace groupattn::sm90_engine

@@ -1,0 +1,71 @@
+// Shapes of the sm90 prefill kernel (EXPERIMENTAL first cut, issue 3), shared by the host and the
+// device code. No CUDA types here.
+//
+//   query tile  kBlockM = 128 rows of one query head: 64 per consumer warpgroup (wgmma M = 64)
+//   KV tile     kBlockN = 128 keys x kHeadDim = 128 (S = Q K^T is m64n128k16, N = keys)
+//   stages      kStages K+V tiles in flight (TMA, mbarrier ring)
+//   threads     two consumer warpgroups (256) + one producer warpgroup (128: one thread issues the
+//               TMA copies; a whole warpgroup so that setmaxnreg can move its registers to the
+//               consumers, 40 / 232 -- ptxas sizes a wgmma kernel's registers for whole warpgroups:
+//               with 288 threads it allotted 168 and spilled)
+// Operand forms, all verified on the H200 by the probe or the decode engine: S = Q K^T is SS with
+// both operands K-major (Q from its TMA boxes, K from its); O += P V is SS with A = P stored by the
+// threads K-major (as the decode engine's Q) and B = V read MN-major (imm-trans-b = 1, N = 64 per
+// d half, as the probe's test g). P goes through shared memory rather than registers (the RS form
+// is the next step once this is verified).
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+namespace groupattn::sm90_engine {
+
+inline constexpr int kPrefillBlockM = 128;
+inline constexpr int kPrefillBlockN = 128;
+
+template <class T>
+struct PrefillTraits {
+  using Element = T;
+  static constexpr int kHeadDim = 128;
+  static constexpr int kBlockM = kPrefillBlockM;
+  static constexpr int kBlockN = kPrefillBlockN;
+  static constexpr int kRowsPerWg = 64;
+  static constexpr int kConsumerWgs = kBlockM / kRowsPerWg;  // 2
+  static constexpr int kStages = 2;
+  static constexpr int kConsumerWarps = 4 * kConsumerWgs;
+  static constexpr int kConsumerThreads = 32 * kConsumerWarps;
+  static constexpr int kThreads = kConsumerThreads + 128;  // + the producer warpgroup
+  static constexpr int kProducerWarp = kConsumerWarps;     // its first warp
+  static constexpr uint32_t kProducerRegs = 40, kConsumerRegs = 232;
+
+  static constexpr int kSwizzleElems = 64;                   // 16-bit elements per 128-byte row
+  static constexpr int kDBlocks = kHeadDim / kSwizzleElems;  // 2
+  // Q: kDBlocks blocks of [kBlockM rows][64 d]; each block is two TMA boxes of 64 rows.
+  static constexpr int kQBoxRows = kRowsPerWg;
+  static constexpr int kQBlockBytes = kBlockM * 128;
+  static constexpr int kQBytes = kDBlocks * kQBlockBytes;
+  // K or V tile: kDBlocks boxes of [kBlockN keys][64 d].
+  static constexpr int kKvBoxBytes = kBlockN * 128;
+  static constexpr int kTileBytes = kDBlocks * kKvBoxBytes;
+  static constexpr int kStageBytes = 2 * kTileBytes;  // K then V
+  // P per consumer warpgroup: [64 rows][kBlockN keys] as kBlockN / 64 blocks of [64][64], K-major.
+  static constexpr int kPBlockBytes = kRowsPerWg * 128;
+  static constexpr int kPBytesPerWg = (kBlockN / kSwizzleElems) * kPBlockBytes;
+
+  static constexpr int kQOffset = 0;
+  static constexpr int kStageOffset = kQOffset + kQBytes;
+  static constexpr int kPOffset = kStageOffset + kStages * kStageBytes;
+  static constexpr int kBarOffset = kPOffset + kConsumerWgs * kPBytesPerWg;
+  static constexpr int kBarBytes = (1 + 2 * kStages) * 8;  // q_full, full[], empty[]
+  static constexpr size_t kSmemBytes = static_cast<size_t>(kBarOffset + kBarBytes) + 1024;  // + alignment slack
+
+  static_assert(sizeof(T) == 2, "wgmma path takes 16-bit inputs (bf16, fp16)");
+  static_assert(kDBlocks == 2 && kBlockN % kSwizzleElems == 0, "tile shapes");
+  static_assert(kQBlockBytes % 1024 == 0 && kKvBoxBytes % 1024 == 0 && kPBlockBytes % 1024 == 0 &&
+                    (kRowsPerWg * 128) % 1024 == 0,
+                "128B-swizzled operands start on 1024-byte boundaries (descriptor base offset 0)");
+  static_assert(kSmemBytes <= 227 * 1024, "shared memory of one sm_90 CTA");
+  static_assert(128 * (kProducerRegs + kConsumerWgs * kConsumerRegs) <= 65536, "setmaxnreg budget");
+};
+
+}  // namespace groupattn::sm90_engine

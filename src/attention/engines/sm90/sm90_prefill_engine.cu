@@ -1,0 +1,153 @@
+// The sm90-prefill engine (Hopper prefill, issue 3): support checks, tensor maps and dispatch to
+// launch_prefill (inst_prefill_*.cu).
+//
+// EXPERIMENTAL: written without GPU time and not yet run on hardware. available() declines unless
+// GROUPATTN_EXPERIMENTAL=1 (the path the sm90 decode engine took: its first cut passed its GPU
+// tier on the first run), so automatic selection falls through to the portable engine; with the
+// flag set, selection picks it for the prefill problems it supports.
+#include <cuda.h>
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+#include <cuda_runtime.h>
+
+#include <cstdint>
+#include <cstdlib>
+#include <cstring>
+#include <limits>
+#include <string>
+#include <utility>
+
+#include "attention/engine_list.h"
+#include "attention/engines/cuda/host_params.h"
+#include "attention/engines/sm90/engine_checks.h"
+#include "attention/engines/sm90/launch.h"
+#include "attention/engines/sm90/prefill_traits.h"
+#include "attention/engines/sm90/tma_desc.h"
+#include "core/cuda_runtime_shim.h"
+
+namespace groupattn {
+namespace {
+
+using sm90_engine::is_device;
+using sm90_engine::kMaxGridYZ;
+using sm90_engine::nested_strides;
+using sm90_engine::tma_compatible;
+
+constexpr int64_t kHeadDim = 128;
+
+Status map_of(const TensorView& t, int box_rows, CUtensorMap* map) {
+  sm90_engine::KvMapShape shape;  // {d, head, row, batch}: the same nesting for Q, K and V
+  shape.base = t.data;
+  shape.bf16 = t.dtype == DType::kBF16;
+  shape.heads = t.size(2);
+  shape.rows = t.size(1);
+  shape.outer = t.size(0);
+  shape.head_stride = t.stride[2];
+  shape.row_stride = t.stride[1];
+  shape.outer_stride = t.stride[0];
+  return sm90_engine::encode_kv_map(shape, box_rows, map);
+}
+
+class Sm90PrefillAttention final : public AttentionEngine {
+ public:
+  const char* name() const override { return "sm90-prefill"; }
+  const char* description() const override {
+    return "Hopper prefill (TMA + wgmma, warp-specialized), sm90a; EXPERIMENTAL, needs GROUPATTN_EXPERIMENTAL=1";
+  }
+  std::string supports() const override {
+    return "device tensors, bf16/f16, head dim 128 (D == Dv), batched Q and K/V (no seqlens_k), causal, window, "
+           "softcap, scale, MHA/GQA/MQA";
+  }
+  Status available() const override {
+    const char* flag = std::getenv("GROUPATTN_EXPERIMENTAL");
+    if (flag == nullptr || std::strcmp(flag, "1") != 0) {
+      return NotSupported(
+          "sm90-prefill engine is experimental and not yet verified on hardware; set GROUPATTN_EXPERIMENTAL=1 to "
+          "try it");
+    }
+    if (cuda_device_count() <= 0) return NotSupported("no CUDA device visible");
+    int sms = 0, cc = 0;
+    GA_RETURN_IF_ERROR(cuda_device_properties(&sms, &cc));
+    if (cc != 90)
+      return NotSupported("sm90-prefill engine needs compute capability 9.0 (device has " + std::to_string(cc) + ")");
+    return Status::Ok();
+  }
+
+  Status check_support(const AttentionParams& p) const override {
+    for (const TensorView* t :
+         {&p.q, &p.k, &p.v, &p.out, &p.lse, &p.cu_seqlens_q, &p.cu_seqlens_k, &p.seqlens_k, &p.block_table,
+          &p.kv_shard_offset, &p.kv_total_len}) {
+      if (!is_device(*t)) return NotSupported("sm90-prefill engine takes device (CUDA) tensors only; got a host tensor");
+    }
+    if (p.q.dtype != DType::kBF16 && p.q.dtype != DType::kF16) {
+      return NotSupported(std::string("sm90-prefill engine: dtype ") + dtype_name(p.q.dtype) +
+                          " not supported (accepted: bf16, f16)");
+    }
+    if (p.q.size(-1) != kHeadDim || p.v.size(-1) != kHeadDim) {
+      return NotSupported("sm90-prefill engine: head dim 128 only (D == Dv == 128); got D " +
+                          std::to_string(p.q.size(-1)) + ", Dv " + std::to_string(p.v.size(-1)));
+    }
+    if (q_is_varlen(p) || kv_layout(p) != KvLayout::kBatched || p.seqlens_k.defined()) {
+      return NotSupported(
+          "sm90-prefill engine: batched Q and K/V only, without seqlens_k (varlen, paged and per-sequence cache "
+          "lengths are not supported yet)");
+    }
+    if (kv_is_sharded(p)) return NotSupported("sm90-prefill engine: the partial-output mode is not supported yet");
+    if (p.num_splits > 1) return NotSupported("sm90-prefill engine: no split-KV (num_splits must be 0 or 1)");
+    if (p.q.size(1) == 0 || p.k.size(1) == 0) {
+      return NotSupported("sm90-prefill engine: Sq and Sk must be >= 1 (a TMA map needs every dim >= 1)");
+    }
+    for (const auto& [t, what] :
+         {std::pair{&p.q, "q"}, std::pair{&p.k, "k"}, std::pair{&p.v, "v"}, std::pair{&p.out, "out"}}) {
+      if (!tma_compatible(*t)) {
+        return NotSupported(std::string("sm90-prefill engine: ") + what +
+                            " must be contiguous in the head dim, with a 16-byte aligned base and strides that "
+                            "are multiples of 16 bytes");
+      }
+    }
+    for (const auto& [t, what] : {std::pair{&p.q, "q"}, std::pair{&p.k, "k"}, std::pair{&p.v, "v"}}) {
+      if (!nested_strides(*t)) {
+        return NotSupported(std::string("sm90-prefill engine: ") + what +
+                            " must be laid out [batch][row][head][d] with each stride spanning the dims inside it "
+                            "(a TMA tensor map's nesting)");
+      }
+    }
+    if (p.q.size(0) > kMaxGridYZ || p.q.size(2) > kMaxGridYZ) {
+      return NotSupported("sm90-prefill engine: batch and query heads must be <= " + std::to_string(kMaxGridYZ));
+    }
+    const int64_t int_max = std::numeric_limits<int32_t>::max();
+    if (p.q.size(1) > int_max - sm90_engine::kPrefillBlockM || p.k.size(1) > int_max - sm90_engine::kPrefillBlockN) {
+      return NotSupported("sm90-prefill engine: sequence lengths must fit in int32");
+    }
+    return Status::Ok();
+  }
+
+  size_t workspace_bytes(const AttentionParams&) const override { return 0; }
+
+  Status run(const AttentionParams& p, void*, void* stream) const override {
+    cuda_engine::KernelParams kp = cuda_engine::kernel_params_from(p);
+    kp.num_splits = 1;
+    kp.m_blocks = static_cast<int>((p.q.size(1) + sm90_engine::kPrefillBlockM - 1) / sm90_engine::kPrefillBlockM);
+    if (kp.batch == 0 || kp.heads_q == 0) return Status::Ok();
+    CUtensorMap q_map, k_map, v_map;
+    GA_RETURN_IF_ERROR(map_of(p.q, sm90_engine::PrefillTraits<__nv_bfloat16>::kQBoxRows, &q_map));
+    GA_RETURN_IF_ERROR(map_of(p.k, sm90_engine::kPrefillBlockN, &k_map));
+    GA_RETURN_IF_ERROR(map_of(p.v, sm90_engine::kPrefillBlockN, &v_map));
+    sm90_engine::PrefillLaunch launch;
+    launch.q_tmap = &q_map;
+    launch.k_tmap = &k_map;
+    launch.v_tmap = &v_map;
+    const auto s = static_cast<cudaStream_t>(stream);
+    if (p.q.dtype == DType::kBF16) return sm90_engine::launch_prefill<__nv_bfloat16>(kp, launch, s);
+    return sm90_engine::launch_prefill<__half>(kp, launch, s);
+  }
+};
+
+}  // namespace
+
+const AttentionEngine& attention_sm90_prefill_engine() {
+  static const Sm90PrefillAttention engine;
+  return engine;
+}
+
+}  // namespace groupattn

@@ -1,0 +1,136 @@
+// GPU tier for the EXPERIMENTAL sm90-prefill engine (Hopper prefill, issue 3): pinned by name with
+// GROUPATTN_EXPERIMENTAL=1, every case against the fp64 reference (TESTING.md pass rules, NaN-
+// poisoned outputs, guard bands: check_case), plus bitwise native GQA == K/V copied up and the
+// declines. Skips unless a compute capability 9.0 device is visible. Written before the kernel
+// first ran: the first GPU run starts with --gtest_filter='Sm90Prefill.SmallCausal'.
+#include <gtest/gtest.h>
+
+#if GROUPATTN_WITH_CUDA
+
+#include <cuda_runtime.h>
+
+#include <cstdlib>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "gpu/cuda_attention_harness.h"
+
+namespace groupattn::test {
+namespace {
+
+constexpr const char* kEngine = "sm90-prefill";
+
+bool have_sm90_device() {
+  if (!have_cuda_device()) return false;
+  int dev = 0, major = 0, minor = 0;
+  if (cudaGetDevice(&dev) != cudaSuccess) return false;
+  if (cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev) != cudaSuccess ||
+      cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, dev) != cudaSuccess)
+    return false;
+  return major == 9 && minor == 0;
+}
+
+class Sm90Prefill : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (!have_sm90_device()) GTEST_SKIP() << "no compute capability 9.0 device";
+    setenv("GROUPATTN_EXPERIMENTAL", "1", 1);
+  }
+  void TearDown() override { unsetenv("GROUPATTN_EXPERIMENTAL"); }
+};
+
+// Batched Q and K/V: every sequence the same lengths (different K lengths would need seqlens_k).
+Case prefill_case(int64_t hq, int64_t hkv, int batch, int sq, int sk, bool causal) {
+  Case c;
+  c.hq = hq, c.hkv = hkv, c.d = 128;
+  c.q_lens.assign(static_cast<size_t>(batch), sq);
+  c.k_lens.assign(static_cast<size_t>(batch), sk);
+  c.causal = causal;
+  return c;
+}
+
+TEST_F(Sm90Prefill, SmallCausal) { check_case(prefill_case(8, 2, 1, 128, 128, true), kEngine); }
+
+TEST_F(Sm90Prefill, HeadRatiosCausal) {
+  for (auto [hq, hkv] : std::vector<std::pair<int64_t, int64_t>>{{8, 4}, {8, 2}, {64, 8}, {32, 2}, {8, 1}, {12, 4}}) {
+    check_case(prefill_case(hq, hkv, 2, 200, 200, true), kEngine);
+  }
+}
+
+// Query and key lengths around the 128-row and 128-key tiles, Sq == Sk and both ways unequal
+// (bottom-right causal: with Sq > Sk the first rows see no key).
+TEST_F(Sm90Prefill, LengthsAroundTiles) {
+  for (int sq : {1, 17, 127, 128, 129, 300}) {
+    for (int sk : {1, 127, 128, 129, 385}) {
+      for (bool causal : {false, true}) check_case(prefill_case(8, 2, 1, sq, sk, causal), kEngine);
+    }
+  }
+}
+
+TEST_F(Sm90Prefill, DtypesWindowSoftcapScale) {
+  for (DType dt : {DType::kBF16, DType::kF16}) {
+    Case c = prefill_case(12, 4, 2, 333, 333, false);
+    c.dtype = dt;
+    check_case(c, kEngine);
+    c.window_left = 100, c.window_right = 0;
+    check_case(c, kEngine);
+    c.window_left = 50, c.window_right = 70;
+    check_case(c, kEngine);
+    c.window_left = c.window_right = -1;
+    c.causal = true;
+    c.softcap = 30.f;
+    check_case(c, kEngine);
+    c.softcap = 0.f;
+    c.scale = 0.05f;
+    check_case(c, kEngine);
+  }
+}
+
+TEST_F(Sm90Prefill, StridedViews) {
+  Case c = prefill_case(8, 2, 2, 260, 260, true);
+  c.strided = true;
+  check_case(c, kEngine);
+}
+
+TEST_F(Sm90Prefill, GqaEqualsCopiedUpBitwise) {
+  for (DType dt : {DType::kBF16, DType::kF16}) {
+    Case c = prefill_case(12, 4, 2, 300, 300, true);
+    c.dtype = dt;
+    auto gqa = make_problem(c);
+    auto mha = make_copied_up(*gqa);
+    HostTensor o1 = like(gqa->out), l1 = like(gqa->lse), o2 = like(mha->out), l2 = like(mha->lse);
+    ASSERT_TRUE(run_cuda(*gqa, &o1, &l1, kEngine).ok()) << describe(c);
+    ASSERT_TRUE(run_cuda(*mha, &o2, &l2, kEngine).ok()) << describe(c);
+    EXPECT_TRUE(bitwise_equal(o1, o2)) << describe(c) << ": O differs";
+    EXPECT_TRUE(bitwise_equal(l1, l2)) << describe(c) << ": LSE differs";
+  }
+}
+
+TEST_F(Sm90Prefill, DeclinesWithReason) {
+  std::vector<std::pair<Case, std::string>> cases;
+  Case c = prefill_case(8, 2, 1, 100, 100, true);
+  Case d64 = c;
+  d64.d = 64;
+  cases.push_back({d64, "head dim 128"});
+  Case varlen = c;
+  varlen.q_varlen = true;
+  varlen.kv = KvKind::kVarlen;
+  cases.push_back({varlen, "batched Q and K/V only"});
+  Case paged = c;
+  paged.kv = KvKind::kPaged;
+  paged.page_size = 64;
+  cases.push_back({paged, "batched Q and K/V only"});
+  for (const auto& [cs, reason] : cases) {
+    auto p = make_problem(cs);
+    HostTensor o = like(p->out), l = like(p->lse);
+    const Status s = run_cuda(*p, &o, &l, kEngine);
+    ASSERT_FALSE(s.ok()) << describe(cs);
+    EXPECT_NE(s.to_string().find(reason), std::string::npos) << describe(cs) << ": " << s.to_string();
+  }
+}
+
+}  // namespace
+}  // namespace groupattn::test
+
+#endif  // GROUPATTN_WITH_CUDA
