@@ -89,7 +89,7 @@ inline TensorView decode_view(FuzzedDataProvider& in, DType dtype, std::initiali
   t.dtype = dtype;
   t.rank = static_cast<int>(shape.size());
   if (rare(in, 16)) {
-    t.dtype = static_cast<DType>(in.ConsumeIntegralInRange<int>(0, 6));  // 6: not a DType
+    t.dtype = static_cast<DType>(in.ConsumeIntegralInRange<int>(0, 7));  // 7: not a DType
   }
   if (rare(in, 16)) t.rank = in.ConsumeIntegralInRange<int>(-1, 6);
   const int rank = t.rank < 0 ? 0 : (t.rank > TensorView::kMaxRank ? TensorView::kMaxRank : t.rank);

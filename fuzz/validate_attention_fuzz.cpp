@@ -52,6 +52,10 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const int64_t num_pages = in.ConsumeIntegralInRange<int64_t>(0, 6);
   const int64_t page_size = in.ConsumeIntegralInRange<int64_t>(1, 4);
   const int64_t max_pages = in.ConsumeIntegralInRange<int64_t>(0, 4);
+  // An fp8 KV cache (k/v f8e4m3 with fp32 scales per sequence or per page) for 16-bit q.
+  const bool fp8 = dtype != DType::kF32 && in.ConsumeBool();
+  const DType kv_dtype = fp8 ? kAttentionFp8KvDType : dtype;
+  const bool per_page = fp8 && kv_mode == 2 && in.ConsumeBool();
 
   AttentionParams p;
   const auto toggled = [&](bool present) { return rare(in, 32) ? !present : present; };
@@ -64,15 +68,18 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     p.out = decode_view(in, dtype, {B, Sq, Hq, Dv});
   }
   if (kv_mode == 0) {
-    p.k = decode_view(in, dtype, {B, Sk, Hkv, D});
-    p.v = decode_view(in, dtype, {B, Sk, Hkv, Dv});
+    p.k = decode_view(in, kv_dtype, {B, Sk, Hkv, D});
+    p.v = decode_view(in, kv_dtype, {B, Sk, Hkv, Dv});
   } else if (kv_mode == 1) {
-    p.k = decode_view(in, dtype, {total_k, Hkv, D});
-    p.v = decode_view(in, dtype, {total_k, Hkv, Dv});
+    p.k = decode_view(in, kv_dtype, {total_k, Hkv, D});
+    p.v = decode_view(in, kv_dtype, {total_k, Hkv, Dv});
   } else {
-    p.k = decode_view(in, dtype, {num_pages, page_size, Hkv, D});
-    p.v = decode_view(in, dtype, {num_pages, page_size, Hkv, Dv});
+    p.k = decode_view(in, kv_dtype, {num_pages, page_size, Hkv, D});
+    p.v = decode_view(in, kv_dtype, {num_pages, page_size, Hkv, Dv});
   }
+  p.k_scale = decode_view(in, DType::kF32, {per_page ? num_pages : B, Hkv});
+  p.v_scale = decode_view(in, DType::kF32, {per_page ? num_pages : B, Hkv});
+  p.kv_scale_per_page = rare(in, 32) ? !per_page : per_page;
   p.lse = decode_view(in, DType::kF32, {Hq, total_q});
   p.cu_seqlens_q = decode_view(in, DType::kI32, {B + 1});
   p.cu_seqlens_k = decode_view(in, DType::kI32, {B + 1});
@@ -83,6 +90,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const bool has_seqlens = toggled(kv_mode == 2 || (kv_mode == 0 && in.ConsumeBool()));
   const bool has_table = toggled(kv_mode == 2);
   const bool has_q = toggled(true), has_k = toggled(true), has_v = toggled(true);
+  const bool has_k_scale = toggled(fp8), has_v_scale = toggled(fp8);
 
   p.max_seqlen_q = in.ConsumeBool() ? 0 : pick_extent(in, in.ConsumeIntegralInRange<int64_t>(0, 8));
   p.max_seqlen_k = in.ConsumeBool() ? 0 : pick_extent(in, in.ConsumeIntegralInRange<int64_t>(0, 8));
@@ -98,7 +106,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const bool out_on_q = rare(in, 32);
 
   // Back every present view with its own exact-span buffer.
-  Buffer bq, bk, bv, bout, blse, bcuq, bcuk, bseq, btab;
+  Buffer bq, bk, bv, bout, blse, bcuq, bcuk, bseq, btab, bks, bvs;
   const struct {
     TensorView* t;
     Buffer* b;
@@ -108,7 +116,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
                {&p.v, &bv, has_v, Fill::kZero},          {&p.out, &bout, has_out, Fill::kPoison},
                {&p.lse, &blse, has_lse, Fill::kPoison},  {&p.cu_seqlens_q, &bcuq, has_cu_q, Fill::kIndex},
                {&p.cu_seqlens_k, &bcuk, has_cu_k, Fill::kIndex}, {&p.seqlens_k, &bseq, has_seqlens, Fill::kIndex},
-               {&p.block_table, &btab, has_table, Fill::kIndex}};
+               {&p.block_table, &btab, has_table, Fill::kIndex}, {&p.k_scale, &bks, has_k_scale, Fill::kZero},
+               {&p.v_scale, &bvs, has_v_scale, Fill::kZero}};
   bool runnable = true;
   int64_t elements = 0;
   for (const auto& v : views) {

@@ -64,12 +64,23 @@ struct AttentionParams {
   float softcap = 0.f;        // 0 = off
 
   int num_splits = 0;  // decode split-KV override; 0 = automatic, 1 = no split
+
+  // FP8 KV cache (k and v both f8e4m3, q and out bf16 or f16): the key the math sees is
+  // k * k_scale and the value v * v_scale, with fp32 scales per (sequence, KV head) -- [B, Hkv],
+  // FlashAttention-3's k_descale / v_descale -- or, when kv_scale_per_page is set on a paged
+  // cache, per (page, KV head) -- [num_pages, Hkv]. Any strides with a contiguous last dim: one
+  // scale per KV head shared by every sequence is a [B, Hkv] view with stride 0 on B. Required
+  // exactly when k/v are f8e4m3 (absent otherwise).
+  TensorView k_scale, v_scale;
+  bool kv_scale_per_page = false;
 };
 
 KvLayout kv_layout(const AttentionParams& p);
 bool q_is_varlen(const AttentionParams& p);
 // True when kv_shard_offset / kv_total_len are given (partial-output mode).
 bool kv_is_sharded(const AttentionParams& p);
+// True when k or v is f8e4m3 (an fp8 KV cache; validation requires both, with scales).
+bool kv_is_fp8(const AttentionParams& p);
 
 // Validates `p` (shapes, dtypes, strides, alignment, index contents where host-readable), selects
 // an engine (options.engine, else GROUPATTN_ENGINE, else the first that supports the problem) and

@@ -13,6 +13,9 @@ namespace groupattn {
 // Dv for V/O, each from this list; D != Dv allowed).
 inline constexpr std::array<DType, 3> kAttentionDTypes = {DType::kBF16, DType::kF16, DType::kF32};
 inline constexpr std::array<int64_t, 6> kAttentionHeadDims = {32, 64, 96, 128, 192, 256};
+// FP8 KV cache (AttentionParams::k_scale): the K/V element type, and the Q/O types it pairs with.
+inline constexpr DType kAttentionFp8KvDType = DType::kF8E4M3;
+inline constexpr std::array<DType, 2> kAttentionFp8QDTypes = {DType::kBF16, DType::kF16};
 // Decode: new tokens per sequence the decode engines are built for (prefill has no limit).
 inline constexpr int64_t kMaxDecodeNewTokens = 16;
 

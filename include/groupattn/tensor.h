@@ -16,6 +16,7 @@ enum class DType : int {
   kF64,
   kI32,
   kI64,
+  kF8E4M3,  // OCP FP8 E4M3FN (no infinities, max 448): K/V caches only (attention.h, k_scale)
 };
 
 enum class Device : int {

@@ -3,6 +3,7 @@
 
 #include "attention/engine_list.h"
 #include "attention/validate.h"
+#include "groupattn/supported.h"
 
 namespace groupattn {
 
@@ -15,6 +16,10 @@ KvLayout kv_layout(const AttentionParams& p) {
 bool q_is_varlen(const AttentionParams& p) { return p.cu_seqlens_q.defined(); }
 
 bool kv_is_sharded(const AttentionParams& p) { return p.kv_shard_offset.defined() || p.kv_total_len.defined(); }
+
+bool kv_is_fp8(const AttentionParams& p) {
+  return p.k.dtype == kAttentionFp8KvDType || p.v.dtype == kAttentionFp8KvDType;
+}
 
 const std::vector<const AttentionEngine*>& attention_engines() {
   static const std::vector<const AttentionEngine*> engines = [] {

@@ -112,6 +112,15 @@ int64_t kv_offset(const Geometry& g, const TensorView& t, int64_t b, int64_t j, 
   return 0;
 }
 
+// FP8 KV cache: the dequantization scale of key j of sequence b, KV head hk, in k_scale or
+// v_scale ([B, Hkv], or [num_pages, Hkv] per page); 1 when the cache is not fp8.
+double kv_scale(const AttentionParams& p, const Geometry& g, const TensorView& scale, int64_t b, int64_t j,
+                int64_t hk) {
+  if (!scale.defined()) return 1.0;
+  const int64_t row = p.kv_scale_per_page ? g.block_table[static_cast<size_t>(b * g.max_pages + j / g.page_size)] : b;
+  return load(scale, {row, hk});
+}
+
 // Byte offset of element (global query row r = q_begin(b) + i, head h, channel c) in q or out.
 int64_t q_offset(const Geometry& g, const TensorView& t, int64_t b, int64_t i, int64_t h, int64_t c) {
   // varlen [total_q, Hq, D]: token row q_begin(b) + i; batched [B, Sq, Hq, D]: row b, position i
@@ -168,7 +177,7 @@ void attend_row(const AttentionParams& p, const Geometry& g, int64_t b, int64_t 
     for (int64_t c = 0; c < g.d; ++c) {
       dot += q[static_cast<size_t>(c)] * load_as_double(p.k.data, p.k.dtype, kv_offset(g, p.k, b, j - off, hk, c));
     }
-    double score = scale * dot;
+    double score = scale * dot * kv_scale(p, g, p.k_scale, b, j - off, hk);
     if (cap > 0.0) score = cap * std::tanh(score / cap);
     s[static_cast<size_t>(j - lo)] = score;
     m = std::max(m, score);
@@ -177,8 +186,9 @@ void attend_row(const AttentionParams& p, const Geometry& g, int64_t b, int64_t 
   for (int64_t j = lo; j < hi; ++j) {
     const double w = std::exp(s[static_cast<size_t>(j - lo)] - m);
     sum += w;
+    const double wv = w * kv_scale(p, g, p.v_scale, b, j - off, hk);  // the value is v * v_scale
     for (int64_t c = 0; c < g.dv; ++c) {
-      o_row[c] += w * load_as_double(p.v.data, p.v.dtype, kv_offset(g, p.v, b, j - off, hk, c));
+      o_row[c] += wv * load_as_double(p.v.data, p.v.dtype, kv_offset(g, p.v, b, j - off, hk, c));
     }
   }
   for (int64_t c = 0; c < g.dv; ++c) o_row[c] /= sum;
@@ -190,7 +200,8 @@ Status check_host(const AttentionParams& p) {
       {&p.q, "q"}, {&p.k, "k"}, {&p.v, "v"}, {&p.out, "out"}, {&p.lse, "lse"},
       {&p.cu_seqlens_q, "cu_seqlens_q"}, {&p.cu_seqlens_k, "cu_seqlens_k"},
       {&p.seqlens_k, "seqlens_k"}, {&p.block_table, "block_table"},
-      {&p.kv_shard_offset, "kv_shard_offset"}, {&p.kv_total_len, "kv_total_len"}};
+      {&p.kv_shard_offset, "kv_shard_offset"}, {&p.kv_total_len, "kv_total_len"},
+      {&p.k_scale, "k_scale"}, {&p.v_scale, "v_scale"}};
   for (const auto& [t, name] : all) {
     if (t->defined() && t->device != Device::kCPU) {
       return NotSupported(std::string(name) + " is in " + device_name(t->device) +

@@ -11,6 +11,7 @@
 
 #include <cmath>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "core/validate.h"
@@ -40,6 +41,38 @@ Status check_same_dtype(const TensorView& t, const char* name, const TensorView&
                          dtype_list(kAttentionDTypes) + ")");
 }
 
+// An fp8 KV cache: k and v both f8e4m3, q (and out) in one of kAttentionFp8QDTypes, both fp32
+// scale tensors present (their shapes are checked with the others in check_shapes).
+Status check_fp8_kv(const AttentionParams& p) {
+  bool q_ok = false;
+  for (DType d : kAttentionFp8QDTypes) q_ok = q_ok || d == p.q.dtype;
+  if (!q_ok) {
+    return InvalidArgument(std::string("q: dtype ") + dtype_name(p.q.dtype) + " with an " +
+                           dtype_name(kAttentionFp8KvDType) + " KV cache (accepted q: " +
+                           dtype_list(kAttentionFp8QDTypes) + ")");
+  }
+  for (const auto& [t, name, other] : {std::tuple{&p.k, "k", "v"}, std::tuple{&p.v, "v", "k"}}) {
+    if (t->dtype != kAttentionFp8KvDType) {
+      return InvalidArgument(std::string(name) + ": dtype " + dtype_name(t->dtype) + " while " + other + " is " +
+                             dtype_name(kAttentionFp8KvDType) + " (an fp8 KV cache has k and v both in " +
+                             dtype_name(kAttentionFp8KvDType) + ")");
+    }
+  }
+  for (const auto& [t, name] : {std::pair{&p.k_scale, "k_scale"}, std::pair{&p.v_scale, "v_scale"}}) {
+    if (!t->defined()) {
+      return InvalidArgument(std::string(name) + ": required with " + dtype_name(kAttentionFp8KvDType) +
+                             " k/v (fp32 [B, Hkv], or [num_pages, Hkv] with kv_scale_per_page)");
+    }
+    GA_RETURN_IF_ERROR(check_dtype(*t, name, {DType::kF32}));
+    GA_RETURN_IF_ERROR(check_rank(*t, name, 2, "[B, Hkv], or [num_pages, Hkv] with kv_scale_per_page"));
+  }
+  if (p.kv_scale_per_page && kv_layout(p) != KvLayout::kPaged) {
+    return InvalidArgument(
+        "kv_scale_per_page: set on a K/V cache that is not paged (accepted: only with block_table given)");
+  }
+  return Status::Ok();
+}
+
 Status check_head_dim(int64_t d, const char* name, const char* what) {
   for (int64_t a : kAttentionHeadDims) {
     if (a == d) return Status::Ok();
@@ -61,8 +94,22 @@ Status check_tensors(const AttentionParams& p) {
   GA_RETURN_IF_ERROR(check_defined(p.v, "v"));
   GA_RETURN_IF_ERROR(check_defined(p.out, "out"));
   GA_RETURN_IF_ERROR(check_attention_dtype(p.q));
-  GA_RETURN_IF_ERROR(check_same_dtype(p.k, "k", p.q));
-  GA_RETURN_IF_ERROR(check_same_dtype(p.v, "v", p.q));
+  if (kv_is_fp8(p)) {
+    GA_RETURN_IF_ERROR(check_fp8_kv(p));
+  } else {
+    GA_RETURN_IF_ERROR(check_same_dtype(p.k, "k", p.q));
+    GA_RETURN_IF_ERROR(check_same_dtype(p.v, "v", p.q));
+    for (const auto& [t, name] : {std::pair{&p.k_scale, "k_scale"}, std::pair{&p.v_scale, "v_scale"}}) {
+      if (t->defined()) {
+        return InvalidArgument(std::string(name) + ": given with " + dtype_name(p.k.dtype) + " k/v (accepted: only with " +
+                               dtype_name(kAttentionFp8KvDType) + " k and v, an fp8 KV cache)");
+      }
+    }
+    if (p.kv_scale_per_page) {
+      return InvalidArgument(std::string("kv_scale_per_page: set with ") + dtype_name(p.k.dtype) +
+                             " k/v (accepted: only with an " + dtype_name(kAttentionFp8KvDType) + " paged cache)");
+    }
+  }
   GA_RETURN_IF_ERROR(check_same_dtype(p.out, "out", p.q));
   if (p.lse.defined()) GA_RETURN_IF_ERROR(check_dtype(p.lse, "lse", {DType::kF32}));
 
@@ -127,7 +174,8 @@ Status check_layouts(const AttentionParams& p) {
       {&p.q, "q"},   {&p.k, "k"},   {&p.v, "v"},
       {&p.out, "out"}, {&p.lse, "lse"}, {&p.cu_seqlens_q, "cu_seqlens_q"},
       {&p.cu_seqlens_k, "cu_seqlens_k"}, {&p.seqlens_k, "seqlens_k"}, {&p.block_table, "block_table"},
-      {&p.kv_shard_offset, "kv_shard_offset"}, {&p.kv_total_len, "kv_total_len"}};
+      {&p.kv_shard_offset, "kv_shard_offset"}, {&p.kv_total_len, "kv_total_len"},
+      {&p.k_scale, "k_scale"}, {&p.v_scale, "v_scale"}};
   for (const auto& [t, name] : all) {
     if (t->defined()) GA_RETURN_IF_ERROR(check_layout(*t, name));
   }
@@ -201,6 +249,16 @@ Status check_shapes(const AttentionParams& p) {
     GA_RETURN_IF_ERROR(check_dim(p.kv_shard_offset, "kv_shard_offset", 0, "B", batch, b_from));
     GA_RETURN_IF_ERROR(check_dim(p.kv_total_len, "kv_total_len", 0, "B", batch, b_from));
   }
+  if (p.k_scale.defined()) {  // fp8 KV cache: scales per (sequence | page, KV head)
+    for (const auto& [t, name] : {std::pair{&p.k_scale, "k_scale"}, std::pair{&p.v_scale, "v_scale"}}) {
+      if (p.kv_scale_per_page) {
+        GA_RETURN_IF_ERROR(check_dim(*t, name, 0, "num_pages", p.k.shape[0], "num_pages of k (kv_scale_per_page)"));
+      } else {
+        GA_RETURN_IF_ERROR(check_dim(*t, name, 0, "B", batch, b_from));
+      }
+      GA_RETURN_IF_ERROR(check_dim(*t, name, 1, "Hkv", hkv, "Hkv of k"));
+    }
+  }
   return Status::Ok();
 }
 
@@ -209,11 +267,13 @@ Status check_devices_and_overlap(const AttentionParams& p) {
       p.q, "q",
       {{&p.k, "k"}, {&p.v, "v"}, {&p.out, "out"}, {&p.lse, "lse"}, {&p.cu_seqlens_q, "cu_seqlens_q"},
        {&p.cu_seqlens_k, "cu_seqlens_k"}, {&p.seqlens_k, "seqlens_k"}, {&p.block_table, "block_table"},
-       {&p.kv_shard_offset, "kv_shard_offset"}, {&p.kv_total_len, "kv_total_len"}}));
+       {&p.kv_shard_offset, "kv_shard_offset"}, {&p.kv_total_len, "kv_total_len"}, {&p.k_scale, "k_scale"},
+       {&p.v_scale, "v_scale"}}));
   const std::pair<const TensorView*, const char*> inputs[] = {
       {&p.q, "q"}, {&p.k, "k"}, {&p.v, "v"}, {&p.cu_seqlens_q, "cu_seqlens_q"},
       {&p.cu_seqlens_k, "cu_seqlens_k"}, {&p.seqlens_k, "seqlens_k"}, {&p.block_table, "block_table"},
-      {&p.kv_shard_offset, "kv_shard_offset"}, {&p.kv_total_len, "kv_total_len"}};
+      {&p.kv_shard_offset, "kv_shard_offset"}, {&p.kv_total_len, "kv_total_len"}, {&p.k_scale, "k_scale"},
+      {&p.v_scale, "v_scale"}};
   GA_RETURN_IF_ERROR(check_no_self_overlap(p.out, "out"));
   GA_RETURN_IF_ERROR(check_no_self_overlap(p.lse, "lse"));
   for (const auto& [t, name] : inputs) {

@@ -1,6 +1,7 @@
 #include "core/dtype.h"
 
 #include <cmath>
+#include <limits>
 
 namespace groupattn {
 
@@ -70,9 +71,42 @@ double round_to_dtype(double x, DType dtype) {
     case DType::kF32: return static_cast<float>(x);
     case DType::kI32: return static_cast<double>(static_cast<int32_t>(x));
     case DType::kI64: return static_cast<double>(static_cast<int64_t>(x));
+    case DType::kF8E4M3: return e4m3_bits_to_float(float_to_e4m3_bits(static_cast<float>(x)));
     case DType::kF64: break;
   }
   return x;
+}
+
+float e4m3_bits_to_float(uint8_t b) {
+  const bool neg = (b & 0x80) != 0;
+  const int exp = (b >> 3) & 0xf;
+  const int mant = b & 0x7;
+  if (exp == 0xf && mant == 0x7) return std::numeric_limits<float>::quiet_NaN();
+  const float mag = exp == 0 ? std::ldexp(static_cast<float>(mant), -9)  // subnormal: mant * 2^-9
+                             : std::ldexp(1.f + static_cast<float>(mant) / 8.f, exp - 7);
+  return neg ? -mag : mag;
+}
+
+uint8_t float_to_e4m3_bits(float f) {
+  if (std::isnan(f)) return 0x7f;
+  const uint8_t sign = std::signbit(f) ? 0x80 : 0x00;
+  const double a = std::fabs(static_cast<double>(f));
+  if (a >= 448.0) return static_cast<uint8_t>(sign | 0x7e);  // saturate (inf too)
+  if (a < std::ldexp(1.0, -6)) {
+    // Subnormal range (and zero): multiples of 2^-9; code 8 = 2^-6, the smallest normal.
+    const double q = std::nearbyint(a * 512.0);  // round half to even (default rounding mode)
+    return static_cast<uint8_t>(sign | static_cast<uint8_t>(q));
+  }
+  int e = 0;
+  const double m = std::frexp(a, &e);  // a = m * 2^e, m in [0.5, 1)
+  int exp = e - 1;                     // a = (2m) * 2^exp, 2m in [1, 2)
+  double q = std::nearbyint((2.0 * m - 1.0) * 8.0);
+  if (q == 8.0) {
+    q = 0.0;
+    ++exp;
+  }
+  const int code = ((exp + 7) << 3) | static_cast<int>(q);
+  return static_cast<uint8_t>(sign | (code > 0x7e ? 0x7e : code));
 }
 
 double load_as_double(const void* base, DType dtype, int64_t byte_offset) {
@@ -84,6 +118,7 @@ double load_as_double(const void* base, DType dtype, int64_t byte_offset) {
     case DType::kF64: { double d; std::memcpy(&d, p, 8); return d; }
     case DType::kI32: { int32_t i; std::memcpy(&i, p, 4); return i; }
     case DType::kI64: { int64_t i; std::memcpy(&i, p, 8); return static_cast<double>(i); }
+    case DType::kF8E4M3: { uint8_t b; std::memcpy(&b, p, 1); return e4m3_bits_to_float(b); }
   }
   return 0;
 }
@@ -97,6 +132,7 @@ void store_from_double(void* base, DType dtype, int64_t byte_offset, double valu
     case DType::kF64: std::memcpy(p, &value, 8); return;
     case DType::kI32: { int32_t i = static_cast<int32_t>(value); std::memcpy(p, &i, 4); return; }
     case DType::kI64: { int64_t i = static_cast<int64_t>(value); std::memcpy(p, &i, 8); return; }
+    case DType::kF8E4M3: { uint8_t b = float_to_e4m3_bits(static_cast<float>(value)); std::memcpy(p, &b, 1); return; }
   }
 }
 

@@ -15,6 +15,12 @@ float half_bits_to_float(uint16_t h);
 uint16_t float_to_bf16_bits(float f);
 float bf16_bits_to_float(uint16_t b);
 
+// OCP FP8 E4M3FN <-> float: 1 sign, 4 exponent (bias 7), 3 mantissa bits; no infinities, S.1111.111
+// is NaN, the largest finite value 448, the smallest subnormal 2^-9. Encoding rounds to nearest
+// even and saturates finite values beyond 448 to +-448 (what KV-cache quantizers do); NaN stays NaN.
+uint8_t float_to_e4m3_bits(float f);
+float e4m3_bits_to_float(uint8_t b);
+
 // Rounds `x` to what storing it in `dtype` and reading it back gives (identity for f64).
 double round_to_dtype(double x, DType dtype);
 

@@ -10,6 +10,7 @@ const char* dtype_name(DType dtype) {
     case DType::kF64: return "f64";
     case DType::kI32: return "i32";
     case DType::kI64: return "i64";
+    case DType::kF8E4M3: return "f8e4m3";
   }
   return "?";
 }
@@ -22,6 +23,7 @@ size_t dtype_size(DType dtype) {
     case DType::kI32: return 4;
     case DType::kF64:
     case DType::kI64: return 8;
+    case DType::kF8E4M3: return 1;
   }
   return 0;
 }

@@ -190,7 +190,7 @@ TEST(FuzzRegression, UnknownDtypeValueIsRejected) {
   // Found by validate_kda_fuzz: a DType outside the enum has size 0, and the alignment check
   // divided by it.
   KdaParams p;
-  p.q = make_contiguous_view(fake(0), static_cast<DType>(6), {1, 1, 1, 64});
+  p.q = make_contiguous_view(fake(0), static_cast<DType>(7), {1, 1, 1, 64});
   const Status s = validate_kda(p);
   EXPECT_EQ(s.code(), StatusCode::kInvalidArgument) << s.to_string();
   EXPECT_NE(s.message().find("q: unknown dtype"), std::string::npos) << s.message();

@@ -168,6 +168,9 @@ class CudaAttention final : public AttentionEngine {
       if (!is_device(*t))
         return NotSupported("cuda engine takes device (CUDA) tensors only; got a host tensor");
     }
+    if (kv_is_fp8(p)) {
+      return NotSupported("cuda engine: fp8 (f8e4m3) KV caches are not supported yet (the reference engine serves them)");
+    }
     if (p.q.dtype != DType::kBF16 && p.q.dtype != DType::kF16) {
       return NotSupported(std::string("cuda engine: dtype ") + dtype_name(p.q.dtype) +
                           " not supported (accepted: bf16, f16; the tensor-core path is 16-bit)");

@@ -79,6 +79,7 @@ class Sm90PrefillAttention final : public AttentionEngine {
           &p.kv_shard_offset, &p.kv_total_len}) {
       if (!is_device(*t)) return NotSupported("sm90-prefill engine takes device (CUDA) tensors only; got a host tensor");
     }
+    if (kv_is_fp8(p)) return NotSupported("sm90-prefill engine: fp8 (f8e4m3) KV caches are not supported");
     if (p.q.dtype != DType::kBF16 && p.q.dtype != DType::kF16) {
       return NotSupported(std::string("sm90-prefill engine: dtype ") + dtype_name(p.q.dtype) +
                           " not supported (accepted: bf16, f16)");
