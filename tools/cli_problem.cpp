@@ -26,6 +26,7 @@ std::vector<FlagSpec> shape_flags() {
       {"softcap", true, "tanh softcap (0 = off)"},
       {"scale", true, "softmax / KDA scale (default 1/sqrt(D))"},
       {"dtype", true, "bf16 | f16 | f32"},
+      {"kv-dtype", true, "attention K/V: same (as --dtype) | f8e4m3 (fp8 cache, random fp32 scales per sequence and KV head)"},
       {"splits", true, "decode split-KV count (0 = automatic)"},
       {"gate", true, "KDA gate: log-decay | softplus | lower-bound"},
       {"lower-bound", true, "KDA lower-bound gate value (default -5)"},
@@ -41,7 +42,7 @@ std::vector<FlagSpec> shape_flags() {
 constexpr double kMaxCliTensorElements = 4294967296.0;
 
 bool read_options(const Args& a, Options* o, std::string* err) {
-  std::string dtype = "bf16";
+  std::string dtype = "bf16", kv_dtype = "same";
   bool ok = a.get_choice("op", {"prefill", "decode", "kda", "all"}, &o->op, err) &&
             a.get_ratio("heads", &o->hq, &o->hkv, err) && a.get_int("head-dim", &o->d, err) &&
             a.get_int("head-dim-v", &o->dv, err) && a.get_int("batch", &o->batch, err) &&
@@ -50,6 +51,7 @@ bool read_options(const Args& a, Options* o, std::string* err) {
             a.get_pair("window", &o->wl, &o->wr, err) && a.get_float("softcap", &o->softcap, err) &&
             a.get_float("scale", &o->scale, err) &&
             a.get_choice("dtype", {"bf16", "f16", "f32"}, &dtype, err) &&
+            a.get_choice("kv-dtype", {"same", "f8e4m3"}, &kv_dtype, err) &&
             a.get_int("splits", &o->splits, err) &&
             a.get_choice("gate", {"log-decay", "softplus", "lower-bound"}, &o->gate, err) &&
             a.get_float("lower-bound", &o->lower_bound, err) && a.get_int("repeat", &o->repeat, err) &&
@@ -57,6 +59,7 @@ bool read_options(const Args& a, Options* o, std::string* err) {
   if (!ok) return false;
   if (auto e = a.get("engine")) o->engine = *e;
   o->dtype = dtype == "f16" ? DType::kF16 : dtype == "f32" ? DType::kF32 : DType::kBF16;
+  o->kv_fp8 = kv_dtype == "f8e4m3";
   if (a.has("causal") && a.has("no-causal")) {
     *err = "--causal and --no-causal contradict each other";
     return false;
@@ -130,10 +133,10 @@ std::string attention_label(const Options& o, bool decode) {
   }
   if (o.page > 0) paged.append(" paged ").append(std::to_string(o.page));
   char label[256];
-  std::snprintf(label, sizeof label, "%s %s heads %lld/%lld d%lld%s B%lld %s%s%s", decode ? "decode" : "prefill",
+  std::snprintf(label, sizeof label, "%s %s heads %lld/%lld d%lld%s B%lld %s%s%s%s", decode ? "decode" : "prefill",
                 dtype_name(o.dtype), static_cast<long long>(o.hq), static_cast<long long>(o.hkv),
                 static_cast<long long>(o.d), dv.c_str(), static_cast<long long>(o.batch), shape.c_str(),
-                o.causal ? " causal" : "", paged.c_str());
+                o.causal ? " causal" : "", paged.c_str(), o.kv_fp8 ? " kv f8e4m3" : "");
   return label;
 }
 
@@ -154,6 +157,7 @@ AttnData make_attention(const Options& o, bool decode, bool fill_inputs) {
   const int64_t B = o.batch, Hq = o.hq, Hkv = o.hkv, D = o.d, Dv = o.dv;
   const int64_t Sq = decode ? o.new_tokens : o.seq_len;
   const int64_t Sk = decode ? o.kv_len : o.seq_len;
+  const DType kv_dtype = o.kv_fp8 ? kAttentionFp8KvDType : o.dtype;
   x.q = HostTensor(o.dtype, {B, Sq, Hq, D});
   x.out = HostTensor(o.dtype, {B, Sq, Hq, Dv});
   x.lse = HostTensor(DType::kF32, {Hq, B * Sq});
@@ -165,8 +169,8 @@ AttnData make_attention(const Options& o, bool decode, bool fill_inputs) {
     // and every block-table row ends in one spare column that points at a spare page.
     const int64_t pages_per_seq = (Sk + o.page - 1) / o.page;
     const int64_t num_pages = B * pages_per_seq + 3;
-    x.k = HostTensor(o.dtype, {num_pages, o.page, Hkv, D});
-    x.v = HostTensor(o.dtype, {num_pages, o.page, Hkv, Dv});
+    x.k = HostTensor(kv_dtype, {num_pages, o.page, Hkv, D});
+    x.v = HostTensor(kv_dtype, {num_pages, o.page, Hkv, Dv});
     std::vector<int64_t> ids(static_cast<size_t>(num_pages));
     std::iota(ids.begin(), ids.end(), 0);
     std::shuffle(ids.begin(), ids.end(), rng);
@@ -183,14 +187,24 @@ AttnData make_attention(const Options& o, bool decode, bool fill_inputs) {
     p.seqlens_k = x.seqlens_k.view();
     p.max_seqlen_k = Sk;  // device engines size their plan by it (else by the table's width)
   } else {
-    x.k = HostTensor(o.dtype, {B, Sk, Hkv, D});
-    x.v = HostTensor(o.dtype, {B, Sk, Hkv, Dv});
+    x.k = HostTensor(kv_dtype, {B, Sk, Hkv, D});
+    x.v = HostTensor(kv_dtype, {B, Sk, Hkv, Dv});
   }
   // Inputs are drawn after the page permutation, q then k then v (the harness's order too).
   if (fill_inputs) {
     x.q.fill_normal(rng);
     x.k.fill_normal(rng);
     x.v.fill_normal(rng);
+  }
+  if (o.kv_fp8) {
+    // Scales drawn after the inputs, so a seed builds the same q/k/v with or without them; the
+    // cache values are N(0, 1) rounded to e4m3, the scales uniform in [0.25, 1).
+    x.k_scale = HostTensor(DType::kF32, {B, Hkv});
+    x.v_scale = HostTensor(DType::kF32, {B, Hkv});
+    x.k_scale.fill_uniform(rng, 0.25, 1.0);
+    x.v_scale.fill_uniform(rng, 0.25, 1.0);
+    p.k_scale = x.k_scale.view();
+    p.v_scale = x.v_scale.view();
   }
   p.q = x.q.view();
   p.k = x.k.view();

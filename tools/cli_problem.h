@@ -22,6 +22,7 @@ struct Options {
   int causal = -1;  // -1 = op default
   double softcap = 0, scale = NAN, lower_bound = -5;
   DType dtype = DType::kBF16;
+  bool kv_fp8 = false;  // --kv-dtype f8e4m3: an fp8 KV cache with fp32 scales per (sequence, KV head)
   std::string gate = "lower-bound";
   bool l2norm = true, beta_sigmoid = true, initial_state = true, k_first = false;
 };
@@ -41,7 +42,7 @@ std::string attention_label(const Options& o, bool decode);
 std::string kda_label(const Options& o);
 
 struct AttnData {
-  test::HostTensor q, k, v, out, lse, seqlens_k, block_table;
+  test::HostTensor q, k, v, out, lse, seqlens_k, block_table, k_scale, v_scale;
   AttentionParams params;  // host views
 };
 // Batched (prefill, decode) or paged (decode with --paged: pages of a shuffled pool) problem.
