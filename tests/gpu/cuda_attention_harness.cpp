@@ -22,8 +22,9 @@ constexpr int64_t kStridePad = 8;
 // Shape with padded strides (each stride = the inner extent * inner stride + kStridePad).
 HostTensor make_tensor(DType dt, const std::vector<int64_t>& shape, bool strided) {
   if (!strided) return HostTensor(dt, shape);
+  const int64_t pad = dt == DType::kF8E4M3 ? 2 * kStridePad : kStridePad;  // 16 bytes for 1-byte elements
   std::vector<int64_t> st(shape.size(), 1);
-  for (int d = static_cast<int>(shape.size()) - 2; d >= 0; --d) st[d] = st[d + 1] * shape[d + 1] + kStridePad;
+  for (int d = static_cast<int>(shape.size()) - 2; d >= 0; --d) st[d] = st[d + 1] * shape[d + 1] + pad;
   return HostTensor(dt, shape, st);
 }
 
@@ -67,7 +68,8 @@ std::string describe(const Case& c) {
                                    : " kv-paged");
   if (c.kv == KvKind::kPaged) os << " page=" << c.page_size;
   os << (c.causal ? " causal" : "") << " window=(" << c.window_left << "," << c.window_right << ")"
-     << " softcap=" << c.softcap << " splits=" << c.num_splits << (c.strided ? " strided" : "");
+     << " softcap=" << c.softcap << " splits=" << c.num_splits << (c.strided ? " strided" : "")
+     << (c.kv_fp8 ? " kv-f8e4m3" : "");
   return os.str();
 }
 
@@ -83,6 +85,7 @@ std::unique_ptr<Problem> make_host_problem(const Case& c) {
   std::mt19937_64 rng(c.seed);
   const int64_t batch = static_cast<int64_t>(c.q_lens.size());
   const int64_t total_q = std::accumulate(c.q_lens.begin(), c.q_lens.end(), int64_t{0});
+  const DType kv_dtype = c.kv_fp8 ? DType::kF8E4M3 : c.dtype;
   if (c.q_varlen) {
     p->q = make_tensor(c.dtype, {total_q, c.hq, c.d}, c.strided);
     p->out = make_tensor(c.dtype, {total_q, c.hq, c.d}, c.strided);
@@ -96,16 +99,16 @@ std::unique_ptr<Problem> make_host_problem(const Case& c) {
   switch (c.kv) {
     case KvKind::kBatched: {
       const int sk = max_of(c.k_lens);
-      p->k = make_tensor(c.dtype, {batch, sk, c.hkv, c.d}, c.strided);
-      p->v = make_tensor(c.dtype, {batch, sk, c.hkv, c.d}, c.strided);
+      p->k = make_tensor(kv_dtype, {batch, sk, c.hkv, c.d}, c.strided);
+      p->v = make_tensor(kv_dtype, {batch, sk, c.hkv, c.d}, c.strided);
       if (std::any_of(c.k_lens.begin(), c.k_lens.end(), [&](int x) { return x != sk; }))
         p->seqlens_k = int_tensor(c.k_lens);
       break;
     }
     case KvKind::kVarlen: {
       const int total_k = std::accumulate(c.k_lens.begin(), c.k_lens.end(), 0);
-      p->k = make_tensor(c.dtype, {total_k, c.hkv, c.d}, c.strided);
-      p->v = make_tensor(c.dtype, {total_k, c.hkv, c.d}, c.strided);
+      p->k = make_tensor(kv_dtype, {total_k, c.hkv, c.d}, c.strided);
+      p->v = make_tensor(kv_dtype, {total_k, c.hkv, c.d}, c.strided);
       p->cu_k = int_tensor(prefix_sums(c.k_lens));
       break;
     }
@@ -122,8 +125,8 @@ std::unique_ptr<Problem> make_host_problem(const Case& c) {
       std::vector<int> ids(static_cast<size_t>(num_pages));
       std::iota(ids.begin(), ids.end(), 0);
       std::shuffle(ids.begin(), ids.end(), rng);
-      p->k = make_tensor(c.dtype, {num_pages, c.page_size, c.hkv, c.d}, c.strided);
-      p->v = make_tensor(c.dtype, {num_pages, c.page_size, c.hkv, c.d}, c.strided);
+      p->k = make_tensor(kv_dtype, {num_pages, c.page_size, c.hkv, c.d}, c.strided);
+      p->v = make_tensor(kv_dtype, {num_pages, c.page_size, c.hkv, c.d}, c.strided);
       p->block_table = HostTensor(DType::kI32, {batch, max_pages + 1});
       int next = 0;
       for (int64_t b = 0; b < batch; ++b) {
@@ -140,6 +143,12 @@ std::unique_ptr<Problem> make_host_problem(const Case& c) {
   p->q.fill_normal(rng);
   p->k.fill_normal(rng);
   p->v.fill_normal(rng);
+  if (c.kv_fp8) {  // drawn last: the other cases' inputs do not change
+    p->k_scale = HostTensor(DType::kF32, {batch, c.hkv});
+    p->v_scale = HostTensor(DType::kF32, {batch, c.hkv});
+    p->k_scale.fill_uniform(rng, 0.25, 1.0);
+    p->v_scale.fill_uniform(rng, 0.25, 1.0);
+  }
   return p;
 }
 
@@ -157,6 +166,11 @@ std::unique_ptr<Problem> make_copied_up(const Problem& g) {
     });
   }
   for_each_index(p->q.shape(), [&](const std::vector<int64_t>& i) { p->q.set(i, g.q.at(i)); });
+  for (HostTensor* dst : {&p->k_scale, &p->v_scale}) {  // fp8: MHA head h takes KV head h / group's scale
+    if (!dst->defined()) continue;
+    const HostTensor& src = dst == &p->k_scale ? g.k_scale : g.v_scale;
+    for_each_index(dst->shape(), [&](const std::vector<int64_t>& i) { dst->set(i, src.at({i[0], i[1] / group})); });
+  }
   p->upload();
   return p;
 }
@@ -171,6 +185,8 @@ void Problem::upload() {
   dcu_k = mirror(cu_k);
   dseqlens_k = mirror(seqlens_k);
   dblock_table = mirror(block_table);
+  dk_scale = mirror(k_scale);
+  dv_scale = mirror(v_scale);
 }
 
 namespace {
@@ -199,6 +215,8 @@ AttentionParams Problem::host_params() {
   a.cu_seqlens_k = cu_k.view();
   a.seqlens_k = seqlens_k.view();
   a.block_table = block_table.view();
+  a.k_scale = k_scale.view();
+  a.v_scale = v_scale.view();
   return a;
 }
 
@@ -213,6 +231,8 @@ AttentionParams Problem::device_params() const {
   a.cu_seqlens_k = dview(dcu_k);
   a.seqlens_k = dview(dseqlens_k);
   a.block_table = dview(dblock_table);
+  a.k_scale = dview(dk_scale);
+  a.v_scale = dview(dv_scale);
   return a;
 }
 

@@ -33,6 +33,7 @@ struct Case {
   float scale = NAN;
   int num_splits = 0;
   bool strided = false;  // pad every stride (16-byte multiples), LSE too
+  bool kv_fp8 = false;   // f8e4m3 K/V with fp32 scales per (sequence, KV head), uniform in [0.25, 1)
   uint64_t seed = 1;
 };
 
@@ -43,8 +44,8 @@ HostTensor like(const HostTensor& t);
 // One problem's tensors on the host, and their device mirrors after upload().
 struct Problem {
   Case c;
-  HostTensor q, k, v, out, lse, cu_q, cu_k, seqlens_k, block_table;
-  std::unique_ptr<DeviceTensor> dq, dk, dv, dout, dlse, dcu_q, dcu_k, dseqlens_k, dblock_table;
+  HostTensor q, k, v, out, lse, cu_q, cu_k, seqlens_k, block_table, k_scale, v_scale;
+  std::unique_ptr<DeviceTensor> dq, dk, dv, dout, dlse, dcu_q, dcu_k, dseqlens_k, dblock_table, dk_scale, dv_scale;
 
   AttentionParams host_params();
   AttentionParams device_params() const;

@@ -37,6 +37,12 @@ KernelParams kernel_params_from(const AttentionParams& p) {
   strides3(p.k, &kp.k_batch_stride, &kp.k_row_stride, &kp.k_head_stride);
   strides3(p.v, &kp.v_batch_stride, &kp.v_row_stride, &kp.v_head_stride);
   strides3(p.out, &kp.o_batch_stride, &kp.o_row_stride, &kp.o_head_stride);
+  if (p.k_scale.defined()) {
+    kp.k_scale = static_cast<const float*>(p.k_scale.data);
+    kp.v_scale = static_cast<const float*>(p.v_scale.data);
+    kp.k_scale_b_stride = p.k_scale.stride[0], kp.k_scale_h_stride = p.k_scale.stride[1];
+    kp.v_scale_b_stride = p.v_scale.stride[0], kp.v_scale_h_stride = p.v_scale.stride[1];
+  }
   if (p.lse.defined()) {
     kp.lse_head_stride = p.lse.stride[0];
     kp.lse_row_stride = p.lse.stride[1];

@@ -58,6 +58,11 @@ struct KernelParams {
   int64_t part_o_split_stride = 0, part_o_row_stride = 0, part_o_head_stride = 0;
   int64_t part_lse_split_stride = 0, part_lse_row_stride = 0, part_lse_head_stride = 0;
   const void* o_partial_in = nullptr;  // the combine kernel's O source (o_partial, or the merge's)
+  // FP8 KV cache (the sm90 decode engine's experimental fp8 path): dequantization scales per
+  // (sequence, KV head), fp32 element strides; nullptr when the cache is not fp8.
+  const float* k_scale = nullptr;
+  const float* v_scale = nullptr;
+  int64_t k_scale_b_stride = 0, k_scale_h_stride = 0, v_scale_b_stride = 0, v_scale_h_stride = 0;
 };
 
 }  // namespace groupattn::cuda_engine

@@ -14,7 +14,8 @@ namespace groupattn::sm90_engine {
 
 template <class Traits>
 __device__ void write_output(const KernelParams& p, const CtaWork& w, ColumnSoftmax<Traits>& sm_state,
-                             const float (&o)[2][Traits::kN / 2], float* red_sum, int warp, int lane) {
+                             const float (&o)[2][Traits::kN / 2], float* red_sum, int warp, int lane,
+                             float v_scale) {
   using T = typename Traits::Element;
   using Softmax = ColumnSoftmax<Traits>;
   constexpr int kCols = Softmax::kCols;
@@ -64,7 +65,8 @@ __device__ void write_output(const KernelParams& p, const CtaWork& w, ColumnSoft
 #pragma unroll
     for (int h = 0; h < 2; ++h) {
       const int d = 64 * h + Softmax::row_of(i, warp, lane);
-      const float val = o[h][i] * inv[c];
+      float val = o[h][i] * inv[c];
+      if constexpr (Traits::kFp8) val *= v_scale;  // the values were the stored fp8 ones
       if (p.num_splits == 1) {
         T* out = static_cast<T*>(p.out) + w.s.o_offset + static_cast<int64_t>(token) * p.o_row_stride +
                  static_cast<int64_t>(head) * p.o_head_stride + d;

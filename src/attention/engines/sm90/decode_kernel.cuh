@@ -94,14 +94,27 @@ __device__ void decode_cta(const KernelParams& p, const CUtensorMap* tmap_k, con
   ColumnSoftmax<Traits> softmax;
   softmax.init();
   float s[kN / 2];
+  // fp8: the key scale multiplies every score, the value scale the output (1 otherwise).
+  const float k_scale = kv_scale<Traits>(p.k_scale, p.k_scale_b_stride, p.k_scale_h_stride, w);
+  const float v_scale = kv_scale<Traits>(p.v_scale, p.v_scale_b_stride, p.v_scale_h_stride, w);
 
   for (int blk = w.blk_begin, it = 0; blk < w.blk_end; ++blk, ++it) {
     const int stage = it % Traits::kStages;
     hw::mbar_wait(sm.full(stage), static_cast<uint32_t>(it / Traits::kStages) & 1u);
+    if constexpr (Traits::kFp8) {
+      // Every warp finished the previous tile's GEMMs (which read the converted tiles), convert,
+      // free the fp8 stage for the producer, and make the conversions visible to the wgmma.
+      hw::named_bar_sync(kBarConvert, Traits::kConsumerThreads);
+      convert_fp8_tiles<Traits>(sm, stage, tid);
+      hw::fence_proxy_async_smem();
+      __syncwarp();
+      if (lane == 0) hw::mbar_arrive(sm.empty(stage));
+      hw::named_bar_sync(kBarConvert, Traits::kConsumerThreads);
+    }
     gemm_scores<Traits>(s, sm, stage);
     const int j0 = blk * kBlockKV;
     const bool full_tile = j0 >= w.common_lo && j0 + kBlockKV - 1 <= w.common_hi;
-    softmax.scale_and_mask(s, p, w, blk, full_tile, warp, lane);
+    softmax.scale_and_mask(s, p, w, blk, full_tile, warp, lane, k_scale);
     softmax.update(s, o, sm.red_max(it), warp, lane);  // named barrier kBarMax inside
     // Every warp passed kBarMax, hence finished the previous tile's O^T wgmma: P^T is free.
     softmax.store_probabilities(s, sm.p(), warp, lane);
@@ -109,11 +122,13 @@ __device__ void decode_cta(const KernelParams& p, const CUtensorMap* tmap_k, con
     hw::fence_proxy_async_smem();
     hw::named_bar_sync(kBarOperands, Traits::kConsumerThreads);
     gemm_output<Traits>(o, sm, stage);
-    __syncwarp();
-    if (lane == 0) hw::mbar_arrive(sm.empty(stage));
+    if constexpr (!Traits::kFp8) {  // (fp8 freed its stage after the conversion)
+      __syncwarp();
+      if (lane == 0) hw::mbar_arrive(sm.empty(stage));
+    }
   }
   cuda::allow_dependent_launch();
-  write_output<Traits>(p, w, softmax, o, sm.red_sum(), warp, lane);
+  write_output<Traits>(p, w, softmax, o, sm.red_sum(), warp, lane, v_scale);
 }
 #endif  // __CUDA_ARCH_FEAT_SM90_ALL
 
@@ -130,9 +145,9 @@ __global__ void __launch_bounds__(Traits::kThreads, kCtasPerSm)
 #endif
 }
 
-template <class T, int kN>
+template <class T, int kN, bool kFp8>
 Status launch_decode_n(const cuda_engine::KernelParams& p, const DecodeLaunch& l, cudaStream_t stream) {
-  using Traits = DecodeTraits<T, kN>;
+  using Traits = DecodeTraits<T, kN, kFp8>;
   auto* kernel = sm90_decode_kernel<Traits>;
   // Set before every launch (see launch_impl.cuh in the cuda engine for why not cached yet).
   GA_CUDA_RETURN_IF_ERROR(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
@@ -152,18 +167,23 @@ Status launch_decode_n(const cuda_engine::KernelParams& p, const DecodeLaunch& l
                                 stream, /*use_pdl=*/true, "launching combine_kernel", p);
 }
 
-template <class T>
-Status launch_decode(const cuda_engine::KernelParams& p, const DecodeLaunch& l, cudaStream_t stream) {
+template <class T, bool kFp8>
+Status launch_decode_kv(const cuda_engine::KernelParams& p, const DecodeLaunch& l, cudaStream_t stream) {
   switch (l.col_tile) {
     case 8:
-      return launch_decode_n<T, 8>(p, l, stream);
+      return launch_decode_n<T, 8, kFp8>(p, l, stream);
     case 16:
-      return launch_decode_n<T, 16>(p, l, stream);
+      return launch_decode_n<T, 16, kFp8>(p, l, stream);
     case 32:
-      return launch_decode_n<T, 32>(p, l, stream);
+      return launch_decode_n<T, 32, kFp8>(p, l, stream);
     default:
       return Status(StatusCode::kInternal, "sm90 engine: column tile " + std::to_string(l.col_tile));
   }
+}
+
+template <class T>
+Status launch_decode(const cuda_engine::KernelParams& p, const DecodeLaunch& l, cudaStream_t stream) {
+  return l.fp8 ? launch_decode_kv<T, true>(p, l, stream) : launch_decode_kv<T, false>(p, l, stream);
 }
 
 }  // namespace groupattn::sm90_engine

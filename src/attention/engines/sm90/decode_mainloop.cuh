@@ -25,6 +25,7 @@
 
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
+#include <cuda_fp8.h>
 
 #include <cstdint>
 #include <type_traits>
@@ -59,8 +60,15 @@ struct CtaWork {
 template <class Traits>
 struct SmemMap {
   unsigned char* base;  // 1024-byte aligned
-  __device__ unsigned char* k(int stage) const { return base + stage * Traits::kStageBytes; }
-  __device__ unsigned char* v(int stage) const { return base + stage * Traits::kStageBytes + Traits::kTileBytes; }
+  // The K and V tiles the GEMMs read: the ring's stage, or (fp8) the one converted set.
+  __device__ unsigned char* k(int stage) const {
+    if constexpr (Traits::kFp8) return base + Traits::kConvertedOffset;
+    return base + stage * Traits::kStageBytes;
+  }
+  __device__ unsigned char* v(int stage) const { return k(stage) + Traits::kTileBytes; }
+  // fp8: where the TMA ring's K and V tiles land.
+  __device__ unsigned char* ring_k(int stage) const { return base + stage * Traits::kRingStageBytes; }
+  __device__ unsigned char* ring_v(int stage) const { return ring_k(stage) + Traits::kFp8TileBytes; }
   __device__ unsigned char* q() const { return base + Traits::kQOffset; }
   __device__ unsigned char* p() const { return base + Traits::kPOffset; }
   // [3][warps][kN] floats: two buffers of per-warp column maxima (alternating tiles), then sums
@@ -91,6 +99,13 @@ __device__ void produce(const KernelParams& p, const CtaWork& w, const SmemMap<T
     if (p.block_table != nullptr) {
       outer = p.block_table[w.b * p.block_table_stride + j0 / p.page_size];
       row = j0 % p.page_size;
+    }
+    if constexpr (Traits::kFp8) {
+      // One unswizzled box of [64 keys][128 d] bytes per tile.
+      hw::mbar_arrive_expect_tx(sm.full(stage), static_cast<uint32_t>(Traits::kRingStageBytes));
+      hw::tma_load_4d(sm.ring_k(stage), tmap_k, 0, w.kvh, row, outer, sm.full(stage));
+      hw::tma_load_4d(sm.ring_v(stage), tmap_v, 0, w.kvh, row, outer, sm.full(stage));
+      continue;
     }
     hw::mbar_arrive_expect_tx(sm.full(stage), static_cast<uint32_t>(Traits::kStageBytes));
     for (int db = 0; db < Traits::kDBlocks; ++db)
@@ -126,6 +141,41 @@ __device__ void load_q(const KernelParams& p, const CtaWork& w, const SmemMap<Tr
   hw::fence_proxy_async_smem();  // generic stores -> wgmma operand reads (a barrier follows)
 }
 
+// fp8: the stage's f8e4m3 K and V tiles -> the Element tiles the GEMMs read, in the layout the
+// 16-bit path's TMA writes ([64 keys][64 d] boxes, 128-byte rows, 16-byte chunk c of row r at
+// chunk c ^ (r % 8)). Every e4m3 value is exact in f16 and bf16, so the conversion is exact;
+// the scales are applied elsewhere (score scale, output). Each thread converts 8 elements (one
+// 8-byte load, one 16-byte store) per step.
+template <class Traits>
+__device__ void convert_fp8_tiles(const SmemMap<Traits>& sm, int stage, int tid) {
+  using T = typename Traits::Element;
+  constexpr int kChunksPerRow = Traits::kHeadDim / 8;  // 8-element chunks
+  constexpr int kChunks = 2 * Traits::kBlockKV * kChunksPerRow;  // K then V
+  for (int c = tid; c < kChunks; c += Traits::kConsumerThreads) {
+    const int tile = c / (Traits::kBlockKV * kChunksPerRow);
+    const int row = (c / kChunksPerRow) % Traits::kBlockKV, ch = c % kChunksPerRow;
+    const unsigned char* src = (tile == 0 ? sm.ring_k(stage) : sm.ring_v(stage)) + row * Traits::kHeadDim + ch * 8;
+    const uint2 raw = *reinterpret_cast<const uint2*>(src);
+    uint32_t out[4];
+#pragma unroll
+    for (int i = 0; i < 4; ++i) {
+      const uint32_t word = i < 2 ? raw.x : raw.y;
+      const auto pair = static_cast<__nv_fp8x2_storage_t>((word >> (16 * (i % 2))) & 0xffffu);
+      const __half2 h2 = __half2(__nv_cvt_fp8x2_to_halfraw2(pair, __NV_E4M3));  // low byte -> .x
+      if constexpr (std::is_same_v<T, __nv_bfloat16>) {
+        const __nv_bfloat162 b2 = __float22bfloat162_rn(__half22float2(h2));
+        out[i] = *reinterpret_cast<const uint32_t*>(&b2);
+      } else {
+        out[i] = *reinterpret_cast<const uint32_t*>(&h2);
+      }
+    }
+    const int db = ch / 8, cc = ch % 8;  // 64-wide d block, 16-byte chunk inside its row
+    unsigned char* dst = (tile == 0 ? sm.k(stage) : sm.v(stage)) + db * Traits::kBoxBytes + row * 128 +
+                         ((cc ^ (row % 8)) * 16);
+    *reinterpret_cast<uint4*>(dst) = make_uint4(out[0], out[1], out[2], out[3]);
+  }
+}
+
 // Rows [valid, 64) of the stage's V tile hold keys past the sequence (the next sequence's rows, a
 // page's unused slots, anything): zero them so 0 * V stays 0 in O^T. The K side needs nothing:
 // those scores are masked by selection.
@@ -136,6 +186,13 @@ __device__ void zero_v_tail(const SmemMap<Traits>& sm, int stage, int valid, int
     const int db = c / (rows * 8), r = valid + (c / 8) % rows, ch = c % 8;
     *reinterpret_cast<uint4*>(sm.v(stage) + db * Traits::kBoxBytes + r * 128 + ch * 16) = make_uint4(0u, 0u, 0u, 0u);
   }
+}
+
+// Per (sequence, KV head) dequantization scales of an fp8 cache (1 otherwise).
+template <class Traits>
+__device__ __forceinline__ float kv_scale(const float* s, int64_t b_stride, int64_t h_stride, const CtaWork& w) {
+  if constexpr (Traits::kFp8) return s[w.b * b_stride + w.kvh * h_stride];
+  return 1.f;
 }
 
 template <class Traits>

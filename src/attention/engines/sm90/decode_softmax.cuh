@@ -17,7 +17,7 @@ inline constexpr float kLog2e = 1.4426950408889634f;
 inline constexpr float kLn2 = 0.6931471805599453f;
 inline constexpr uint32_t kFullMask = 0xffffffffu;
 // Named barriers of the consumer warpgroup (0 is __syncthreads).
-inline constexpr uint32_t kBarMax = 1, kBarOperands = 2, kBarSum = 3;
+inline constexpr uint32_t kBarMax = 1, kBarOperands = 2, kBarSum = 3, kBarConvert = 4;
 
 template <class Traits>
 struct ColumnSoftmax {
@@ -44,11 +44,13 @@ struct ColumnSoftmax {
 
   // scores * scale, softcap, to log2 units; keys a column must not see -> -inf. `full_tile`: every
   // key of the tile is visible to every column (no per-element test).
+  // k_scale: an fp8 cache's key scale (the dot products are of the stored fp8 keys); unused else.
   __device__ void scale_and_mask(float (&s)[kRegs], const KernelParams& p, const CtaWork& w, int blk, bool full_tile,
-                                 int warp, int lane) const {
+                                 int warp, int lane, float k_scale) const {
 #pragma unroll
     for (int i = 0; i < kRegs; ++i) {
       float x = s[i] * p.scale;
+      if constexpr (Traits::kFp8) x *= k_scale;
       if (p.softcap > 0.f) x = p.softcap * tanhf(x / p.softcap);
       x *= kLog2e;
       if (!full_tile) {

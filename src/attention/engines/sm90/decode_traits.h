@@ -35,10 +35,16 @@ constexpr int column_tile(int64_t cols) {
   return n;
 }
 
-template <class T, int kN_>
+// kFp8_: the K/V cache is f8e4m3 (EXPERIMENTAL, not yet run on hardware): the ring holds fp8 K
+// and V tiles ([64 keys][128 d], one unswizzled TMA box each) and the consumer warpgroup converts
+// each into one set of Element K/V tiles in exactly the layout the 16-bit path's TMA writes, so
+// the GEMMs are unchanged. Per-(sequence, KV head) scales fold into the score scale (k) and the
+// output (v).
+template <class T, int kN_, bool kFp8_ = false>
 struct DecodeTraits {
   using Element = T;
   static constexpr int kN = kN_;
+  static constexpr bool kFp8 = kFp8_;
   static constexpr int kHeadDim = sm90_engine::kHeadDim;
   static constexpr int kBlockKV = sm90_engine::kBlockKV;
   static constexpr int kStages = 3;
@@ -52,7 +58,12 @@ struct DecodeTraits {
   // One K or V tile: kDBlocks boxes of [kBlockKV rows][64], box b at b * kBoxBytes.
   static constexpr int kBoxBytes = kBlockKV * 128;
   static constexpr int kTileBytes = kDBlocks * kBoxBytes;
-  static constexpr int kStageBytes = 2 * kTileBytes;  // K then V
+  static constexpr int kStageBytes = 2 * kTileBytes;  // K then V, as the GEMMs read them
+  // The TMA ring: 16-bit K and V tiles, or (kFp8) fp8 ones, then (kFp8) the converted tiles.
+  static constexpr int kFp8TileBytes = kBlockKV * kHeadDim;  // 1 byte per element
+  static constexpr int kRingStageBytes = kFp8 ? 2 * kFp8TileBytes : kStageBytes;
+  static constexpr int kConvertedOffset = kStages * kRingStageBytes;
+  static constexpr int kConvertedBytes = kFp8 ? kStageBytes : 0;
   // Q: kN rows (columns of S^T) K-major over d, as kDBlocks blocks of [kN][64].
   static constexpr int kQBlockBytes = kN * 128;
   static constexpr int kQBytes = kDBlocks * kQBlockBytes;
@@ -61,7 +72,7 @@ struct DecodeTraits {
   // Cross-warp exchange: per-warp column maxima (double buffered) and the final sums.
   static constexpr int kRedBytes = 3 * kConsumerWarps * kN * 4;
 
-  static constexpr int kQOffset = kStages * kStageBytes;
+  static constexpr int kQOffset = kConvertedOffset + kConvertedBytes;
   static constexpr int kPOffset = kQOffset + kQBytes;
   static constexpr int kRedOffset = kPOffset + kPBytes;
   static constexpr int kBarOffset = kRedOffset + kRedBytes;
@@ -72,6 +83,7 @@ struct DecodeTraits {
   static_assert(kN >= 8 && kN <= kMaxCols && kN % 8 == 0, "wgmma N: a multiple of 8, here at most kMaxCols");
   static_assert(kHeadDim % kSwizzleElems == 0 && kDBlocks == 2, "O^T = V^T P^T uses two m64 halves of d = 128");
   static_assert(kBlockKV == 64, "the KV tile is wgmma's M = 64");
+  static_assert(kConvertedOffset % 1024 == 0, "the converted fp8 tiles are 128B-swizzled operands too");
   static_assert(kBoxBytes % 1024 == 0 && kQBlockBytes % 1024 == 0 && kPBytes % 1024 == 0,
                 "128B-swizzled operands start on 1024-byte boundaries (descriptor base offset 0)");
   static_assert(kRedOffset % 16 == 0 && kBarOffset % 8 == 0, "exchange buffer and mbarrier alignment");

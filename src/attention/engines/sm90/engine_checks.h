@@ -9,7 +9,6 @@
 namespace groupattn::sm90_engine {
 
 inline constexpr int64_t kMaxGridYZ = 65535;
-inline constexpr int64_t kChunkElems = 8;  // 16 bytes of a 16-bit type
 
 inline bool is_device(const TensorView& t) { return !t.defined() || t.device == Device::kCUDA; }
 
@@ -18,8 +17,9 @@ inline bool is_device(const TensorView& t) { return !t.defined() || t.device == 
 inline bool tma_compatible(const TensorView& t) {
   if (reinterpret_cast<uintptr_t>(t.data) % 16 != 0) return false;
   if (t.stride[t.rank - 1] != 1) return false;
+  const auto chunk = static_cast<int64_t>(16 / dtype_size(t.dtype));  // elements per 16 bytes
   for (int d = 0; d + 1 < t.rank; ++d) {
-    if (t.stride[d] % kChunkElems != 0) return false;
+    if (t.stride[d] % chunk != 0) return false;
   }
   return true;
 }

@@ -15,6 +15,7 @@ struct DecodeLaunch {
   const void* k_tmap = nullptr;
   const void* v_tmap = nullptr;
   int col_tile = 8;  // column_tile(max_q * group)
+  bool fp8 = false;  // f8e4m3 K/V (EXPERIMENTAL): fp8 tensor maps, in-kernel conversion
 };
 
 // Runs the decode kernel (grid: m_blocks * num_splits, Hkv, B) and, when p.num_splits > 1, the

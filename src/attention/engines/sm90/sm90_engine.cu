@@ -13,6 +13,8 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <cstdlib>
+#include <cstring>
 #include <limits>
 #include <string>
 
@@ -24,6 +26,7 @@
 #include "attention/engines/sm90/launch.h"
 #include "attention/engines/sm90/tma_desc.h"
 #include "core/cuda_runtime_shim.h"
+#include "groupattn/supported.h"
 
 namespace groupattn {
 namespace {
@@ -81,7 +84,8 @@ class Sm90Attention final : public AttentionEngine {
   std::string supports() const override {
     return "device tensors, bf16/f16, head dim 128 (D == Dv), decode of 1.." + std::to_string(sm90_engine::kMaxNewTokens) +
            " new tokens (batched Q); batched K/V (optional seqlens_k) or paged K/V with page_size a multiple "
-           "of 64; causal, window, softcap, scale, split-KV, partial-output mode";
+           "of 64; causal, window, softcap, scale, split-KV, partial-output mode; f8e4m3 K/V with per-sequence "
+           "scales only with GROUPATTN_EXPERIMENTAL=1 (not yet run on hardware)";
   }
   Status available() const override {
     if (cuda_device_count() <= 0) return NotSupported("no CUDA device visible");
@@ -99,7 +103,17 @@ class Sm90Attention final : public AttentionEngine {
       if (!is_device(*t)) return NotSupported("sm90 engine takes device (CUDA) tensors only; got a host tensor");
     }
     if (kv_is_fp8(p)) {
-      return NotSupported("sm90 engine: fp8 (f8e4m3) KV caches are not supported yet (the reference engine serves them)");
+      // The fp8 path is written but has not run on hardware: opt in only.
+      const char* flag = std::getenv("GROUPATTN_EXPERIMENTAL");
+      if (flag == nullptr || std::strcmp(flag, "1") != 0) {
+        return NotSupported(
+            "sm90 engine: its fp8 (f8e4m3) KV cache path is experimental and not yet verified on hardware; set "
+            "GROUPATTN_EXPERIMENTAL=1 to try it (the reference engine serves fp8 caches on the host)");
+      }
+      if (p.kv_scale_per_page) {
+        return NotSupported("sm90 engine: fp8 scales per page (kv_scale_per_page) are not supported yet (per "
+                            "sequence and KV head only)");
+      }
     }
     if (p.q.dtype != DType::kBF16 && p.q.dtype != DType::kF16) {
       return NotSupported(std::string("sm90 engine: dtype ") + dtype_name(p.q.dtype) +
@@ -180,6 +194,7 @@ class Sm90Attention final : public AttentionEngine {
       sm90_engine::KvMapShape shape;
       shape.base = t->data;
       shape.bf16 = bf16;
+      shape.fp8 = t->dtype == kAttentionFp8KvDType;
       shape.heads = t->size(2);
       shape.rows = t->size(1);
       shape.outer = t->size(0);
@@ -192,6 +207,7 @@ class Sm90Attention final : public AttentionEngine {
     launch.k_tmap = &k_map;
     launch.v_tmap = &v_map;
     launch.col_tile = g.col_tile;
+    launch.fp8 = kv_is_fp8(p);
     const auto s = static_cast<cudaStream_t>(stream);
     if (bf16) return sm90_engine::launch_decode<__nv_bfloat16>(kp, launch, s);
     return sm90_engine::launch_decode<__half>(kp, launch, s);

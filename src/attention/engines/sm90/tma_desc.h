@@ -39,6 +39,9 @@ inline PFN_cuTensorMapEncodeTiled_v12000 tensor_map_encoder() {
 struct KvMapShape {
   const void* base = nullptr;
   bool bf16 = true;
+  // f8e4m3 (EXPERIMENTAL): 1-byte elements, box {128, 1, rows, 1} (one whole head row of 128
+  // bytes), no swizzle -- the consumers convert it into the 16-bit swizzled layout themselves.
+  bool fp8 = false;
   int64_t heads = 0, rows = 0, outer = 0;             // Hkv, Sk or page_size, B or pages
   int64_t head_stride = 0, row_stride = 0, outer_stride = 0;
 };
@@ -48,13 +51,17 @@ inline Status encode_kv_map(const KvMapShape& s, int box_rows, CUtensorMap* map)
   if (encode == nullptr) return Status(StatusCode::kCudaError, "sm90 engine: cuTensorMapEncodeTiled not found");
   const cuuint64_t dims[4] = {128, static_cast<cuuint64_t>(s.heads), static_cast<cuuint64_t>(s.rows),
                               static_cast<cuuint64_t>(s.outer)};
-  const cuuint64_t strides[3] = {static_cast<cuuint64_t>(s.head_stride) * 2, static_cast<cuuint64_t>(s.row_stride) * 2,
-                                 static_cast<cuuint64_t>(s.outer_stride) * 2};  // bytes, dims 1..3
-  const cuuint32_t box[4] = {64, 1, static_cast<cuuint32_t>(box_rows), 1};
+  const cuuint64_t esize = s.fp8 ? 1 : 2;
+  const cuuint64_t strides[3] = {static_cast<cuuint64_t>(s.head_stride) * esize,
+                                 static_cast<cuuint64_t>(s.row_stride) * esize,
+                                 static_cast<cuuint64_t>(s.outer_stride) * esize};  // bytes, dims 1..3
+  const cuuint32_t box[4] = {s.fp8 ? 128u : 64u, 1, static_cast<cuuint32_t>(box_rows), 1};
   const cuuint32_t elem_strides[4] = {1, 1, 1, 1};
-  const CUresult r = encode(map, s.bf16 ? CU_TENSOR_MAP_DATA_TYPE_BFLOAT16 : CU_TENSOR_MAP_DATA_TYPE_FLOAT16, 4,
-                            const_cast<void*>(s.base), dims, strides, box, elem_strides,
-                            CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B,
+  const CUtensorMapDataType type = s.fp8    ? CU_TENSOR_MAP_DATA_TYPE_UINT8
+                                   : s.bf16 ? CU_TENSOR_MAP_DATA_TYPE_BFLOAT16
+                                            : CU_TENSOR_MAP_DATA_TYPE_FLOAT16;
+  const CUresult r = encode(map, type, 4, const_cast<void*>(s.base), dims, strides, box, elem_strides,
+                            CU_TENSOR_MAP_INTERLEAVE_NONE, s.fp8 ? CU_TENSOR_MAP_SWIZZLE_NONE : CU_TENSOR_MAP_SWIZZLE_128B,
                             CU_TENSOR_MAP_L2_PROMOTION_L2_128B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
   if (r != CUDA_SUCCESS)
     return Status(StatusCode::kCudaError, "sm90 engine: cuTensorMapEncodeTiled failed (CUresult " +
