@@ -496,7 +496,9 @@ int bench_attention(Options o, const BenchOptions& bo, bool decode) {
   int dev = 0;
   (void)cudaGetDevice(&dev);
   AttentionParams hp = x.params;
-  for (auto [h, f] : {std::pair{&x.block_table, &hp.block_table}, {&x.seqlens_k, &hp.seqlens_k}}) {
+  // fp8 caches: make_attention drew the scales on the host; one copy serves every input set.
+  for (auto [h, f] : {std::pair{&x.block_table, &hp.block_table}, {&x.seqlens_k, &hp.seqlens_k},
+                      {&x.k_scale, &hp.k_scale}, {&x.v_scale, &hp.v_scale}}) {
     if (Status s = upload_shared(&res, *h, dev, f); !s.ok()) {
       std::printf("%s\n  %s\nbench: FAIL\n", label.c_str(), s.to_string().c_str());
       return 1;
@@ -522,6 +524,7 @@ int bench_attention(Options o, const BenchOptions& bo, bool decode) {
   cp.window_left = o.wl;
   cp.window_right = o.wr;
   cp.elem_bytes = static_cast<int64_t>(dtype_size(o.dtype));
+  cp.kv_elem_bytes = static_cast<int64_t>(dtype_size(x.k.dtype()));  // 1 for an fp8 cache (bytes read)
   cp.page_size = decode ? o.page : 0;
   char note[160];
   if (decode) {

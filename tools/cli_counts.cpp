@@ -98,11 +98,11 @@ int64_t keys_read(const AttnCountProblem& p) {
 AttnBytes attention_bytes(const AttnCountProblem& p) {
   int64_t total_q = 0;
   for (int64_t s : p.seqlens_q) total_q += s;
-  const int64_t kr = keys_read(p), e = p.elem_bytes;
+  const int64_t kr = keys_read(p), e = p.elem_bytes, ekv = p.kv_elem_bytes > 0 ? p.kv_elem_bytes : e;
   AttnBytes b;
   b.q = total_q * p.heads_q * p.head_dim * e;
-  b.k = kr * p.heads_kv * p.head_dim * e;
-  b.v = kr * p.heads_kv * dv_of(p) * e;
+  b.k = kr * p.heads_kv * p.head_dim * ekv;
+  b.v = kr * p.heads_kv * dv_of(p) * ekv;
   b.o = total_q * p.heads_q * dv_of(p) * e;
   b.lse = p.lse ? total_q * p.heads_q * 4 : 0;
   b.total = b.q + b.k + b.v + b.o + b.lse;

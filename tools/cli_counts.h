@@ -26,7 +26,8 @@ struct AttnCountProblem {
   int64_t heads_q = 0, heads_kv = 0, head_dim = 0, head_dim_v = 0;  // head_dim_v 0 = head_dim
   bool causal = false;
   int64_t window_left = -1, window_right = -1;
-  int64_t elem_bytes = 2;  // Q/K/V/O element size
+  int64_t elem_bytes = 2;     // Q/K/V/O element size
+  int64_t kv_elem_bytes = 0;  // K/V element size when it differs (1: an fp8 cache); 0 = elem_bytes
   int64_t page_size = 0;   // 0 = contiguous K/V
   bool lse = true;
 };

@@ -3,6 +3,7 @@
 // input sets takes milliseconds instead of minutes of host RNG and upload.
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
+#include <cuda_fp8.h>
 #include <cuda_runtime.h>
 
 #include <cstdint>
@@ -28,6 +29,8 @@ template <>
 __device__ __forceinline__ __half convert<__half>(float x) { return __float2half_rn(x); }
 template <>
 __device__ __forceinline__ __nv_bfloat16 convert<__nv_bfloat16>(float x) { return __float2bfloat16_rn(x); }
+template <>
+__device__ __forceinline__ __nv_fp8_e4m3 convert<__nv_fp8_e4m3>(float x) { return __nv_fp8_e4m3(x); }  // satfinite
 
 template <typename T>
 __global__ void fill_random_kernel(T* data, int64_t n, uint64_t seed, bool normal, float a, float b) {
@@ -68,6 +71,7 @@ Status device_fill_random(void* data, DType dtype, int64_t n, uint64_t seed, boo
     case DType::kF32: e = launch<float>(data, n, seed, normal, a, b, s); break;
     case DType::kF16: e = launch<__half>(data, n, seed, normal, a, b, s); break;
     case DType::kBF16: e = launch<__nv_bfloat16>(data, n, seed, normal, a, b, s); break;
+    case DType::kF8E4M3: e = launch<__nv_fp8_e4m3>(data, n, seed, normal, a, b, s); break;
     default: return NotSupported(std::string("device_fill_random: dtype ") + dtype_name(dtype));
   }
   if (e != cudaSuccess) return {StatusCode::kCudaError, std::string("fill_random_kernel: ") + cudaGetErrorString(e)};

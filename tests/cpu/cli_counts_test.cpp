@@ -74,6 +74,20 @@ TEST(CliCounts, PrefillBytesBatched) {
   EXPECT_EQ(b.total, 512 + 256 + 256 + 512 + 128);
 }
 
+TEST(CliCounts, Fp8CacheBytesCountOneBytePerKvElement) {
+  // The PagedDecodeBytesCountWholePages problem with an f8e4m3 cache: K and V halve, Q/O/LSE stay.
+  AttnCountProblem p = varlen({1}, {100}, 8, 2, 128);
+  p.causal = true;
+  p.page_size = 16;
+  p.kv_elem_bytes = 1;
+  const AttnBytes b = attention_bytes(p);
+  EXPECT_EQ(b.k, 28672);  // 112 rows x 2 heads x 128 x 1 byte
+  EXPECT_EQ(b.v, 28672);
+  EXPECT_EQ(b.q, 2048);
+  EXPECT_EQ(b.o, 2048);
+  EXPECT_EQ(b.total, 28672 * 2 + 2048 * 2 + 32);
+}
+
 TEST(CliCounts, PagedDecodeBytesCountWholePages) {
   // One new token, 100 keys in the cache, page 16 -> 7 pages = 112 key rows read.
   AttnCountProblem p = varlen({1}, {100}, 8, 2, 128);
