@@ -34,7 +34,7 @@ def breakdown(torch, groupattn, q, kc, vc, seqlens, calls=2000):
         stream, alloc = fw.stream(q), fw.workspace_alloc(q)
         t3 = time.perf_counter_ns()
         _ops._ext.attention_call(aq, ak, av, aout, lse_c, None, None, sl, None, None, None, 0, 0, None, True,
-                                 -1, -1, 0.0, 0, None, stream, alloc, mask)
+                                 -1, -1, 0.0, 0, None, stream, alloc, mask, None, None, False)
         t4 = time.perf_counter_ns()
         groupattn.attention_with_kvcache(q, kc, vc, cache_seqlens=seqlens, causal=True)
         t5 = time.perf_counter_ns()

@@ -48,12 +48,15 @@ class _NumpyFw:
 
     @staticmethod
     def arg(x):
-        """(array passed to the extension, is_bf16): numpy cannot export bfloat16 (ml_dtypes)
-        through DLPack or the buffer protocol, so it travels as a uint16 view flagged as bf16.
-        (ml_dtypes' types are kind 'V'; numpy's own float types never are, so the name is read
-        only for those.)"""
-        if x is not None and x.dtype.kind == "V" and x.dtype.name == "bfloat16":
-            return x.view(np.uint16), True
+        """(array passed to the extension, reinterpret flag): numpy cannot export bfloat16 or
+        float8_e4m3fn (ml_dtypes) through DLPack or the buffer protocol, so they travel as uint16 /
+        uint8 views flagged for the extension to read back. (ml_dtypes' types are kind 'V'; numpy's
+        own float types never are, so the name is read only for those.)"""
+        if x is not None and x.dtype.kind == "V":
+            if x.dtype.name == "bfloat16":
+                return x.view(np.uint16), True
+            if x.dtype.name == "float8_e4m3fn":
+                return x.view(np.uint8), True
         return x, False
 
     converts = False  # optional tensors go to the extension as they are
@@ -80,6 +83,7 @@ class _TorchFw:
         self._is_compiling = torch.compiler.is_compiling
         self._to_dlpack = getattr(torch._C, "_to_dlpack", None)
         self._plain = (torch.Tensor, torch.nn.Parameter)
+        self._fp8 = getattr(torch, "float8_e4m3fn", None)
 
     def empty(self, like, shape, dtype):
         dt = like.dtype if dtype == "like" else self._dtypes[dtype]
@@ -127,6 +131,10 @@ class _TorchFw:
         return buf.view(buf.shape[0], -1)
 
     def arg(self, x):
+        # float8_e4m3fn K/V caches travel as uint8 views, flagged (torch's DLPack export of
+        # float8 is not something every version has).
+        if x is not None and x.dtype == self._fp8:
+            return self.convert(x.view(self.torch.uint8)), True
         return self.convert(x), False
 
     def convert(self, x):

@@ -83,7 +83,8 @@ def alloc_attention_outputs(fw, q, v, varlen, return_lse, out=None):
 
 def run_attention(q, k, v, *, cu_seqlens_q=None, cu_seqlens_k=None, seqlens_k=None, block_table=None,
                   kv_shard_offset=None, kv_total_len=None, max_seqlen_q=None, max_seqlen_k=None, scale=None, causal=False, window=(-1, -1),
-                  softcap=0.0, num_splits=0, out=None, return_lse=True, engine=None):
+                  softcap=0.0, num_splits=0, out=None, return_lse=True, engine=None, k_scale=None, v_scale=None,
+                  kv_scale_per_page=False):
     """Validates nothing itself beyond what allocation needs; returns (out, lse)."""
     fw = framework_of(q)
     _rank(q, "q", (3, 4), "[B, Sq, Hq, D], or [total_q, Hq, D] with cu_seqlens_q")
@@ -98,13 +99,14 @@ def run_attention(q, k, v, *, cu_seqlens_q=None, cu_seqlens_k=None, seqlens_k=No
         lse, cu_seqlens_q, cu_seqlens_k = c(lse), c(cu_seqlens_q), c(cu_seqlens_k)
         seqlens_k, block_table = c(seqlens_k), c(block_table)
         kv_shard_offset, kv_total_len = c(kv_shard_offset), c(kv_total_len)
+        k_scale, v_scale = c(k_scale), c(v_scale)
     # One crossing: the extension validates and selects once, and calls workspace_alloc only when
     # the selected GPU engine needs a workspace (None for host calls: they need none).
     try:
         _ext.attention_call(aq, ak, av, aout, lse, cu_seqlens_q, cu_seqlens_k, seqlens_k, block_table,
                             kv_shard_offset, kv_total_len, max_q, max_k, None if scale is None else float(scale), bool(causal), wl,
                             wr, float(softcap), int(num_splits), engine, fw.stream(q),
-                            fw.workspace_alloc(q), mask)
+                            fw.workspace_alloc(q), mask, k_scale, v_scale, bool(kv_scale_per_page))
     except (ValueError, NotImplementedError) as e:
         raise _renamed(e) from None
     return out, lse_ret
@@ -199,7 +201,8 @@ def cache_seqlens_tensor(fw, q, cache_seqlens):
 
 def attention_with_kvcache(q, k_cache, v_cache, *, cache_seqlens=None, block_table=None, causal=False,
                            window=(-1, -1), softcap=0.0, scale=None, num_splits=0, out=None,
-                           engine=None, kv_shard_offset=None, kv_total_len=None):
+                           engine=None, kv_shard_offset=None, kv_total_len=None, k_descale=None,
+                           v_descale=None, descale_per_page=False):
     """Decode against a KV cache, FlashAttention-3 flash_attn_with_kvcache semantics.
 
     q: [B, Sq, Hq, D] (Sq new tokens per sequence, typically 1..16).
@@ -213,12 +216,18 @@ def attention_with_kvcache(q, k_cache, v_cache, *, cache_seqlens=None, block_tab
     (FlashAttention's k=, v= arguments) is not done here: write them into the cache first.
     kv_shard_offset / kv_total_len: partial output over a KV shard, as in attention(); the cache
     (cache_seqlens[b] keys) is then the shard at global offset kv_shard_offset[b].
+    k_descale, v_descale: an fp8 KV cache (k_cache and v_cache float8_e4m3fn, q bf16/f16): fp32
+    [B, Hkv] scales (FlashAttention-3's names and shape), the key being k_cache * k_descale and the
+    value v_cache * v_descale; with descale_per_page=True on a paged cache, [num_pages, Hkv].
     """
     fw = framework_of(q)
     seqlens = cache_seqlens_tensor(fw, q, cache_seqlens)
     if fw.compiling():
         if out is not None:
             raise NotImplementedError("attention_with_kvcache: out= is not supported under torch.compile")
+        if k_descale is not None or v_descale is not None:
+            raise NotImplementedError("attention_with_kvcache: an fp8 KV cache (k_descale/v_descale) is not "
+                                      "supported under torch.compile yet")
         _no_shard_under_compile("attention_with_kvcache", kv_shard_offset, kv_total_len)
         import torch
 
@@ -229,7 +238,8 @@ def attention_with_kvcache(q, k_cache, v_cache, *, cache_seqlens=None, block_tab
     return run_attention(q, k_cache, v_cache, seqlens_k=seqlens, block_table=block_table, scale=scale,
                          causal=causal, window=window, softcap=softcap, num_splits=num_splits,
                          out=out, engine=engine, kv_shard_offset=kv_shard_offset,
-                         kv_total_len=kv_total_len)
+                         kv_total_len=kv_total_len, k_scale=k_descale, v_scale=v_descale,
+                         kv_scale_per_page=descale_per_page)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -360,16 +370,18 @@ def fused_recurrent_kda(q, k, v, g, beta, scale=None, initial_state=None, output
 def attention_workspace_bytes(q, k, v, *, cu_seqlens_q=None, cu_seqlens_k=None, cache_seqlens=None,
                               block_table=None, max_seqlen_q=None, max_seqlen_k=None, causal=False,
                               window=(-1, -1), softcap=0.0, scale=None, num_splits=0, engine=None,
-                              kv_shard_offset=None, kv_total_len=None):
+                              kv_shard_offset=None, kv_total_len=None, k_descale=None, v_descale=None,
+                              descale_per_page=False):
     """Bytes of device workspace the selected engine needs for this problem (0 for most)."""
     return _attention_query(_ext.attention_workspace_bytes, q, k, v, cu_seqlens_q, cu_seqlens_k,
                             cache_seqlens, block_table, max_seqlen_q, max_seqlen_k, causal, window,
-                            softcap, scale, num_splits, engine, kv_shard_offset, kv_total_len)
+                            softcap, scale, num_splits, engine, kv_shard_offset, kv_total_len,
+                            k_descale, v_descale, descale_per_page)
 
 
 def _attention_query(fn, q, k, v, cu_seqlens_q, cu_seqlens_k, cache_seqlens, block_table, max_seqlen_q,
                      max_seqlen_k, causal, window, softcap, scale, num_splits, engine,
-                     kv_shard_offset=None, kv_total_len=None):
+                     kv_shard_offset=None, kv_total_len=None, k_scale=None, v_scale=None, kv_scale_per_page=False):
     fw = framework_of(q)
     out, _, lse = alloc_attention_outputs(fw, q, v, cu_seqlens_q is not None, True)
     aq, ak, av, aout, mask = _args(fw, q, k, v, out)
@@ -378,19 +390,21 @@ def _attention_query(fn, q, k, v, cu_seqlens_q, cu_seqlens_k, cache_seqlens, blo
         fn, aq, ak, av, aout, lse, cu_seqlens_q, cu_seqlens_k, cache_seqlens_tensor(fw, q, cache_seqlens),
         block_table, kv_shard_offset, kv_total_len, _max_seqlen(fw, cu_seqlens_q, max_seqlen_q), _max_seqlen(fw, cu_seqlens_k, max_seqlen_k),
         None if scale is None else float(scale), bool(causal), wl, wr, float(softcap), int(num_splits),
-        engine, mask)
+        engine, mask, k_scale, v_scale, bool(kv_scale_per_page))
 
 
 def attention_engine_for(q, k, v, *, cu_seqlens_q=None, cu_seqlens_k=None, cache_seqlens=None,
                          block_table=None, max_seqlen_q=None, max_seqlen_k=None, causal=False,
                          window=(-1, -1), softcap=0.0, scale=None, num_splits=0, engine=None,
-                         kv_shard_offset=None, kv_total_len=None):
+                         kv_shard_offset=None, kv_total_len=None, k_descale=None, v_descale=None,
+                         descale_per_page=False):
     """The name of the engine attention() / attention_with_kvcache() would run for these
     arguments (the same keywords; cache_seqlens/block_table make it a KV-cache call), after the
     same validation, without running it. Raises as the call would."""
     return _attention_query(_ext.attention_engine_for, q, k, v, cu_seqlens_q, cu_seqlens_k,
                             cache_seqlens, block_table, max_seqlen_q, max_seqlen_k, causal, window,
-                            softcap, scale, num_splits, engine, kv_shard_offset, kv_total_len)
+                            softcap, scale, num_splits, engine, kv_shard_offset, kv_total_len,
+                            k_descale, v_descale, descale_per_page)
 
 
 def kda_engine_for(q, k, v, g, beta, scale=None, initial_state=None, output_final_state=False,

@@ -34,7 +34,8 @@ using OutArray = nb::ndarray<>;
 using OptIn = std::optional<InArray>;
 using OptOut = std::optional<OutArray>;
 
-constexpr const char* kAcceptedDTypes = "float16, bfloat16, float32, float64, int32, int64";
+constexpr const char* kAcceptedDTypes =
+    "float16, bfloat16, float32, float64, int32, int64, float8_e4m3fn (K/V caches)";
 
 [[noreturn]] void raise_status(const ga::Status& s) {
   PyObject* type = PyExc_RuntimeError;
@@ -53,13 +54,15 @@ void check(const ga::Status& s) {
   if (!s.ok()) raise_status(s);
 }
 
-// DLPack dtype -> DType. `as_bf16`: the Python layer passes numpy bfloat16 arrays (ml_dtypes,
-// which numpy cannot export through DLPack) as uint16 views and says so with this flag.
+// DLPack dtype -> DType. `as_bf16` ("reinterpret"): the Python layer passes numpy bfloat16 arrays
+// (ml_dtypes, which numpy cannot export through DLPack) as uint16 views, and float8_e4m3fn tensors
+// (torch, ml_dtypes) as uint8 views, and says so with this flag.
 ga::DType to_dtype(const nb::dlpack::dtype& dt, bool as_bf16, const char* name) {
   using Code = nb::dlpack::dtype_code;
   const auto code = static_cast<Code>(dt.code);
   if (dt.lanes == 1) {
     if (as_bf16 && code == Code::UInt && dt.bits == 16) return ga::DType::kBF16;
+    if (as_bf16 && code == Code::UInt && dt.bits == 8) return ga::DType::kF8E4M3;
     if (code == Code::Float && dt.bits == 16) return ga::DType::kF16;
     if (code == Code::Bfloat && dt.bits == 16) return ga::DType::kBF16;
     if (code == Code::Float && dt.bits == 32) return ga::DType::kF32;
@@ -131,7 +134,8 @@ ga::AttentionParams attention_params(const InArray& q, const InArray& k, const I
                                      const OptIn& kv_total_len, int64_t max_seqlen_q,
                                      int64_t max_seqlen_k, std::optional<double> scale, bool causal,
                                      int64_t window_left, int64_t window_right, double softcap,
-                                     int num_splits, uint32_t bf16_mask) {
+                                     int num_splits, uint32_t bf16_mask, const OptIn& k_scale,
+                                     const OptIn& v_scale, bool kv_scale_per_page) {
   ga::AttentionParams p;
   p.q = to_view(q, bit(bf16_mask, 0), "q");
   p.k = to_view(k, bit(bf16_mask, 1), "k");
@@ -152,6 +156,9 @@ ga::AttentionParams attention_params(const InArray& q, const InArray& k, const I
   p.window_right = window_right;
   p.softcap = static_cast<float>(softcap);
   p.num_splits = num_splits;
+  p.k_scale = to_view(k_scale, false, "k_descale");
+  p.v_scale = to_view(v_scale, false, "v_descale");
+  p.kv_scale_per_page = kv_scale_per_page;
   return p;
 }
 
@@ -251,11 +258,12 @@ NB_MODULE(_ext, m) {
          const OptIn& cu_q, const OptIn& cu_k, const OptIn& seqlens_k, const OptIn& block_table,
          const OptIn& shard_offset, const OptIn& total_len, int64_t max_q, int64_t max_k, std::optional<double> scale, bool causal, int64_t wl,
          int64_t wr, double softcap, int num_splits, const std::optional<std::string>& engine,
-         uint32_t bf16_mask) {
+         uint32_t bf16_mask, const OptIn& k_scale, const OptIn& v_scale, bool kv_scale_per_page) {
         const ga::AttentionParams p =
             attention_params(q, k, v, out, lse, cu_q, cu_k, seqlens_k, block_table, shard_offset,
                              total_len, max_q, max_k,
-                             scale, causal, wl, wr, softcap, num_splits, bf16_mask);
+                             scale, causal, wl, wr, softcap, num_splits, bf16_mask, k_scale, v_scale,
+                             kv_scale_per_page);
         size_t bytes = 0;
         check(ga::attention_workspace_bytes(p, run_options(engine, 0), &bytes));
         return bytes;
@@ -265,7 +273,8 @@ NB_MODULE(_ext, m) {
       nb::arg("block_table").none(), nb::arg("kv_shard_offset").none(),
       nb::arg("kv_total_len").none(), nb::arg("max_seqlen_q"), nb::arg("max_seqlen_k"),
       nb::arg("scale").none(), nb::arg("causal"), nb::arg("window_left"), nb::arg("window_right"),
-      nb::arg("softcap"), nb::arg("num_splits"), nb::arg("engine").none(), nb::arg("bf16_mask"));
+      nb::arg("softcap"), nb::arg("num_splits"), nb::arg("engine").none(), nb::arg("bf16_mask"),
+      nb::arg("k_scale").none(), nb::arg("v_scale").none(), nb::arg("kv_scale_per_page"));
 
   m.def(
       "attention_call",
@@ -273,11 +282,13 @@ NB_MODULE(_ext, m) {
          const OptIn& cu_q, const OptIn& cu_k, const OptIn& seqlens_k, const OptIn& block_table,
          const OptIn& shard_offset, const OptIn& total_len, int64_t max_q, int64_t max_k, std::optional<double> scale, bool causal, int64_t wl,
          int64_t wr, double softcap, int num_splits, const std::optional<std::string>& engine,
-         uintptr_t stream, const OptAlloc& alloc, uint32_t bf16_mask) {
+         uintptr_t stream, const OptAlloc& alloc, uint32_t bf16_mask, const OptIn& k_scale, const OptIn& v_scale,
+         bool kv_scale_per_page) {
         const ga::AttentionParams p =
             attention_params(q, k, v, out, lse, cu_q, cu_k, seqlens_k, block_table, shard_offset,
                              total_len, max_q, max_k,
-                             scale, causal, wl, wr, softcap, num_splits, bf16_mask);
+                             scale, causal, wl, wr, softcap, num_splits, bf16_mask, k_scale, v_scale,
+                             kv_scale_per_page);
         run_with_workspace(
             p, run_options(engine, stream), alloc,
             [](const ga::AttentionParams& pp, const ga::RunOptions& oo, size_t* b) {
@@ -292,11 +303,12 @@ NB_MODULE(_ext, m) {
          const OptIn& cu_q, const OptIn& cu_k, const OptIn& seqlens_k, const OptIn& block_table,
          const OptIn& shard_offset, const OptIn& total_len, int64_t max_q, int64_t max_k, std::optional<double> scale, bool causal, int64_t wl,
          int64_t wr, double softcap, int num_splits, const std::optional<std::string>& engine,
-         uint32_t bf16_mask) {
+         uint32_t bf16_mask, const OptIn& k_scale, const OptIn& v_scale, bool kv_scale_per_page) {
         const ga::AttentionParams p =
             attention_params(q, k, v, out, lse, cu_q, cu_k, seqlens_k, block_table, shard_offset,
                              total_len, max_q, max_k,
-                             scale, causal, wl, wr, softcap, num_splits, bf16_mask);
+                             scale, causal, wl, wr, softcap, num_splits, bf16_mask, k_scale, v_scale,
+                             kv_scale_per_page);
         const char* name = nullptr;
         check(ga::attention_engine_for(p, run_options(engine, 0), &name));
         return std::string(name);

@@ -207,3 +207,41 @@ def test_float16_and_bfloat16():
     bf = [x.astype(ml_dtypes.bfloat16) for x in (q, k, v)]
     out, lse = groupattn.attention(*bf, causal=True)
     assert out.dtype == ml_dtypes.bfloat16 and rel_err(out.astype(np.float32), ref_out) < 1e-2
+
+
+# --- fp8 KV cache (issue 7): float8_e4m3fn caches with k_descale / v_descale -------------------
+
+
+def test_fp8_kvcache_matches_numpy_on_dequantized_values():
+    ml_dtypes = pytest.importorskip("ml_dtypes")
+    b, sq, hq, hkv, d, sk = 2, 3, 8, 2, 32, 11
+    q = rand(b, sq, hq, d).astype(ml_dtypes.bfloat16)
+    k8 = (2 * rand(b, sk, hkv, d)).astype(ml_dtypes.float8_e4m3fn)
+    v8 = (2 * rand(b, sk, hkv, d)).astype(ml_dtypes.float8_e4m3fn)
+    k_descale = RNG.uniform(0.25, 1.0, (b, hkv)).astype(np.float32)
+    v_descale = RNG.uniform(0.25, 1.0, (b, hkv)).astype(np.float32)
+    out, lse = groupattn.attention_with_kvcache(q, k8, v8, cache_seqlens=sk, causal=True,
+                                                k_descale=k_descale, v_descale=v_descale)
+    assert out.dtype == ml_dtypes.bfloat16 and out.shape == q.shape
+    qf = q.astype(np.float64)
+    kf = k8.astype(np.float64) * k_descale[:, None, :, None]
+    vf = v8.astype(np.float64) * v_descale[:, None, :, None]
+    for i in range(b):
+        ro, rl = attention_ref(qf[i], kf[i], vf[i], causal=True)
+        assert rel_err(out[i].astype(np.float32), ro) < 1e-2
+        np.testing.assert_allclose(lse[i], rl, atol=1e-5)
+
+
+def test_fp8_kvcache_errors_name_the_argument():
+    ml_dtypes = pytest.importorskip("ml_dtypes")
+    q = rand(1, 1, 4, 32).astype(ml_dtypes.bfloat16)
+    k8 = rand(1, 6, 2, 32).astype(ml_dtypes.float8_e4m3fn)
+    with pytest.raises(ValueError, match="k_scale: required with f8e4m3 k/v"):
+        groupattn.attention_with_kvcache(q, k8, k8, cache_seqlens=6)
+    s = np.ones((1, 2), np.float32)
+    with pytest.raises(ValueError, match="q: dtype f32 with an f8e4m3 KV cache"):
+        groupattn.attention_with_kvcache(q.astype(np.float32), k8, k8, cache_seqlens=6, k_descale=s,
+                                         v_descale=s)
+    with pytest.raises(ValueError, match="kv_scale_per_page: set on a K/V cache that is not paged"):
+        groupattn.attention_with_kvcache(q, k8, k8, cache_seqlens=6, k_descale=s, v_descale=s,
+                                         descale_per_page=True)

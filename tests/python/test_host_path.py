@@ -46,6 +46,6 @@ def test_host_calls_never_ask_for_a_workspace():
         raise AssertionError("workspace requested")
 
     _ext.attention_call(q, k, v, out, None, None, None, None, None, None, None, 0, 0, None, True, -1,
-                        -1, 0.0, 0, None, 0, alloc, 0)
+                        -1, 0.0, 0, None, 0, alloc, 0, None, None, False)
     ref, _ = groupattn.attention(q, k, v, causal=True)
     np.testing.assert_array_equal(out, ref)
