@@ -2,6 +2,7 @@
 
 #if GROUPATTN_WITH_CUDA
 
+#include <cuda_runtime.h>
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -245,6 +246,16 @@ Status run_cuda(Problem& p, HostTensor* got_out, HostTensor* got_lse, const char
   p.dout->download(got_out);
   p.dlse->download(got_lse);
   return Status::Ok();
+}
+
+bool have_sm90_device() {
+  if (!have_cuda_device()) return false;
+  int dev = 0, major = 0, minor = 0;
+  if (cudaGetDevice(&dev) != cudaSuccess) return false;
+  if (cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev) != cudaSuccess ||
+      cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, dev) != cudaSuccess)
+    return false;
+  return major == 9 && minor == 0;
 }
 
 Status run_reference(Problem& p) {

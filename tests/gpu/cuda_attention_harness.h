@@ -59,6 +59,9 @@ std::unique_ptr<Problem> make_problem(const Case& c);
 std::unique_ptr<Problem> make_host_problem(const Case& c);
 std::unique_ptr<Problem> make_copied_up(const Problem& gqa);
 
+// A compute capability 9.0 device is current (the sm90 engines' tests skip otherwise).
+bool have_sm90_device();
+
 // Runs the engine on the device (outputs NaN-poisoned first) and downloads O and LSE into
 // got_out / got_lse (shaped like p.out / p.lse). Returns the engine's status. `engine` pins a
 // device engine by name ("cuda" unless given).

@@ -21,16 +21,6 @@ namespace {
 
 constexpr const char* kEngine = "sm90-prefill";
 
-bool have_sm90_device() {
-  if (!have_cuda_device()) return false;
-  int dev = 0, major = 0, minor = 0;
-  if (cudaGetDevice(&dev) != cudaSuccess) return false;
-  if (cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev) != cudaSuccess ||
-      cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, dev) != cudaSuccess)
-    return false;
-  return major == 9 && minor == 0;
-}
-
 class Sm90Prefill : public ::testing::Test {
  protected:
   void SetUp() override {

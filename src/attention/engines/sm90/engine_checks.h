@@ -3,14 +3,45 @@
 #pragma once
 
 #include <cstdint>
+#include <cstdlib>
+#include <cstring>
+#include <string>
 
-#include "groupattn/tensor.h"
+#include "core/cuda_runtime_shim.h"
+#include "groupattn/attention.h"
 
 namespace groupattn::sm90_engine {
 
 inline constexpr int64_t kMaxGridYZ = 65535;
 
 inline bool is_device(const TensorView& t) { return !t.defined() || t.device == Device::kCUDA; }
+
+// Paths written without GPU time run only when the caller opts in with GROUPATTN_EXPERIMENTAL=1.
+inline bool experimental_enabled() {
+  const char* flag = std::getenv("GROUPATTN_EXPERIMENTAL");
+  return flag != nullptr && std::strcmp(flag, "1") == 0;
+}
+
+// available() of an sm90 engine: a compute capability 9.0 device is current.
+inline Status sm90_device_available(const char* engine) {
+  if (cuda_device_count() <= 0) return NotSupported("no CUDA device visible");
+  int sms = 0, cc = 0;
+  GA_RETURN_IF_ERROR(cuda_device_properties(&sms, &cc));
+  if (cc != 90) {
+    return NotSupported(std::string(engine) + " engine needs compute capability 9.0 (device has " +
+                        std::to_string(cc) + ")");
+  }
+  return Status::Ok();
+}
+
+// Every tensor of an attention problem in device memory (the sm90 engines read nothing else).
+inline Status all_on_device(const AttentionParams& p, const char* engine) {
+  for (const TensorView* t : {&p.q, &p.k, &p.v, &p.out, &p.lse, &p.cu_seqlens_q, &p.cu_seqlens_k, &p.seqlens_k,
+                              &p.block_table, &p.kv_shard_offset, &p.kv_total_len, &p.k_scale, &p.v_scale}) {
+    if (!is_device(*t)) return NotSupported(std::string(engine) + " engine takes device (CUDA) tensors only; got a host tensor");
+  }
+  return Status::Ok();
+}
 
 // Base 16-byte aligned, innermost stride 1, every other stride a whole number of 16-byte chunks:
 // what both the Q/out vector copies and the TMA maps (strides multiple of 16 bytes) need.

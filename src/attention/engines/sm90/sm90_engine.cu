@@ -13,8 +13,6 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
-#include <cstdlib>
-#include <cstring>
 #include <limits>
 #include <string>
 
@@ -33,7 +31,6 @@ namespace {
 
 using cuda_engine::KernelParams;
 
-using sm90_engine::is_device;
 using sm90_engine::kMaxGridYZ;
 using sm90_engine::nested_strides;
 using sm90_engine::tma_compatible;
@@ -87,25 +84,13 @@ class Sm90Attention final : public AttentionEngine {
            "of 64; causal, window, softcap, scale, split-KV, partial-output mode; f8e4m3 K/V with per-sequence "
            "scales only with GROUPATTN_EXPERIMENTAL=1 (not yet run on hardware)";
   }
-  Status available() const override {
-    if (cuda_device_count() <= 0) return NotSupported("no CUDA device visible");
-    int sms = 0, cc = 0;
-    GA_RETURN_IF_ERROR(cuda_device_properties(&sms, &cc));
-    if (cc != 90)
-      return NotSupported("sm90 engine needs compute capability 9.0 (device has " + std::to_string(cc) + ")");
-    return Status::Ok();
-  }
+  Status available() const override { return sm90_engine::sm90_device_available("sm90"); }
 
   Status check_support(const AttentionParams& p) const override {
-    for (const TensorView* t :
-         {&p.q, &p.k, &p.v, &p.out, &p.lse, &p.cu_seqlens_q, &p.cu_seqlens_k, &p.seqlens_k, &p.block_table,
-          &p.kv_shard_offset, &p.kv_total_len}) {
-      if (!is_device(*t)) return NotSupported("sm90 engine takes device (CUDA) tensors only; got a host tensor");
-    }
+    GA_RETURN_IF_ERROR(sm90_engine::all_on_device(p, "sm90"));
     if (kv_is_fp8(p)) {
       // The fp8 path is written but has not run on hardware: opt in only.
-      const char* flag = std::getenv("GROUPATTN_EXPERIMENTAL");
-      if (flag == nullptr || std::strcmp(flag, "1") != 0) {
+      if (!sm90_engine::experimental_enabled()) {
         return NotSupported(
             "sm90 engine: its fp8 (f8e4m3) KV cache path is experimental and not yet verified on hardware; set "
             "GROUPATTN_EXPERIMENTAL=1 to try it (the reference engine serves fp8 caches on the host)");
@@ -190,19 +175,8 @@ class Sm90Attention final : public AttentionEngine {
     // One rank-4 map per K and V over the whole cache: {d, head, row, batch|page}.
     const bool bf16 = p.q.dtype == DType::kBF16;
     CUtensorMap k_map, v_map;
-    for (const auto& [t, map] : {std::pair{&p.k, &k_map}, std::pair{&p.v, &v_map}}) {
-      sm90_engine::KvMapShape shape;
-      shape.base = t->data;
-      shape.bf16 = bf16;
-      shape.fp8 = t->dtype == kAttentionFp8KvDType;
-      shape.heads = t->size(2);
-      shape.rows = t->size(1);
-      shape.outer = t->size(0);
-      shape.head_stride = t->stride[2];
-      shape.row_stride = t->stride[1];
-      shape.outer_stride = t->stride[0];
-      GA_RETURN_IF_ERROR(sm90_engine::encode_kv_map(shape, sm90_engine::kBlockKV, map));
-    }
+    GA_RETURN_IF_ERROR(sm90_engine::encode_map_of(p.k, sm90_engine::kBlockKV, &k_map));
+    GA_RETURN_IF_ERROR(sm90_engine::encode_map_of(p.v, sm90_engine::kBlockKV, &v_map));
     sm90_engine::DecodeLaunch launch;
     launch.k_tmap = &k_map;
     launch.v_tmap = &v_map;

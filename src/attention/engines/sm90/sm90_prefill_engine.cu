@@ -11,8 +11,6 @@
 #include <cuda_runtime.h>
 
 #include <cstdint>
-#include <cstdlib>
-#include <cstring>
 #include <limits>
 #include <string>
 #include <utility>
@@ -28,25 +26,11 @@
 namespace groupattn {
 namespace {
 
-using sm90_engine::is_device;
 using sm90_engine::kMaxGridYZ;
 using sm90_engine::nested_strides;
 using sm90_engine::tma_compatible;
 
 constexpr int64_t kHeadDim = 128;
-
-Status map_of(const TensorView& t, int box_rows, CUtensorMap* map) {
-  sm90_engine::KvMapShape shape;  // {d, head, row, batch}: the same nesting for Q, K and V
-  shape.base = t.data;
-  shape.bf16 = t.dtype == DType::kBF16;
-  shape.heads = t.size(2);
-  shape.rows = t.size(1);
-  shape.outer = t.size(0);
-  shape.head_stride = t.stride[2];
-  shape.row_stride = t.stride[1];
-  shape.outer_stride = t.stride[0];
-  return sm90_engine::encode_kv_map(shape, box_rows, map);
-}
 
 class Sm90PrefillAttention final : public AttentionEngine {
  public:
@@ -59,26 +43,16 @@ class Sm90PrefillAttention final : public AttentionEngine {
            "softcap, scale, MHA/GQA/MQA";
   }
   Status available() const override {
-    const char* flag = std::getenv("GROUPATTN_EXPERIMENTAL");
-    if (flag == nullptr || std::strcmp(flag, "1") != 0) {
+    if (!sm90_engine::experimental_enabled()) {
       return NotSupported(
           "sm90-prefill engine is experimental and not yet verified on hardware; set GROUPATTN_EXPERIMENTAL=1 to "
           "try it");
     }
-    if (cuda_device_count() <= 0) return NotSupported("no CUDA device visible");
-    int sms = 0, cc = 0;
-    GA_RETURN_IF_ERROR(cuda_device_properties(&sms, &cc));
-    if (cc != 90)
-      return NotSupported("sm90-prefill engine needs compute capability 9.0 (device has " + std::to_string(cc) + ")");
-    return Status::Ok();
+    return sm90_engine::sm90_device_available("sm90-prefill");
   }
 
   Status check_support(const AttentionParams& p) const override {
-    for (const TensorView* t :
-         {&p.q, &p.k, &p.v, &p.out, &p.lse, &p.cu_seqlens_q, &p.cu_seqlens_k, &p.seqlens_k, &p.block_table,
-          &p.kv_shard_offset, &p.kv_total_len}) {
-      if (!is_device(*t)) return NotSupported("sm90-prefill engine takes device (CUDA) tensors only; got a host tensor");
-    }
+    GA_RETURN_IF_ERROR(sm90_engine::all_on_device(p, "sm90-prefill"));
     if (kv_is_fp8(p)) return NotSupported("sm90-prefill engine: fp8 (f8e4m3) KV caches are not supported");
     if (p.q.dtype != DType::kBF16 && p.q.dtype != DType::kF16) {
       return NotSupported(std::string("sm90-prefill engine: dtype ") + dtype_name(p.q.dtype) +
@@ -131,9 +105,9 @@ class Sm90PrefillAttention final : public AttentionEngine {
     kp.m_blocks = static_cast<int>((p.q.size(1) + sm90_engine::kPrefillBlockM - 1) / sm90_engine::kPrefillBlockM);
     if (kp.batch == 0 || kp.heads_q == 0) return Status::Ok();
     CUtensorMap q_map, k_map, v_map;
-    GA_RETURN_IF_ERROR(map_of(p.q, sm90_engine::PrefillTraits<__nv_bfloat16>::kQBoxRows, &q_map));
-    GA_RETURN_IF_ERROR(map_of(p.k, sm90_engine::kPrefillBlockN, &k_map));
-    GA_RETURN_IF_ERROR(map_of(p.v, sm90_engine::kPrefillBlockN, &v_map));
+    GA_RETURN_IF_ERROR(sm90_engine::encode_map_of(p.q, sm90_engine::PrefillTraits<__nv_bfloat16>::kQBoxRows, &q_map));
+    GA_RETURN_IF_ERROR(sm90_engine::encode_map_of(p.k, sm90_engine::kPrefillBlockN, &k_map));
+    GA_RETURN_IF_ERROR(sm90_engine::encode_map_of(p.v, sm90_engine::kPrefillBlockN, &v_map));
     sm90_engine::PrefillLaunch launch;
     launch.q_tmap = &q_map;
     launch.k_tmap = &k_map;

@@ -17,6 +17,7 @@
 #include <string>
 
 #include "groupattn/status.h"
+#include "groupattn/tensor.h"
 
 namespace groupattn::sm90_engine {
 
@@ -67,6 +68,22 @@ inline Status encode_kv_map(const KvMapShape& s, int box_rows, CUtensorMap* map)
     return Status(StatusCode::kCudaError, "sm90 engine: cuTensorMapEncodeTiled failed (CUresult " +
                                               std::to_string(static_cast<int>(r)) + ")");
   return Status::Ok();
+}
+
+// The map of a rank-4 (outer, row, head, d) view -- Q [B, Sq, Hq, D], K/V [B, Sk, Hkv, D] or
+// paged [pages, page_size, Hkv, D] -- with boxes of `box_rows` rows of one head.
+inline Status encode_map_of(const TensorView& t, int box_rows, CUtensorMap* map) {
+  KvMapShape shape;
+  shape.base = t.data;
+  shape.bf16 = t.dtype == DType::kBF16;
+  shape.fp8 = t.dtype == DType::kF8E4M3;
+  shape.heads = t.size(2);
+  shape.rows = t.size(1);
+  shape.outer = t.size(0);
+  shape.head_stride = t.stride[2];
+  shape.row_stride = t.stride[1];
+  shape.outer_stride = t.stride[0];
+  return encode_kv_map(shape, box_rows, map);
 }
 
 }  // namespace groupattn::sm90_engine
