@@ -16,6 +16,8 @@ struct DecodeLaunch {
   const void* v_tmap = nullptr;
   int col_tile = 8;  // column_tile(max_q * group)
   bool fp8 = false;  // f8e4m3 K/V (EXPERIMENTAL): fp8 tensor maps, in-kernel conversion
+  // EXPERIMENTAL: the split combine loads 8 splits' partials at a time (same arithmetic, same bits).
+  bool batched_combine = false;
 };
 
 // Runs the decode kernel (grid: m_blocks * num_splits, Hkv, B) and, when p.num_splits > 1, the
