@@ -132,6 +132,15 @@ def main(argv=None):
 
     rows.append(measure(torch, "decode groupattn", ga_decode, args, {"engine": engine}))
 
+    # The cheapest call: the caller's out, no LSE (only a split-KV workspace is allocated).
+    out_buf = torch.empty_like(q)
+
+    def ga_decode_lean():
+        return groupattn.attention_with_kvcache(q, kc, vc, cache_seqlens=seqlens, causal=True, out=out_buf,
+                                                return_lse=False)
+
+    rows.append(measure(torch, "decode groupattn (out=, return_lse=False)", ga_decode_lean, args, {"engine": engine}))
+
     from torch.nn.attention import SDPBackend, sdpa_kernel
 
     qt, kt, vt = q.transpose(1, 2), kc.transpose(1, 2), vc.transpose(1, 2)

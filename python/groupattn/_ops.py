@@ -202,7 +202,7 @@ def cache_seqlens_tensor(fw, q, cache_seqlens):
 def attention_with_kvcache(q, k_cache, v_cache, *, cache_seqlens=None, block_table=None, causal=False,
                            window=(-1, -1), softcap=0.0, scale=None, num_splits=0, out=None,
                            engine=None, kv_shard_offset=None, kv_total_len=None, k_descale=None,
-                           v_descale=None, descale_per_page=False):
+                           v_descale=None, descale_per_page=False, return_lse=True):
     """Decode against a KV cache, FlashAttention-3 flash_attn_with_kvcache semantics.
 
     q: [B, Sq, Hq, D] (Sq new tokens per sequence, typically 1..16).
@@ -216,6 +216,8 @@ def attention_with_kvcache(q, k_cache, v_cache, *, cache_seqlens=None, block_tab
     (FlashAttention's k=, v= arguments) is not done here: write them into the cache first.
     kv_shard_offset / kv_total_len: partial output over a KV shard, as in attention(); the cache
     (cache_seqlens[b] keys) is then the shard at global offset kv_shard_offset[b].
+    return_lse=False: returns (out, None) and allocates no LSE (with out= given, the call allocates
+    nothing but a split-KV workspace: the cheapest call from Python).
     k_descale, v_descale: an fp8 KV cache (k_cache and v_cache float8_e4m3fn, q bf16/f16): fp32
     [B, Hkv] scales (FlashAttention-3's names and shape), the key being k_cache * k_descale and the
     value v_cache * v_descale; with descale_per_page=True on a paged cache, [num_pages, Hkv].
@@ -225,6 +227,8 @@ def attention_with_kvcache(q, k_cache, v_cache, *, cache_seqlens=None, block_tab
     if fw.compiling():
         if out is not None:
             raise NotImplementedError("attention_with_kvcache: out= is not supported under torch.compile")
+        if not return_lse:
+            raise NotImplementedError("attention_with_kvcache: return_lse=False is not supported under torch.compile")
         if k_descale is not None or v_descale is not None:
             raise NotImplementedError("attention_with_kvcache: an fp8 KV cache (k_descale/v_descale) is not "
                                       "supported under torch.compile yet")
@@ -239,7 +243,7 @@ def attention_with_kvcache(q, k_cache, v_cache, *, cache_seqlens=None, block_tab
                          causal=causal, window=window, softcap=softcap, num_splits=num_splits,
                          out=out, engine=engine, kv_shard_offset=kv_shard_offset,
                          kv_total_len=kv_total_len, k_scale=k_descale, v_scale=v_descale,
-                         kv_scale_per_page=descale_per_page)
+                         kv_scale_per_page=descale_per_page, return_lse=return_lse)
 
 
 # ---------------------------------------------------------------------------------------------

@@ -245,3 +245,12 @@ def test_fp8_kvcache_errors_name_the_argument():
     with pytest.raises(ValueError, match="kv_scale_per_page: set on a K/V cache that is not paged"):
         groupattn.attention_with_kvcache(q, k8, k8, cache_seqlens=6, k_descale=s, v_descale=s,
                                          descale_per_page=True)
+
+
+def test_kvcache_without_lse_and_with_out_allocates_nothing_else():
+    q, kc, vc = rand(2, 1, 4, 32), rand(2, 9, 1, 32), rand(2, 9, 1, 32)
+    ref, _ = groupattn.attention_with_kvcache(q, kc, vc, cache_seqlens=7)
+    out = np.full_like(q, np.nan)
+    got, lse = groupattn.attention_with_kvcache(q, kc, vc, cache_seqlens=7, out=out, return_lse=False)
+    assert lse is None and got is out
+    np.testing.assert_array_equal(out, ref)
