@@ -9,6 +9,7 @@
 #include <limits>
 #include <string>
 
+#include "attention/attention_views.h"
 #include "attention/engine_list.h"
 #include "attention/validate.h"
 #include "core/dtype.h"
@@ -196,15 +197,9 @@ void attend_row(const AttentionParams& p, const Geometry& g, int64_t b, int64_t 
 }
 
 Status check_host(const AttentionParams& p) {
-  const std::pair<const TensorView*, const char*> all[] = {
-      {&p.q, "q"}, {&p.k, "k"}, {&p.v, "v"}, {&p.out, "out"}, {&p.lse, "lse"},
-      {&p.cu_seqlens_q, "cu_seqlens_q"}, {&p.cu_seqlens_k, "cu_seqlens_k"},
-      {&p.seqlens_k, "seqlens_k"}, {&p.block_table, "block_table"},
-      {&p.kv_shard_offset, "kv_shard_offset"}, {&p.kv_total_len, "kv_total_len"},
-      {&p.k_scale, "k_scale"}, {&p.v_scale, "v_scale"}};
-  for (const auto& [t, name] : all) {
-    if (t->defined() && t->device != Device::kCPU) {
-      return NotSupported(std::string(name) + " is in " + device_name(t->device) +
+  for (const NamedView& v : attention_views(p)) {
+    if (v.view->defined() && v.view->device != Device::kCPU) {
+      return NotSupported(std::string(v.name) + " is in " + device_name(v.view->device) +
                           " memory; the reference engine reads host (cpu) memory only");
     }
   }

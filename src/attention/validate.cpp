@@ -14,6 +14,7 @@
 #include <tuple>
 #include <vector>
 
+#include "attention/attention_views.h"
 #include "core/validate.h"
 #include "groupattn/supported.h"
 
@@ -170,14 +171,8 @@ Status check_tensors(const AttentionParams& p) {
 }
 
 Status check_layouts(const AttentionParams& p) {
-  const std::pair<const TensorView*, const char*> all[] = {
-      {&p.q, "q"},   {&p.k, "k"},   {&p.v, "v"},
-      {&p.out, "out"}, {&p.lse, "lse"}, {&p.cu_seqlens_q, "cu_seqlens_q"},
-      {&p.cu_seqlens_k, "cu_seqlens_k"}, {&p.seqlens_k, "seqlens_k"}, {&p.block_table, "block_table"},
-      {&p.kv_shard_offset, "kv_shard_offset"}, {&p.kv_total_len, "kv_total_len"},
-      {&p.k_scale, "k_scale"}, {&p.v_scale, "v_scale"}};
-  for (const auto& [t, name] : all) {
-    if (t->defined()) GA_RETURN_IF_ERROR(check_layout(*t, name));
+  for (const NamedView& v : attention_views(p)) {
+    if (v.view->defined()) GA_RETURN_IF_ERROR(check_layout(*v.view, v.name));
   }
   return Status::Ok();
 }
@@ -263,22 +258,16 @@ Status check_shapes(const AttentionParams& p) {
 }
 
 Status check_devices_and_overlap(const AttentionParams& p) {
-  GA_RETURN_IF_ERROR(check_same_device(
-      p.q, "q",
-      {{&p.k, "k"}, {&p.v, "v"}, {&p.out, "out"}, {&p.lse, "lse"}, {&p.cu_seqlens_q, "cu_seqlens_q"},
-       {&p.cu_seqlens_k, "cu_seqlens_k"}, {&p.seqlens_k, "seqlens_k"}, {&p.block_table, "block_table"},
-       {&p.kv_shard_offset, "kv_shard_offset"}, {&p.kv_total_len, "kv_total_len"}, {&p.k_scale, "k_scale"},
-       {&p.v_scale, "v_scale"}}));
-  const std::pair<const TensorView*, const char*> inputs[] = {
-      {&p.q, "q"}, {&p.k, "k"}, {&p.v, "v"}, {&p.cu_seqlens_q, "cu_seqlens_q"},
-      {&p.cu_seqlens_k, "cu_seqlens_k"}, {&p.seqlens_k, "seqlens_k"}, {&p.block_table, "block_table"},
-      {&p.kv_shard_offset, "kv_shard_offset"}, {&p.kv_total_len, "kv_total_len"}, {&p.k_scale, "k_scale"},
-      {&p.v_scale, "v_scale"}};
+  const auto views = attention_views(p);
+  for (const NamedView& v : views) {
+    if (v.view != &p.q) GA_RETURN_IF_ERROR(check_same_device(p.q, "q", *v.view, v.name));
+  }
   GA_RETURN_IF_ERROR(check_no_self_overlap(p.out, "out"));
   GA_RETURN_IF_ERROR(check_no_self_overlap(p.lse, "lse"));
-  for (const auto& [t, name] : inputs) {
-    GA_RETURN_IF_ERROR(check_no_overlap(p.out, "out", *t, name));
-    GA_RETURN_IF_ERROR(check_no_overlap(p.lse, "lse", *t, name));
+  for (const NamedView& v : views) {
+    if (v.output) continue;
+    GA_RETURN_IF_ERROR(check_no_overlap(p.out, "out", *v.view, v.name));
+    GA_RETURN_IF_ERROR(check_no_overlap(p.lse, "lse", *v.view, v.name));
   }
   return check_no_overlap(p.lse, "lse", p.out, "out");
 }

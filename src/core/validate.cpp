@@ -121,17 +121,20 @@ Status check_layout(const TensorView& t, const char* name) {
   return Status::Ok();
 }
 
+Status check_same_device(const TensorView& ref, const char* ref_name, const TensorView& t, const char* name) {
+  if (!t.defined()) return Status::Ok();
+  if (t.device != ref.device || (t.device == Device::kCUDA && t.device_id != ref.device_id)) {
+    return InvalidArgument(std::string(name) + ": on " + device_name(t.device) + ":" +
+                           std::to_string(t.device_id) + " but " + ref_name + " is on " +
+                           device_name(ref.device) + ":" + std::to_string(ref.device_id) +
+                           " (all tensors of one call must share a device)");
+  }
+  return Status::Ok();
+}
+
 Status check_same_device(const TensorView& ref, const char* ref_name,
                          std::initializer_list<std::pair<const TensorView*, const char*>> others) {
-  for (const auto& [t, name] : others) {
-    if (!t->defined()) continue;
-    if (t->device != ref.device || (t->device == Device::kCUDA && t->device_id != ref.device_id)) {
-      return InvalidArgument(std::string(name) + ": on " + device_name(t->device) + ":" +
-                             std::to_string(t->device_id) + " but " + ref_name + " is on " +
-                             device_name(ref.device) + ":" + std::to_string(ref.device_id) +
-                             " (all tensors of one call must share a device)");
-    }
-  }
+  for (const auto& [t, name] : others) GA_RETURN_IF_ERROR(check_same_device(ref, ref_name, *t, name));
   return Status::Ok();
 }
 

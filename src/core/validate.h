@@ -31,6 +31,8 @@ Status check_dim(const TensorView& t, const char* name, int dim, const char* dim
 // Shapes non-negative, strides non-negative, last dimension contiguous (stride 1, or any stride
 // when it has size <= 1), data pointer aligned to the element size.
 Status check_layout(const TensorView& t, const char* name);
+// `t` (when defined) on the same device and device id as `ref`.
+Status check_same_device(const TensorView& ref, const char* ref_name, const TensorView& t, const char* name);
 // All given (defined) tensors on the same device and device id as `ref`.
 Status check_same_device(const TensorView& ref, const char* ref_name,
                          std::initializer_list<std::pair<const TensorView*, const char*>> others);

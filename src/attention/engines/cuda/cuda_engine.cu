@@ -10,6 +10,7 @@
 #include <limits>
 #include <string>
 
+#include "attention/attention_views.h"
 #include "attention/engine_list.h"
 #include "attention/engines/cuda/host_params.h"
 #include "attention/engines/cuda/launch.h"
@@ -43,8 +44,6 @@ std::string list_head_dims() {
   for (int64_t d : kCudaHeadDims) s += (s.empty() ? "" : ", ") + std::to_string(d);
   return s;
 }
-
-bool is_device(const TensorView& t) { return !t.defined() || t.device == Device::kCUDA; }
 
 // Every stride but the last (contiguous) one is a whole number of 16-byte chunks, and so is the base.
 bool vector_aligned(const TensorView& t) {
@@ -162,12 +161,7 @@ class CudaAttention final : public AttentionEngine {
   }
 
   Status check_support(const AttentionParams& p) const override {
-    for (const TensorView* t :
-         {&p.q, &p.k, &p.v, &p.out, &p.lse, &p.cu_seqlens_q, &p.cu_seqlens_k, &p.seqlens_k, &p.block_table,
-          &p.kv_shard_offset, &p.kv_total_len}) {
-      if (!is_device(*t))
-        return NotSupported("cuda engine takes device (CUDA) tensors only; got a host tensor");
-    }
+    if (!all_views_on_device(p)) return NotSupported("cuda engine takes device (CUDA) tensors only; got a host tensor");
     if (kv_is_fp8(p)) {
       return NotSupported("cuda engine: fp8 (f8e4m3) KV caches are not supported yet (the reference engine serves them)");
     }

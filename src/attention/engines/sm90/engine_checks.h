@@ -7,14 +7,13 @@
 #include <cstring>
 #include <string>
 
+#include "attention/attention_views.h"
 #include "core/cuda_runtime_shim.h"
 #include "groupattn/attention.h"
 
 namespace groupattn::sm90_engine {
 
 inline constexpr int64_t kMaxGridYZ = 65535;
-
-inline bool is_device(const TensorView& t) { return !t.defined() || t.device == Device::kCUDA; }
 
 // Paths written without GPU time run only when the caller opts in with GROUPATTN_EXPERIMENTAL=1.
 inline bool experimental_enabled() {
@@ -36,11 +35,8 @@ inline Status sm90_device_available(const char* engine) {
 
 // Every tensor of an attention problem in device memory (the sm90 engines read nothing else).
 inline Status all_on_device(const AttentionParams& p, const char* engine) {
-  for (const TensorView* t : {&p.q, &p.k, &p.v, &p.out, &p.lse, &p.cu_seqlens_q, &p.cu_seqlens_k, &p.seqlens_k,
-                              &p.block_table, &p.kv_shard_offset, &p.kv_total_len, &p.k_scale, &p.v_scale}) {
-    if (!is_device(*t)) return NotSupported(std::string(engine) + " engine takes device (CUDA) tensors only; got a host tensor");
-  }
-  return Status::Ok();
+  if (all_views_on_device(p)) return Status::Ok();
+  return NotSupported(std::string(engine) + " engine takes device (CUDA) tensors only; got a host tensor");
 }
 
 // Base 16-byte aligned, innermost stride 1, every other stride a whole number of 16-byte chunks:
