@@ -1,13 +1,16 @@
-// Host-side support checks shared by the sm90 engines (decode and prefill): device tensors, the
-// layouts a TMA tensor map can describe, grid limits. No CUDA types here.
+// Host-side support checks shared by the sm90 engines (decode and prefill): device tensors, element
+// types and head dim, the layouts a TMA tensor map can describe, grid limits. No CUDA types here.
 #pragma once
 
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
+#include <initializer_list>
 #include <string>
+#include <utility>
 
 #include "attention/attention_views.h"
+#include "attention/engines/sm90/decode_traits.h"
 #include "core/cuda_runtime_shim.h"
 #include "groupattn/attention.h"
 
@@ -61,6 +64,42 @@ inline bool nested_strides(const TensorView& t) {
     extent = (t.shape[d] - 1) * t.stride[d] + extent;
   }
   return true;
+}
+
+// What both sm90 engines' kernels take: 16-bit q (k, v and out follow it, or k/v are fp8), head
+// dim 128 for Q/K and V/O.
+inline Status check_16bit_d128(const AttentionParams& p, const char* engine) {
+  if (p.q.dtype != DType::kBF16 && p.q.dtype != DType::kF16) {
+    return NotSupported(std::string(engine) + " engine: dtype " + dtype_name(p.q.dtype) +
+                        " not supported (accepted: bf16, f16)");
+  }
+  if (p.q.size(-1) != kHeadDim || p.v.size(-1) != kHeadDim) {
+    return NotSupported(std::string(engine) + " engine: head dim 128 only (D == Dv == 128); got D " +
+                        std::to_string(p.q.size(-1)) + ", Dv " + std::to_string(p.v.size(-1)));
+  }
+  return Status::Ok();
+}
+
+// q, k, v and out addressable by 16-byte vector copies and TMA maps (tma_compatible), and each
+// view in `mapped` -- those the engine reads through a tensor map -- nested as a map needs.
+inline Status check_tma_layouts(const AttentionParams& p, const char* engine,
+                                std::initializer_list<std::pair<const TensorView*, const char*>> mapped) {
+  for (const auto& [t, what] :
+       {std::pair{&p.q, "q"}, std::pair{&p.k, "k"}, std::pair{&p.v, "v"}, std::pair{&p.out, "out"}}) {
+    if (!tma_compatible(*t)) {
+      return NotSupported(std::string(engine) + " engine: " + what +
+                          " must be contiguous in the head dim, with a 16-byte aligned base and strides that "
+                          "are multiples of 16 bytes");
+    }
+  }
+  for (const auto& [t, what] : mapped) {
+    if (!nested_strides(*t)) {
+      return NotSupported(std::string(engine) + " engine: " + what +
+                          " must be laid out [batch|page][row][head][d] with each stride spanning the dims "
+                          "inside it (a TMA tensor map's nesting); other layouts are not supported yet");
+    }
+  }
+  return Status::Ok();
 }
 
 }  // namespace groupattn::sm90_engine

@@ -32,8 +32,6 @@ namespace {
 using cuda_engine::KernelParams;
 
 using sm90_engine::kMaxGridYZ;
-using sm90_engine::nested_strides;
-using sm90_engine::tma_compatible;
 
 struct Geometry {
   int64_t batch = 0, total_q = 0, max_q = 0, max_k = 0, heads_q = 0, heads_kv = 0;
@@ -100,14 +98,7 @@ class Sm90Attention final : public AttentionEngine {
                             "sequence and KV head only)");
       }
     }
-    if (p.q.dtype != DType::kBF16 && p.q.dtype != DType::kF16) {
-      return NotSupported(std::string("sm90 engine: dtype ") + dtype_name(p.q.dtype) +
-                          " not supported (accepted: bf16, f16)");
-    }
-    if (p.q.size(-1) != sm90_engine::kHeadDim || p.v.size(-1) != sm90_engine::kHeadDim) {
-      return NotSupported("sm90 engine: head dim 128 only (D == Dv == 128); got D " + std::to_string(p.q.size(-1)) +
-                          ", Dv " + std::to_string(p.v.size(-1)));
-    }
+    GA_RETURN_IF_ERROR(sm90_engine::check_16bit_d128(p, "sm90"));
     if (q_is_varlen(p)) return NotSupported("sm90 engine: varlen Q not supported yet (batched Q only)");
     const KvLayout layout = kv_layout(p);
     if (layout == KvLayout::kVarlen) {
@@ -125,21 +116,7 @@ class Sm90Attention final : public AttentionEngine {
       return NotSupported("sm90 engine: paged K/V needs page_size a multiple of " +
                           std::to_string(sm90_engine::kBlockKV) + " (got " + std::to_string(p.k.size(1)) + ")");
     }
-    for (const auto& [t, what] :
-         {std::pair{&p.q, "q"}, std::pair{&p.k, "k"}, std::pair{&p.v, "v"}, std::pair{&p.out, "out"}}) {
-      if (!tma_compatible(*t)) {
-        return NotSupported(std::string("sm90 engine: ") + what +
-                            " must be contiguous in the head dim, with a 16-byte aligned base and strides that "
-                            "are multiples of 16 bytes");
-      }
-    }
-    for (const auto& [t, what] : {std::pair{&p.k, "k"}, std::pair{&p.v, "v"}}) {
-      if (!nested_strides(*t)) {
-        return NotSupported(std::string("sm90 engine: ") + what +
-                            " must be laid out [batch|page][row][head][d] with each stride spanning the dims "
-                            "inside it (a TMA tensor map's nesting); other layouts are not supported yet");
-      }
-    }
+    GA_RETURN_IF_ERROR(sm90_engine::check_tma_layouts(p, "sm90", {{&p.k, "k"}, {&p.v, "v"}}));
     if (g.batch > kMaxGridYZ || g.heads_kv > kMaxGridYZ) {
       return NotSupported("sm90 engine: batch and KV heads must be <= " + std::to_string(kMaxGridYZ));
     }

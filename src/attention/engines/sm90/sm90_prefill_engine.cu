@@ -27,10 +27,6 @@ namespace groupattn {
 namespace {
 
 using sm90_engine::kMaxGridYZ;
-using sm90_engine::nested_strides;
-using sm90_engine::tma_compatible;
-
-constexpr int64_t kHeadDim = 128;
 
 class Sm90PrefillAttention final : public AttentionEngine {
  public:
@@ -54,14 +50,7 @@ class Sm90PrefillAttention final : public AttentionEngine {
   Status check_support(const AttentionParams& p) const override {
     GA_RETURN_IF_ERROR(sm90_engine::all_on_device(p, "sm90-prefill"));
     if (kv_is_fp8(p)) return NotSupported("sm90-prefill engine: fp8 (f8e4m3) KV caches are not supported");
-    if (p.q.dtype != DType::kBF16 && p.q.dtype != DType::kF16) {
-      return NotSupported(std::string("sm90-prefill engine: dtype ") + dtype_name(p.q.dtype) +
-                          " not supported (accepted: bf16, f16)");
-    }
-    if (p.q.size(-1) != kHeadDim || p.v.size(-1) != kHeadDim) {
-      return NotSupported("sm90-prefill engine: head dim 128 only (D == Dv == 128); got D " +
-                          std::to_string(p.q.size(-1)) + ", Dv " + std::to_string(p.v.size(-1)));
-    }
+    GA_RETURN_IF_ERROR(sm90_engine::check_16bit_d128(p, "sm90-prefill"));
     if (q_is_varlen(p) || kv_layout(p) != KvLayout::kBatched || p.seqlens_k.defined()) {
       return NotSupported(
           "sm90-prefill engine: batched Q and K/V only, without seqlens_k (varlen, paged and per-sequence cache "
@@ -72,21 +61,8 @@ class Sm90PrefillAttention final : public AttentionEngine {
     if (p.q.size(1) == 0 || p.k.size(1) == 0) {
       return NotSupported("sm90-prefill engine: Sq and Sk must be >= 1 (a TMA map needs every dim >= 1)");
     }
-    for (const auto& [t, what] :
-         {std::pair{&p.q, "q"}, std::pair{&p.k, "k"}, std::pair{&p.v, "v"}, std::pair{&p.out, "out"}}) {
-      if (!tma_compatible(*t)) {
-        return NotSupported(std::string("sm90-prefill engine: ") + what +
-                            " must be contiguous in the head dim, with a 16-byte aligned base and strides that "
-                            "are multiples of 16 bytes");
-      }
-    }
-    for (const auto& [t, what] : {std::pair{&p.q, "q"}, std::pair{&p.k, "k"}, std::pair{&p.v, "v"}}) {
-      if (!nested_strides(*t)) {
-        return NotSupported(std::string("sm90-prefill engine: ") + what +
-                            " must be laid out [batch][row][head][d] with each stride spanning the dims inside it "
-                            "(a TMA tensor map's nesting)");
-      }
-    }
+    GA_RETURN_IF_ERROR(
+        sm90_engine::check_tma_layouts(p, "sm90-prefill", {{&p.q, "q"}, {&p.k, "k"}, {&p.v, "v"}}));
     if (p.q.size(0) > kMaxGridYZ || p.q.size(2) > kMaxGridYZ) {
       return NotSupported("sm90-prefill engine: batch and query heads must be <= " + std::to_string(kMaxGridYZ));
     }
