@@ -258,6 +258,14 @@ bool have_sm90_device() {
   return major == 9 && minor == 0;
 }
 
+void expect_declines(const Case& c, const char* engine, const std::string& reason) {
+  auto p = make_problem(c);
+  HostTensor o = like(p->out), l = like(p->lse);
+  const Status s = run_cuda(*p, &o, &l, engine);
+  ASSERT_FALSE(s.ok()) << describe(c);
+  EXPECT_NE(s.to_string().find(reason), std::string::npos) << describe(c) << ": " << s.to_string();
+}
+
 Status run_reference(Problem& p) {
   RunOptions o;
   o.engine = "reference";

@@ -67,6 +67,9 @@ bool have_sm90_device();
 // device engine by name ("cuda" unless given).
 Status run_cuda(Problem& p, HostTensor* got_out, HostTensor* got_lse, const char* engine = "cuda");
 
+// The pinned engine declines `c` (the call fails) with `reason` in its message.
+void expect_declines(const Case& c, const char* engine, const std::string& reason);
+
 // Runs the reference on the host copies into p.out / p.lse.
 Status run_reference(Problem& p);
 

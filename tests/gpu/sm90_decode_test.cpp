@@ -183,13 +183,7 @@ TEST_F(Sm90Decode, DeclinesWithReason) {
   varlen.q_varlen = true;
   varlen.kv = KvKind::kVarlen;
   cases.push_back({varlen, "varlen"});
-  for (const auto& [cs, reason] : cases) {
-    auto p = make_problem(cs);
-    HostTensor o = like(p->out), l = like(p->lse);
-    const Status s = run_cuda(*p, &o, &l, kEngine);
-    ASSERT_FALSE(s.ok()) << describe(cs);
-    EXPECT_NE(s.to_string().find(reason), std::string::npos) << describe(cs) << ": " << s.to_string();
-  }
+  for (const auto& [cs, reason] : cases) expect_declines(cs, kEngine, reason);
 }
 
 // FP8 KV cache (issue 7): the engine's f8e4m3 path is EXPERIMENTAL (written without GPU time), so
@@ -258,11 +252,7 @@ TEST_F(Sm90Decode, Fp8KvCacheDeclinedWithoutTheFlag) {
   unsetenv("GROUPATTN_EXPERIMENTAL");
   Case c = decode_case(8, 2, 1, {100});
   c.kv_fp8 = true;
-  auto p = make_problem(c);
-  HostTensor o = like(p->out), l = like(p->lse);
-  const Status s = run_cuda(*p, &o, &l, kEngine);
-  ASSERT_FALSE(s.ok());
-  EXPECT_NE(s.to_string().find("GROUPATTN_EXPERIMENTAL=1"), std::string::npos) << s.to_string();
+  expect_declines(c, kEngine, "GROUPATTN_EXPERIMENTAL=1");
 }
 
 // Automatic selection: a decode problem the sm90 engine supports goes to it; one it declines
