@@ -147,6 +147,12 @@ SampleCheck sample_check_attention(const AttnData& x, const Options& o, bool dec
         p.k = slice(x.k.view(), {b, 0, g, 0}, {1, Sk, 1, D});
         p.v = slice(x.v.view(), {b, 0, g, 0}, {1, Sk, 1, Dv});
       }
+      if (x.k_scale.defined()) {  // fp8 cache: the scales of this sequence (or of every page), KV head g
+        const TensorView& ks = x.k_scale.view();
+        const int64_t row = p.kv_scale_per_page ? 0 : b, rows = p.kv_scale_per_page ? ks.shape[0] : 1;
+        p.k_scale = slice(ks, {row, g}, {rows, 1});
+        p.v_scale = slice(x.v_scale.view(), {row, g}, {rows, 1});
+      }
       std::vector<double> ref_o, ref_lse;  // [n, 1, Dv], [1, n]
       r.status = reference_attention_fp64(p, 0, std::numeric_limits<int64_t>::max(), &ref_o, &ref_lse);
       if (!r.status.ok()) return r;

@@ -89,9 +89,13 @@ bool read_options(const Args& a, Options* o, std::string* err) {
   // (and whose element counts could overflow) before anything is allocated. Counted in double.
   // Unset sizes count at their largest default (32 heads, head dim 128, batch 2).
   auto f = [](int64_t x, int64_t unset = 1) { return static_cast<double>(x > 0 ? x : unset); };
-  const double heads = std::max(f(o->hq, 32), f(o->hkv, 32)), dim = std::max(f(o->d, 128), f(o->dv, 128));
-  const double len = std::max({f(o->seq_len), f(o->kv_len) + f(o->page), f(o->new_tokens)});
-  const double elements = f(o->batch, 2) * len * heads * dim * (o->op == "kda" ? dim / 16 + 1 : 1.0);
+  // Query-side tensors have Hq heads over the query rows, K/V Hkv heads over the keys (plus a page).
+  const double hq = f(o->hq, 32), hkv = f(o->hkv, 32), dim = std::max(f(o->d, 128), f(o->dv, 128));
+  const double q_rows = std::max(f(o->seq_len), f(o->new_tokens));
+  const double kv_rows = std::max(f(o->seq_len), f(o->kv_len) + f(o->page));
+  const double per_seq = o->op == "kda" ? q_rows * std::max(hq, hkv) * (dim / 16 + 1)
+                                        : std::max(q_rows * hq, kv_rows * hkv);
+  const double elements = f(o->batch, 2) * per_seq * dim;
   if (elements > kMaxCliTensorElements) {
     char buf[96];
     std::snprintf(buf, sizeof buf, "~%.3g elements (accepted: up to %.0f)", elements, kMaxCliTensorElements);
