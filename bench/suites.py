@@ -442,6 +442,9 @@ def verify_attention_engines(engines: List[str]) -> Dict:
         if e == "sm90":
             kn = H.kernel_names(lambda: ga.attention_with_kvcache(qd, k, v, causal=True, engine=e))
             want = ["sm90_decode_kernel"]
+        elif e == "sm90-prefill":
+            kn = H.kernel_names(lambda: ga.attention(q, k, v, causal=True, engine=e))
+            want = ["sm90_prefill_kernel"]
         else:
             kn = H.kernel_names(lambda: ga.attention(q, k, v, causal=True, engine=e))
             want = ["attention_tile_kernel"]

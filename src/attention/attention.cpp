@@ -26,7 +26,7 @@ const std::vector<const AttentionEngine*>& attention_engines() {
     std::vector<const AttentionEngine*> list;
 #if GROUPATTN_WITH_CUDA
     list.push_back(&attention_sm90_engine());  // Hopper decode first: it declines all else
-    list.push_back(&attention_sm90_prefill_engine());  // EXPERIMENTAL: declines unless GROUPATTN_EXPERIMENTAL=1
+    list.push_back(&attention_sm90_prefill_engine());  // Hopper prefill: batched D = 128 only
     list.push_back(&attention_cuda_engine());
 #endif
     list.push_back(&attention_reference_engine());

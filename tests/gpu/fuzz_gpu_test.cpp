@@ -368,15 +368,19 @@ TEST_F(GpuFuzz, AttentionRandomValidProblems) {
     const std::string repro =
         repro_commands(cli_repro(a), "", gtest_repro("AttentionRandomValidProblems", seed, i));
     ++t.run;
-    // The Hopper decode engine serves a subset (decode, D = 128, batched or paged by 64): every
-    // drawn problem it accepts is checked the same way; its declines are expected.
-    if (const std::string r90 = run_attention_case(a, "sm90"); r90.rfind("declined: ", 0) != 0) {
+    // The Hopper engines serve subsets (decode: D = 128, batched or paged by 64; prefill: D = 128,
+    // batched): every drawn problem one accepts is checked the same way; their declines are expected.
+    for (const char* hopper : {"sm90", "sm90-prefill"}) {
+      const std::string r90 = run_attention_case(a, hopper);
+      if (r90.rfind("declined: ", 0) == 0) continue;
       ++sm90_run;
       if (!r90.empty()) {
         ++t.failed;
         std::string repro90 = repro;  // the same lines with the engine swapped
-        if (const size_t at = repro90.find("--engine cuda"); at != std::string::npos) repro90.replace(at, 13, "--engine sm90");
-        std::printf("[gpu-fuzz] FAIL attention case %d (engine sm90): %s | %s | repro: %s\n", i, r90.c_str(),
+        if (const size_t at = repro90.find("--engine cuda"); at != std::string::npos) {
+          repro90.replace(at, 13, std::string("--engine ") + hopper);
+        }
+        std::printf("[gpu-fuzz] FAIL attention case %d (engine %s): %s | %s | repro: %s\n", i, hopper, r90.c_str(),
                     label.c_str(), repro90.c_str());
       }
     }
@@ -399,7 +403,7 @@ TEST_F(GpuFuzz, AttentionRandomValidProblems) {
   }
   const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   std::printf("[gpu-fuzz] attention summary: seed %llu, %d cases run, %d declined (%s), %d unexpected declines, "
-              "%d also run on sm90, %d failed, %.1f s\n",
+              "%d also run on sm90 or sm90-prefill, %d failed, %.1f s\n",
               static_cast<unsigned long long>(seed), t.run, t.declined, reasons_string(t.reasons).c_str(),
               t.unexpected_declines, sm90_run, t.failed, secs);
   EXPECT_EQ(t.failed, 0) << t.failed << " of " << t.run << " attention cases failed (lines starting [gpu-fuzz] FAIL)";

@@ -218,36 +218,6 @@ TEST_F(Sm90Decode, Fp8KvCacheExperimental) {
   check_case(strided, kEngine);
 }
 
-// The EXPERIMENTAL batched split combine (GROUPATTN_EXPERIMENTAL=1) performs the serial combine's
-// arithmetic in the same order: the same bits, with many splits (8/1, one 8K sequence: ~128
-// splits), a few, and uneven ones.
-TEST_F(Sm90Decode, BatchedCombineBitwiseEqualsSerial) {
-  std::vector<Case> cases;
-  Case many = decode_case(8, 1, 1, {8192});
-  many.num_splits = 0;
-  cases.push_back(many);
-  Case three = decode_case(64, 8, 4, {5000, 77});
-  three.num_splits = 3;
-  cases.push_back(three);
-  Case paged = decode_case(12, 4, 2, {4000, 1500});
-  paged.kv = KvKind::kPaged;
-  paged.page_size = 64;
-  paged.num_splits = 13;
-  cases.push_back(paged);
-  for (const Case& c : cases) {
-    auto p = make_problem(c);
-    HostTensor o1 = like(p->out), l1 = like(p->lse), o2 = like(p->out), l2 = like(p->lse);
-    ASSERT_TRUE(run_cuda(*p, &o1, &l1, kEngine).ok()) << describe(c);
-    {
-      ExperimentalFlag flag;
-      ASSERT_TRUE(run_cuda(*p, &o2, &l2, kEngine).ok()) << describe(c);
-      check_case(c, kEngine);  // and against the fp64 reference
-    }
-    EXPECT_TRUE(bitwise_equal(o1, o2)) << describe(c) << ": O differs";
-    EXPECT_TRUE(bitwise_equal(l1, l2)) << describe(c) << ": LSE differs";
-  }
-}
-
 TEST_F(Sm90Decode, Fp8KvCacheDeclinedWithoutTheFlag) {
   unsetenv("GROUPATTN_EXPERIMENTAL");
   Case c = decode_case(8, 2, 1, {100});
@@ -256,7 +226,7 @@ TEST_F(Sm90Decode, Fp8KvCacheDeclinedWithoutTheFlag) {
 }
 
 // Automatic selection: a decode problem the sm90 engine supports goes to it; one it declines
-// (head dim 64, prefill) falls through to the portable engine.
+// falls through: head dim 64 to the portable engine, 40 new tokens to the sm90 prefill engine.
 TEST_F(Sm90Decode, AutomaticSelectionPrefersItForDecode) {
   const std::vector<std::pair<Case, std::string>> cases = {
       {decode_case(64, 8, 1, {4096}), "sm90"},
@@ -267,7 +237,7 @@ TEST_F(Sm90Decode, AutomaticSelectionPrefersItForDecode) {
          return c;
        }(),
        "cuda"},
-      {decode_case(8, 2, 40, {100}), "cuda"},
+      {decode_case(8, 2, 40, {100}), "sm90-prefill"},  // 40 query rows: past decode, a batched prefill
   };
   for (const auto& [cs, want] : cases) {
     auto p = make_problem(cs);

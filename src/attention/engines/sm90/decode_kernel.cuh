@@ -163,10 +163,6 @@ Status launch_decode_n(const cuda_engine::KernelParams& p, const DecodeLaunch& l
   const int rows = p.seqlen_q * p.heads_q;
   const dim3 combine_grid(static_cast<unsigned>((rows + Combine::kWarps - 1) / Combine::kWarps),
                           static_cast<unsigned>(p.batch));
-  if (l.batched_combine) {
-    return cuda::launch_maybe_pdl(cuda_engine::combine_kernel<Combine, 8>, combine_grid, dim3(Combine::kThreads), 0,
-                                  stream, /*use_pdl=*/true, "launching combine_kernel", p);
-  }
   return cuda::launch_maybe_pdl(cuda_engine::combine_kernel<Combine>, combine_grid, dim3(Combine::kThreads), 0,
                                 stream, /*use_pdl=*/true, "launching combine_kernel", p);
 }

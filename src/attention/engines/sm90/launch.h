@@ -16,8 +16,6 @@ struct DecodeLaunch {
   const void* v_tmap = nullptr;
   int col_tile = 8;  // column_tile(max_q * group)
   bool fp8 = false;  // f8e4m3 K/V (EXPERIMENTAL): fp8 tensor maps, in-kernel conversion
-  // EXPERIMENTAL: the split combine loads 8 splits' partials at a time (same arithmetic, same bits).
-  bool batched_combine = false;
 };
 
 // Runs the decode kernel (grid: m_blocks * num_splits, Hkv, B) and, when p.num_splits > 1, the
@@ -25,12 +23,13 @@ struct DecodeLaunch {
 template <class T>
 Status launch_decode(const cuda_engine::KernelParams& p, const DecodeLaunch& l, cudaStream_t stream);
 
-// The prefill kernel (EXPERIMENTAL, prefill_kernel.cuh): tensor maps of Q (64-row boxes) and of
-// K and V (128-row boxes), built by tma_desc.h.
+// The prefill kernel (prefill_kernel.cuh): tensor maps of Q (64-row boxes) and of K and V (128-row
+// boxes), built by tma_desc.h.
 struct PrefillLaunch {
   const void* q_tmap = nullptr;
   const void* k_tmap = nullptr;
   const void* v_tmap = nullptr;
+  bool rs = false;  // EXPERIMENTAL: the RS variant (P in registers, 3 stages; prefill_traits.h)
 };
 
 // Runs the prefill kernel (grid: m_blocks, Hq, B); p.num_splits must be 1.

@@ -1,7 +1,7 @@
-// The sm90 prefill kernel (Hopper, sm_90a), EXPERIMENTAL first cut of issue 3: written without GPU
-// time, gated off by the engine until GROUPATTN_EXPERIMENTAL=1 (sm90_prefill_engine.cu). Head dim
-// 128, batched Q and K/V, MHA/GQA/MQA (query head h reads KV head h / group), causal bottom-right,
-// window, softcap, scale, O + LSE.
+// The sm90 prefill kernel (Hopper, sm_90a), issue 3. Head dim 128, batched Q and K/V, MHA/GQA/MQA
+// (query head h reads KV head h / group), causal bottom-right, window, softcap, scale, O + LSE.
+// First cut (SS variant) verified on the H200 at 136d1ec; the RS variant (prefill_traits.h) is
+// EXPERIMENTAL until it has run there.
 //
 //   Q   [B, Sq, Hq, 128]   one CTA per (128-row query tile, query head, sequence)
 //   K,V [B, Sk, Hkv, 128]  KV tiles of 128 keys by TMA, kStages-deep mbarrier ring
@@ -11,9 +11,9 @@
 // after setmaxnreg), warps 8-11 the producer warpgroup (40 registers; one thread issues the
 // copies). Per KV tile, each consumer warpgroup: S = Q K^T (wgmma m64n128k16, fp32); scale /
 // softcap / mask; online softmax along its rows (thread-local, then the quad: no cross-warp
-// exchange, unlike the decode kernel's swapped product); P to its own shared buffer (bf16/f16);
-// O += P V (wgmma m64n64k16 per d half); the last warp to finish a stage frees it for the
-// producer. No overlap between the two GEMMs and the softmax yet, no persistent
+// exchange, unlike the decode kernel's swapped product); then O += P V: SS, P through its own
+// shared buffer (wgmma m64n64k16 per d half), or RS, P packed in registers (m64n128k16); every
+// warp arrives on the stage's empty barrier when its O product is done. No overlap between the two GEMMs and the softmax yet, no persistent
 // scheduler: each measured step comes after this is verified (docs/ENGINES.md).
 #pragma once
 
@@ -60,6 +60,13 @@ struct Smem {
   __device__ uint64_t* full(int stage) const { return q_full() + 1 + stage; }
   __device__ uint64_t* empty(int stage) const { return q_full() + 1 + Traits::kStages + stage; }
 };
+
+// Pins A-fragment registers around the asynchronous wgmma region (as hw::fence_regs does for
+// accumulators, HOPPER-PRIMITIVES.md section 2).
+__device__ __forceinline__ void fence_u32(uint32_t (&r)[4]) {
+#pragma unroll
+  for (int i = 0; i < 4; ++i) asm volatile("" : "+r"(r[i])::"memory");
+}
 
 // Accumulator map of wgmma (HOPPER-PRIMITIVES.md section 2), t = thread of the warpgroup:
 //   row(t, i) = 16 * (t / 32) + (t % 32) / 4 + 8 * ((i / 2) % 2),  col(t, i) = 8 * (i / 4) + 2 * (t % 4) + i % 2
@@ -138,6 +145,43 @@ __device__ __forceinline__ void gemm_output(float (&o)[2][32], const Smem<Traits
   hw::wgmma_wait<0>();
   hw::fence_regs(o[0]);
   hw::fence_regs(o[1]);
+}
+
+// O += P V, RS form: A = P from registers (k-step kk = accumulator registers 8kk..8kk+7 of S,
+// packed pairwise: pfrag[kk]), B = V read MN-major over all 128 d at once (the two 64-wide d boxes
+// kKvBoxBytes apart = the descriptor's LBO; k-step kk = 16 key rows = +2048 bytes).
+template <class Traits>
+__device__ __forceinline__ void gemm_output_rs(float (&o)[2][32], uint32_t (&pfrag)[Traits::kBlockN / 16][4],
+                                               const Smem<Traits>& sm, int stage) {
+  hw::fence_regs(o[0]);
+  hw::fence_regs(o[1]);
+#pragma unroll
+  for (int kk = 0; kk < Traits::kBlockN / 16; ++kk) fence_u32(pfrag[kk]);
+  hw::wgmma_fence();
+#pragma unroll
+  for (int kk = 0; kk < Traits::kBlockN / 16; ++kk) {
+    const uint64_t db =
+        hw::desc_mnmajor_sw128(sm.v(stage) + kk * 16 * 128, static_cast<uint32_t>(Traits::kKvBoxBytes));
+    hw::WgmmaRs128<std::is_same_v<typename Traits::Element, __nv_bfloat16>, 1>::mma(o, pfrag[kk], db, 1);
+  }
+  hw::wgmma_commit();
+  hw::wgmma_wait<0>();
+  hw::fence_regs(o[0]);
+  hw::fence_regs(o[1]);
+#pragma unroll
+  for (int kk = 0; kk < Traits::kBlockN / 16; ++kk) fence_u32(pfrag[kk]);
+}
+
+// Two floats -> one .b32 of two 16-bit values, lo in bits 0-15 (the RS A fragment's format).
+template <class T>
+__device__ __forceinline__ uint32_t pack2(float lo, float hi) {
+  if constexpr (std::is_same_v<T, __nv_bfloat16>) {
+    const __nv_bfloat162 v = __floats2bfloat162_rn(lo, hi);
+    return *reinterpret_cast<const uint32_t*>(&v);
+  } else {
+    const __half2 v = __floats2half2_rn(lo, hi);
+    return *reinterpret_cast<const uint32_t*>(&v);
+  }
 }
 
 // One consumer warpgroup's whole job: its 64 query rows against the CTA's KV tiles.
@@ -222,26 +266,36 @@ __device__ void consume(const KernelParams& p, const SeqInfo& s, const Smem<Trai
 #pragma unroll
       for (int i = 0; i < 32; ++i) o[hh][i] *= alpha[acc_half(i)];
 
-    // P -> this warpgroup's buffer as the A operand: row rr (0..63), key k: block k / 64, 128-byte
-    // row rr, 16-byte chunk ((k % 64) / 8) ^ (rr % 8) (128B swizzle), element k % 8. Registers i
-    // and i + 1 hold adjacent keys: one 4-byte store.
-    hw::named_bar_sync(kBarPFree + wg, 128);  // every warp's previous O wgmma has completed
-    unsigned char* pbuf = sm.p(wg);
+    if constexpr (Traits::kRs) {
+      // P stays in registers: accumulator registers 8kk..8kk+7 are k-step kk's A fragment.
+      uint32_t pfrag[Traits::kBlockN / 16][4];
 #pragma unroll
-    for (int i = 0; i < kS; i += 2) {
-      const int rr = 16 * warp_in_wg + lane / 4 + 8 * acc_half(i);
-      const int k = acc_col(i, lane);
-      const int kc = k % 64;
-      unsigned char* dst = pbuf + (k / 64) * Traits::kPBlockBytes + rr * 128 + (((kc >> 3) ^ (rr & 7)) << 4) + (kc & 7) * 2;
-      if constexpr (std::is_same_v<T, __nv_bfloat16>) {
-        *reinterpret_cast<__nv_bfloat162*>(dst) = __floats2bfloat162_rn(sacc[i], sacc[i + 1]);
-      } else {
-        *reinterpret_cast<__half2*>(dst) = __floats2half2_rn(sacc[i], sacc[i + 1]);
+      for (int kk = 0; kk < Traits::kBlockN / 16; ++kk)
+#pragma unroll
+        for (int r = 0; r < 4; ++r) pfrag[kk][r] = pack2<T>(sacc[8 * kk + 2 * r], sacc[8 * kk + 2 * r + 1]);
+      gemm_output_rs<Traits>(o, pfrag, sm, stage);
+    } else {
+      // P -> this warpgroup's buffer as the A operand: row rr (0..63), key k: block k / 64, 128-byte
+      // row rr, 16-byte chunk ((k % 64) / 8) ^ (rr % 8) (128B swizzle), element k % 8. Registers i
+      // and i + 1 hold adjacent keys: one 4-byte store.
+      hw::named_bar_sync(kBarPFree + wg, 128);  // every warp's previous O wgmma has completed
+      unsigned char* pbuf = sm.p(wg);
+#pragma unroll
+      for (int i = 0; i < kS; i += 2) {
+        const int rr = 16 * warp_in_wg + lane / 4 + 8 * acc_half(i);
+        const int k = acc_col(i, lane);
+        const int kc = k % 64;
+        unsigned char* dst = pbuf + (k / 64) * Traits::kPBlockBytes + rr * 128 + (((kc >> 3) ^ (rr & 7)) << 4) + (kc & 7) * 2;
+        if constexpr (std::is_same_v<T, __nv_bfloat16>) {
+          *reinterpret_cast<__nv_bfloat162*>(dst) = __floats2bfloat162_rn(sacc[i], sacc[i + 1]);
+        } else {
+          *reinterpret_cast<__half2*>(dst) = __floats2half2_rn(sacc[i], sacc[i + 1]);
+        }
       }
+      hw::fence_proxy_async_smem();
+      hw::named_bar_sync(kBarPReady + wg, 128);
+      gemm_output<Traits>(o, sm, stage, wg);
     }
-    hw::fence_proxy_async_smem();
-    hw::named_bar_sync(kBarPReady + wg, 128);
-    gemm_output<Traits>(o, sm, stage, wg);
     __syncwarp();
     if (lane == 0) hw::mbar_arrive(sm.empty(stage));
   }
@@ -341,9 +395,9 @@ __global__ void __launch_bounds__(Traits::kThreads, 1)
 #endif
 }
 
-template <class T>
-Status launch_prefill(const cuda_engine::KernelParams& p, const PrefillLaunch& l, cudaStream_t stream) {
-  using Traits = PrefillTraits<T>;
+template <class T, bool kRs>
+Status launch_prefill_variant(const cuda_engine::KernelParams& p, const PrefillLaunch& l, cudaStream_t stream) {
+  using Traits = PrefillTraits<T, kRs>;
   auto* kernel = sm90_prefill_kernel<Traits>;
   GA_CUDA_RETURN_IF_ERROR(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                                static_cast<int>(Traits::kSmemBytes)));
@@ -352,6 +406,11 @@ Status launch_prefill(const cuda_engine::KernelParams& p, const PrefillLaunch& l
                                                                   *static_cast<const CUtensorMap*>(l.k_tmap),
                                                                   *static_cast<const CUtensorMap*>(l.v_tmap));
   return cuda::last_launch_status("sm90_prefill_kernel");
+}
+
+template <class T>
+Status launch_prefill(const cuda_engine::KernelParams& p, const PrefillLaunch& l, cudaStream_t stream) {
+  return l.rs ? launch_prefill_variant<T, true>(p, l, stream) : launch_prefill_variant<T, false>(p, l, stream);
 }
 
 }  // namespace groupattn::sm90_engine

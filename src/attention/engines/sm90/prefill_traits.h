@@ -1,5 +1,9 @@
-// Shapes of the sm90 prefill kernel (EXPERIMENTAL first cut, issue 3), shared by the host and the
-// device code. No CUDA types here.
+// Shapes of the sm90 prefill kernel (issue 3), shared by the host and the device code. No CUDA
+// types here. Two variants of the second product (kRs):
+//   SS (kRs = false; verified on the H200 at 136d1ec): P goes through shared memory, 2 stages.
+//   RS (kRs = true; EXPERIMENTAL, GROUPATTN_EXPERIMENTAL=1): P stays in registers as the A operand
+//      (wgmma m64n128k16 RS, one instruction per 16 keys over all 128 d), no P buffer and no named
+//      barriers, and the 32 KiB freed buys a third K/V stage.
 //
 //   query tile  kBlockM = 128 rows of one query head: 64 per consumer warpgroup (wgmma M = 64)
 //   KV tile     kBlockN = 128 keys x kHeadDim = 128 (S = Q K^T is m64n128k16, N = keys)
@@ -12,7 +16,7 @@
 // both operands K-major (Q from its TMA boxes, K from its); O += P V is SS with A = P stored by the
 // threads K-major (as the decode engine's Q) and B = V read MN-major (imm-trans-b = 1, N = 64 per
 // d half, as the probe's test g). P goes through shared memory rather than registers (the RS form
-// is the next step once this is verified).
+// is the RS variant).
 #pragma once
 
 #include <cstddef>
@@ -23,20 +27,21 @@ namespace groupattn::sm90_engine {
 inline constexpr int kPrefillBlockM = 128;
 inline constexpr int kPrefillBlockN = 128;
 
-template <class T>
+template <class T, bool kRs_ = false>
 struct PrefillTraits {
   using Element = T;
+  static constexpr bool kRs = kRs_;
   static constexpr int kHeadDim = 128;
   static constexpr int kBlockM = kPrefillBlockM;
   static constexpr int kBlockN = kPrefillBlockN;
   static constexpr int kRowsPerWg = 64;
   static constexpr int kConsumerWgs = kBlockM / kRowsPerWg;  // 2
-  static constexpr int kStages = 2;
+  static constexpr int kStages = kRs ? 3 : 2;
   static constexpr int kConsumerWarps = 4 * kConsumerWgs;
   static constexpr int kConsumerThreads = 32 * kConsumerWarps;
   static constexpr int kThreads = kConsumerThreads + 128;  // + the producer warpgroup
   static constexpr int kProducerWarp = kConsumerWarps;     // its first warp
-  static constexpr uint32_t kProducerRegs = 40, kConsumerRegs = 232;
+  static constexpr uint32_t kProducerRegs = 40, kConsumerRegs = kRs ? 200 : 232;
 
   static constexpr int kSwizzleElems = 64;                   // 16-bit elements per 128-byte row
   static constexpr int kDBlocks = kHeadDim / kSwizzleElems;  // 2
@@ -50,7 +55,7 @@ struct PrefillTraits {
   static constexpr int kStageBytes = 2 * kTileBytes;  // K then V
   // P per consumer warpgroup: [64 rows][kBlockN keys] as kBlockN / 64 blocks of [64][64], K-major.
   static constexpr int kPBlockBytes = kRowsPerWg * 128;
-  static constexpr int kPBytesPerWg = (kBlockN / kSwizzleElems) * kPBlockBytes;
+  static constexpr int kPBytesPerWg = kRs ? 0 : (kBlockN / kSwizzleElems) * kPBlockBytes;
 
   static constexpr int kQOffset = 0;
   static constexpr int kStageOffset = kQOffset + kQBytes;

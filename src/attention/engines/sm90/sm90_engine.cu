@@ -159,7 +159,6 @@ class Sm90Attention final : public AttentionEngine {
     launch.v_tmap = &v_map;
     launch.col_tile = g.col_tile;
     launch.fp8 = kv_is_fp8(p);
-    launch.batched_combine = sm90_engine::experimental_enabled();
     const auto s = static_cast<cudaStream_t>(stream);
     if (bf16) return sm90_engine::launch_decode<__nv_bfloat16>(kp, launch, s);
     return sm90_engine::launch_decode<__half>(kp, launch, s);

@@ -1,10 +1,10 @@
 // The sm90-prefill engine (Hopper prefill, issue 3): support checks, tensor maps and dispatch to
 // launch_prefill (inst_prefill_*.cu).
 //
-// EXPERIMENTAL: written without GPU time and not yet run on hardware. available() declines unless
-// GROUPATTN_EXPERIMENTAL=1 (the path the sm90 decode engine took: its first cut passed its GPU
-// tier on the first run), so automatic selection falls through to the portable engine; with the
-// flag set, selection picks it for the prefill problems it supports.
+// Its first cut (SS variant) passed its whole GPU tier on its first hardware run (136d1ec) and was
+// 1.3x the portable engine's speed there, so automatic selection picks it for the prefill problems
+// it supports (registered after the sm90 decode engine, before the portable one). GROUPATTN_
+// EXPERIMENTAL=1 switches to the RS variant (prefill_traits.h), not yet run on hardware.
 #include <cuda.h>
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
@@ -32,20 +32,13 @@ class Sm90PrefillAttention final : public AttentionEngine {
  public:
   const char* name() const override { return "sm90-prefill"; }
   const char* description() const override {
-    return "Hopper prefill (TMA + wgmma, warp-specialized), sm90a; EXPERIMENTAL, needs GROUPATTN_EXPERIMENTAL=1";
+    return "Hopper prefill (TMA + wgmma, warp-specialized), sm90a";
   }
   std::string supports() const override {
     return "device tensors, bf16/f16, head dim 128 (D == Dv), batched Q and K/V (no seqlens_k), causal, window, "
-           "softcap, scale, MHA/GQA/MQA";
+           "softcap, scale, MHA/GQA/MQA (GROUPATTN_EXPERIMENTAL=1: the experimental RS variant)";
   }
-  Status available() const override {
-    if (!sm90_engine::experimental_enabled()) {
-      return NotSupported(
-          "sm90-prefill engine is experimental and not yet verified on hardware; set GROUPATTN_EXPERIMENTAL=1 to "
-          "try it");
-    }
-    return sm90_engine::sm90_device_available("sm90-prefill");
-  }
+  Status available() const override { return sm90_engine::sm90_device_available("sm90-prefill"); }
 
   Status check_support(const AttentionParams& p) const override {
     GA_RETURN_IF_ERROR(sm90_engine::all_on_device(p, "sm90-prefill"));
@@ -88,6 +81,7 @@ class Sm90PrefillAttention final : public AttentionEngine {
     launch.q_tmap = &q_map;
     launch.k_tmap = &k_map;
     launch.v_tmap = &v_map;
+    launch.rs = sm90_engine::experimental_enabled();
     const auto s = static_cast<cudaStream_t>(stream);
     if (p.q.dtype == DType::kBF16) return sm90_engine::launch_prefill<__nv_bfloat16>(kp, launch, s);
     return sm90_engine::launch_prefill<__half>(kp, launch, s);
