@@ -1,6 +1,5 @@
-// GPU tier for the sm90-prefill engine (Hopper prefill, issue 3), pinned by name, each test run
-// for both variants of the kernel: /0 the default SS variant, /1 the EXPERIMENTAL RS variant
-// (GROUPATTN_EXPERIMENTAL=1; prefill_traits.h). Every case against the fp64 reference (TESTING.md
+// GPU tier for the sm90-prefill engine (Hopper prefill, issue 3), pinned by name. Every case
+// against the fp64 reference (TESTING.md
 // pass rules, NaN-poisoned outputs, guard bands: check_case), plus bitwise native GQA == K/V
 // copied up, the declines and automatic selection. Skips unless a compute capability 9.0 device
 // is visible.
@@ -22,18 +21,11 @@ namespace {
 
 constexpr const char* kEngine = "sm90-prefill";
 
-// The parameter: false = SS variant (default), true = RS variant (GROUPATTN_EXPERIMENTAL=1).
-class Sm90Prefill : public ::testing::TestWithParam<bool> {
+class Sm90Prefill : public ::testing::Test {
  protected:
   void SetUp() override {
     if (!have_sm90_device()) GTEST_SKIP() << "no compute capability 9.0 device";
-    if (GetParam()) {
-      setenv("GROUPATTN_EXPERIMENTAL", "1", 1);
-    } else {
-      unsetenv("GROUPATTN_EXPERIMENTAL");
-    }
   }
-  void TearDown() override { unsetenv("GROUPATTN_EXPERIMENTAL"); }
 };
 
 // Batched Q and K/V: every sequence the same lengths (different K lengths would need seqlens_k).
@@ -46,9 +38,9 @@ Case prefill_case(int64_t hq, int64_t hkv, int batch, int sq, int sk, bool causa
   return c;
 }
 
-TEST_P(Sm90Prefill, SmallCausal) { check_case(prefill_case(8, 2, 1, 128, 128, true), kEngine); }
+TEST_F(Sm90Prefill, SmallCausal) { check_case(prefill_case(8, 2, 1, 128, 128, true), kEngine); }
 
-TEST_P(Sm90Prefill, HeadRatiosCausal) {
+TEST_F(Sm90Prefill, HeadRatiosCausal) {
   for (auto [hq, hkv] : std::vector<std::pair<int64_t, int64_t>>{{8, 4}, {8, 2}, {64, 8}, {32, 2}, {8, 1}, {12, 4}}) {
     check_case(prefill_case(hq, hkv, 2, 200, 200, true), kEngine);
   }
@@ -56,7 +48,7 @@ TEST_P(Sm90Prefill, HeadRatiosCausal) {
 
 // Query and key lengths around the 128-row and 128-key tiles, Sq == Sk and both ways unequal
 // (bottom-right causal: with Sq > Sk the first rows see no key).
-TEST_P(Sm90Prefill, LengthsAroundTiles) {
+TEST_F(Sm90Prefill, LengthsAroundTiles) {
   for (int sq : {1, 17, 127, 128, 129, 300}) {
     for (int sk : {1, 127, 128, 129, 385}) {
       for (bool causal : {false, true}) check_case(prefill_case(8, 2, 1, sq, sk, causal), kEngine);
@@ -64,7 +56,7 @@ TEST_P(Sm90Prefill, LengthsAroundTiles) {
   }
 }
 
-TEST_P(Sm90Prefill, DtypesWindowSoftcapScale) {
+TEST_F(Sm90Prefill, DtypesWindowSoftcapScale) {
   for (DType dt : {DType::kBF16, DType::kF16}) {
     Case c = prefill_case(12, 4, 2, 333, 333, false);
     c.dtype = dt;
@@ -83,13 +75,13 @@ TEST_P(Sm90Prefill, DtypesWindowSoftcapScale) {
   }
 }
 
-TEST_P(Sm90Prefill, StridedViews) {
+TEST_F(Sm90Prefill, StridedViews) {
   Case c = prefill_case(8, 2, 2, 260, 260, true);
   c.strided = true;
   check_case(c, kEngine);
 }
 
-TEST_P(Sm90Prefill, GqaEqualsCopiedUpBitwise) {
+TEST_F(Sm90Prefill, GqaEqualsCopiedUpBitwise) {
   for (DType dt : {DType::kBF16, DType::kF16}) {
     Case c = prefill_case(12, 4, 2, 300, 300, true);
     c.dtype = dt;
@@ -103,7 +95,7 @@ TEST_P(Sm90Prefill, GqaEqualsCopiedUpBitwise) {
   }
 }
 
-TEST_P(Sm90Prefill, DeclinesWithReason) {
+TEST_F(Sm90Prefill, DeclinesWithReason) {
   std::vector<std::pair<Case, std::string>> cases;
   Case c = prefill_case(8, 2, 1, 100, 100, true);
   Case d64 = c;
@@ -122,7 +114,7 @@ TEST_P(Sm90Prefill, DeclinesWithReason) {
 
 // Automatic selection: batched D = 128 prefill goes to sm90-prefill; what it declines (varlen)
 // falls through to the portable engine; decode stays with the sm90 decode engine.
-TEST_P(Sm90Prefill, AutomaticSelection) {
+TEST_F(Sm90Prefill, AutomaticSelection) {
   Case varlen = prefill_case(8, 2, 1, 100, 100, true);
   varlen.q_varlen = true;
   varlen.kv = KvKind::kVarlen;
@@ -138,9 +130,6 @@ TEST_P(Sm90Prefill, AutomaticSelection) {
     EXPECT_EQ(std::string(name), want) << describe(cs);
   }
 }
-
-INSTANTIATE_TEST_SUITE_P(Variants, Sm90Prefill, ::testing::Values(false, true),
-                         [](const ::testing::TestParamInfo<bool>& i) { return i.param ? "Rs" : "Ss"; });
 
 }  // namespace
 }  // namespace groupattn::test

@@ -29,7 +29,6 @@ struct PrefillLaunch {
   const void* q_tmap = nullptr;
   const void* k_tmap = nullptr;
   const void* v_tmap = nullptr;
-  bool rs = false;  // EXPERIMENTAL: the RS variant (P in registers, 3 stages; prefill_traits.h)
 };
 
 // Runs the prefill kernel (grid: m_blocks, Hq, B); p.num_splits must be 1.

@@ -1,7 +1,6 @@
 // The sm90 prefill kernel (Hopper, sm_90a), issue 3. Head dim 128, batched Q and K/V, MHA/GQA/MQA
 // (query head h reads KV head h / group), causal bottom-right, window, softcap, scale, O + LSE.
-// First cut (SS variant) verified on the H200 at 136d1ec; the RS variant (prefill_traits.h) is
-// EXPERIMENTAL until it has run there.
+// History and measurements: docs/PREFILL_SM90.md.
 //
 //   Q   [B, Sq, Hq, 128]   one CTA per (128-row query tile, query head, sequence)
 //   K,V [B, Sk, Hkv, 128]  KV tiles of 128 keys by TMA, kStages-deep mbarrier ring
@@ -11,9 +10,9 @@
 // after setmaxnreg), warps 8-11 the producer warpgroup (40 registers; one thread issues the
 // copies). Per KV tile, each consumer warpgroup: S = Q K^T (wgmma m64n128k16, fp32); scale /
 // softcap / mask; online softmax along its rows (thread-local, then the quad: no cross-warp
-// exchange, unlike the decode kernel's swapped product); then O += P V: SS, P through its own
-// shared buffer (wgmma m64n64k16 per d half), or RS, P packed in registers (m64n128k16); every
-// warp arrives on the stage's empty barrier when its O product is done. No overlap between the two GEMMs and the softmax yet, no persistent
+// exchange, unlike the decode kernel's swapped product); then O += P V with P packed in registers
+// as the A operand (RS, m64n128k16); every warp arrives on the stage's empty barrier when its O
+// product is done. No overlap between the two GEMMs and the softmax yet, no persistent
 // scheduler: each measured step comes after this is verified (docs/ENGINES.md).
 #pragma once
 
@@ -45,21 +44,24 @@ using cuda_engine::SeqInfo;
 inline constexpr float kLog2e = 1.4426950408889634f;
 inline constexpr float kLn2 = 0.6931471805599453f;
 inline constexpr uint32_t kFullMask = 0xffffffffu;
-// Named barriers (0 is __syncthreads): per consumer warpgroup w, 1 + w before its P stores (the
-// previous tile's O wgmma of every warp is done) and 3 + w after them (P visible to the wgmma).
-inline constexpr uint32_t kBarPFree = 1, kBarPReady = 3;
-
 template <class Traits>
 struct Smem {
   unsigned char* base;  // 1024-byte aligned
   __device__ unsigned char* q() const { return base + Traits::kQOffset; }
   __device__ unsigned char* k(int stage) const { return base + Traits::kStageOffset + stage * Traits::kStageBytes; }
   __device__ unsigned char* v(int stage) const { return k(stage) + Traits::kTileBytes; }
-  __device__ unsigned char* p(int wg) const { return base + Traits::kPOffset + wg * Traits::kPBytesPerWg; }
   __device__ uint64_t* q_full() const { return reinterpret_cast<uint64_t*>(base + Traits::kBarOffset); }
   __device__ uint64_t* full(int stage) const { return q_full() + 1 + stage; }
   __device__ uint64_t* empty(int stage) const { return q_full() + 1 + Traits::kStages + stage; }
 };
+
+// 2^x by the SFU alone (ex2.approx.ftz: ~2 ulp; results below 2^-126 flush to 0, far below what
+// a 16-bit P or the fp32 row sum can hold next to the row maximum's 1).
+__device__ __forceinline__ float fast_exp2(float x) {
+  float y;
+  asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));
+  return y;
+}
 
 // Pins A-fragment registers around the asynchronous wgmma region (as hw::fence_regs does for
 // accumulators, HOPPER-PRIMITIVES.md section 2).
@@ -75,8 +77,6 @@ __device__ __forceinline__ int acc_col(int i, int lane) { return 8 * (i >> 2) + 
 
 template <class Traits>
 using WgmmaS = hw::Wgmma<std::is_same_v<typename Traits::Element, __nv_bfloat16>, Traits::kBlockN, 0, 0>;
-template <class Traits>
-using WgmmaO = hw::Wgmma<std::is_same_v<typename Traits::Element, __nv_bfloat16>, 64, 0, 1>;
 
 // Producer (one elected thread): Q once, then every KV tile of the CTA's range into the ring.
 template <class Traits>
@@ -120,31 +120,6 @@ __device__ __forceinline__ void gemm_scores(float (&s)[Traits::kBlockN / 2], con
   hw::wgmma_commit();
   hw::wgmma_wait<0>();
   hw::fence_regs(s);
-}
-
-// O += P V. d half hh: A = P [64 rows][kBlockN keys] K-major (key block kk / 4, +2 per k-step);
-// B = V box hh read MN-major ([keys][64 d], k-step kk = 16 key rows = +2048 bytes, descriptor
-// + 128).
-template <class Traits>
-__device__ __forceinline__ void gemm_output(float (&o)[2][32], const Smem<Traits>& sm, int stage, int wg) {
-  hw::fence_regs(o[0]);
-  hw::fence_regs(o[1]);
-  hw::wgmma_fence();
-#pragma unroll
-  for (int hh = 0; hh < 2; ++hh) {
-#pragma unroll
-    for (int kk = 0; kk < Traits::kBlockN / 16; ++kk) {
-      const uint64_t da = hw::desc_kmajor_sw128(sm.p(wg) + (kk / 4) * Traits::kPBlockBytes) + 2 * (kk % 4);
-      const uint64_t db =
-          hw::desc_mnmajor_sw128(sm.v(stage) + hh * Traits::kKvBoxBytes, static_cast<uint32_t>(Traits::kKvBoxBytes)) +
-          128 * kk;
-      WgmmaO<Traits>::mma(o[hh], da, db, 1);
-    }
-  }
-  hw::wgmma_commit();
-  hw::wgmma_wait<0>();
-  hw::fence_regs(o[0]);
-  hw::fence_regs(o[1]);
 }
 
 // O += P V, RS form: A = P from registers (k-step kk = accumulator registers 8kk..8kk+7 of S,
@@ -222,19 +197,25 @@ __device__ void consume(const KernelParams& p, const SeqInfo& s, const Smem<Trai
     hw::mbar_wait(sm.full(stage), static_cast<uint32_t>(it / Traits::kStages) & 1u);
     gemm_scores<Traits>(sacc, sm, stage, wg);
 
-    const int j0 = blk * Traits::kBlockN;
-    const bool full_tile = j0 >= common_lo && j0 + Traits::kBlockN - 1 <= common_hi;
+    // Scores to the log2 domain with one FFMA inside the exponent: p = 2^(s * mult - m), m the row
+    // max of s * mult. Every test on a uniform value (softcap, a tile that needs the mask) sits
+    // outside the per-element loops: ncu of the first cut showed ~69 branches per warp and tile
+    // (one per element) and instruction-fetch stalls as the largest stall reason.
+    float mult = p.scale * kLog2e;
+    if (p.softcap > 0.f) {
+      const float inv_cap = p.scale / p.softcap;
 #pragma unroll
-    for (int i = 0; i < kS; ++i) {
-      float x = sacc[i] * p.scale;
-      if (p.softcap > 0.f) x = p.softcap * tanhf(x / p.softcap);
-      x *= kLog2e;
-      if (!full_tile) {
+      for (int i = 0; i < kS; ++i) sacc[i] = p.softcap * tanhf(sacc[i] * inv_cap);
+      mult = kLog2e;
+    }
+    const int j0 = blk * Traits::kBlockN;
+    if (!(j0 >= common_lo && j0 + Traits::kBlockN - 1 <= common_hi)) {  // some key invisible to some row
+#pragma unroll
+      for (int i = 0; i < kS; ++i) {
         const int j = j0 + acc_col(i, lane);
         const KeyInterval& v = vis[acc_half(i)];
-        if (j < v.lo || j > v.hi) x = -INFINITY;
+        sacc[i] = (j < v.lo || j > v.hi) ? -INFINITY : sacc[i];
       }
-      sacc[i] = x;
     }
 
     // Online softmax per row: the thread's 32 values of each row, then the quad (lanes 4q..4q+3).
@@ -247,15 +228,15 @@ __device__ void consume(const KernelParams& p, const SeqInfo& s, const Smem<Trai
         if (acc_half(i) == r) mx = fmaxf(mx, sacc[i]);
       mx = fmaxf(mx, __shfl_xor_sync(kFullMask, mx, 1));
       mx = fmaxf(mx, __shfl_xor_sync(kFullMask, mx, 2));
-      const float m_new = fmaxf(m_run[r], mx);
+      const float m_new = fmaxf(m_run[r], mx * mult);  // mult > 0: the max commutes with it
       const float m_use = m_new == -INFINITY ? 0.f : m_new;  // a row with no visible key yet
-      alpha[r] = exp2f(m_run[r] - m_use);
+      alpha[r] = fast_exp2(m_run[r] - m_use);
       m_run[r] = m_new;
       float sum = 0.f;
 #pragma unroll
       for (int i = 0; i < kS; ++i) {
         if (acc_half(i) == r) {
-          sacc[i] = exp2f(sacc[i] - m_use);
+          sacc[i] = fast_exp2(fmaf(sacc[i], mult, -m_use));  // masked: -inf -> 0
           sum += sacc[i];
         }
       }
@@ -266,36 +247,13 @@ __device__ void consume(const KernelParams& p, const SeqInfo& s, const Smem<Trai
 #pragma unroll
       for (int i = 0; i < 32; ++i) o[hh][i] *= alpha[acc_half(i)];
 
-    if constexpr (Traits::kRs) {
-      // P stays in registers: accumulator registers 8kk..8kk+7 are k-step kk's A fragment.
-      uint32_t pfrag[Traits::kBlockN / 16][4];
+    // P stays in registers: accumulator registers 8kk..8kk+7 are k-step kk's A fragment.
+    uint32_t pfrag[Traits::kBlockN / 16][4];
 #pragma unroll
-      for (int kk = 0; kk < Traits::kBlockN / 16; ++kk)
+    for (int kk = 0; kk < Traits::kBlockN / 16; ++kk)
 #pragma unroll
-        for (int r = 0; r < 4; ++r) pfrag[kk][r] = pack2<T>(sacc[8 * kk + 2 * r], sacc[8 * kk + 2 * r + 1]);
-      gemm_output_rs<Traits>(o, pfrag, sm, stage);
-    } else {
-      // P -> this warpgroup's buffer as the A operand: row rr (0..63), key k: block k / 64, 128-byte
-      // row rr, 16-byte chunk ((k % 64) / 8) ^ (rr % 8) (128B swizzle), element k % 8. Registers i
-      // and i + 1 hold adjacent keys: one 4-byte store.
-      hw::named_bar_sync(kBarPFree + wg, 128);  // every warp's previous O wgmma has completed
-      unsigned char* pbuf = sm.p(wg);
-#pragma unroll
-      for (int i = 0; i < kS; i += 2) {
-        const int rr = 16 * warp_in_wg + lane / 4 + 8 * acc_half(i);
-        const int k = acc_col(i, lane);
-        const int kc = k % 64;
-        unsigned char* dst = pbuf + (k / 64) * Traits::kPBlockBytes + rr * 128 + (((kc >> 3) ^ (rr & 7)) << 4) + (kc & 7) * 2;
-        if constexpr (std::is_same_v<T, __nv_bfloat16>) {
-          *reinterpret_cast<__nv_bfloat162*>(dst) = __floats2bfloat162_rn(sacc[i], sacc[i + 1]);
-        } else {
-          *reinterpret_cast<__half2*>(dst) = __floats2half2_rn(sacc[i], sacc[i + 1]);
-        }
-      }
-      hw::fence_proxy_async_smem();
-      hw::named_bar_sync(kBarPReady + wg, 128);
-      gemm_output<Traits>(o, sm, stage, wg);
-    }
+      for (int r = 0; r < 4; ++r) pfrag[kk][r] = pack2<T>(sacc[8 * kk + 2 * r], sacc[8 * kk + 2 * r + 1]);
+    gemm_output_rs<Traits>(o, pfrag, sm, stage);
     __syncwarp();
     if (lane == 0) hw::mbar_arrive(sm.empty(stage));
   }
@@ -395,9 +353,9 @@ __global__ void __launch_bounds__(Traits::kThreads, 1)
 #endif
 }
 
-template <class T, bool kRs>
-Status launch_prefill_variant(const cuda_engine::KernelParams& p, const PrefillLaunch& l, cudaStream_t stream) {
-  using Traits = PrefillTraits<T, kRs>;
+template <class T>
+Status launch_prefill(const cuda_engine::KernelParams& p, const PrefillLaunch& l, cudaStream_t stream) {
+  using Traits = PrefillTraits<T>;
   auto* kernel = sm90_prefill_kernel<Traits>;
   GA_CUDA_RETURN_IF_ERROR(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                                static_cast<int>(Traits::kSmemBytes)));
@@ -406,11 +364,6 @@ Status launch_prefill_variant(const cuda_engine::KernelParams& p, const PrefillL
                                                                   *static_cast<const CUtensorMap*>(l.k_tmap),
                                                                   *static_cast<const CUtensorMap*>(l.v_tmap));
   return cuda::last_launch_status("sm90_prefill_kernel");
-}
-
-template <class T>
-Status launch_prefill(const cuda_engine::KernelParams& p, const PrefillLaunch& l, cudaStream_t stream) {
-  return l.rs ? launch_prefill_variant<T, true>(p, l, stream) : launch_prefill_variant<T, false>(p, l, stream);
 }
 
 }  // namespace groupattn::sm90_engine

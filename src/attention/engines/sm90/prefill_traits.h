@@ -1,22 +1,19 @@
 // Shapes of the sm90 prefill kernel (issue 3), shared by the host and the device code. No CUDA
-// types here. Two variants of the second product (kRs):
-//   SS (kRs = false; verified on the H200 at 136d1ec): P goes through shared memory, 2 stages.
-//   RS (kRs = true; EXPERIMENTAL, GROUPATTN_EXPERIMENTAL=1): P stays in registers as the A operand
-//      (wgmma m64n128k16 RS, one instruction per 16 keys over all 128 d), no P buffer and no named
-//      barriers, and the 32 KiB freed buys a third K/V stage.
+// types here. The second product is RS: P stays in registers as the A operand (wgmma m64n128k16,
+// one instruction per 16 keys over all 128 d), so no P buffer: the shared memory holds Q and three
+// K/V stages. (The first cut sent P through shared memory with two stages: 182 TFLOP/s against
+// 202 for this form on 64/8 B2 S8192 causal, docs/PREFILL_SM90.md.)
 //
 //   query tile  kBlockM = 128 rows of one query head: 64 per consumer warpgroup (wgmma M = 64)
 //   KV tile     kBlockN = 128 keys x kHeadDim = 128 (S = Q K^T is m64n128k16, N = keys)
 //   stages      kStages K+V tiles in flight (TMA, mbarrier ring)
 //   threads     two consumer warpgroups (256) + one producer warpgroup (128: one thread issues the
 //               TMA copies; a whole warpgroup so that setmaxnreg can move its registers to the
-//               consumers, 40 / 232 -- ptxas sizes a wgmma kernel's registers for whole warpgroups:
-//               with 288 threads it allotted 168 and spilled)
-// Operand forms, all verified on the H200 by the probe or the decode engine: S = Q K^T is SS with
-// both operands K-major (Q from its TMA boxes, K from its); O += P V is SS with A = P stored by the
-// threads K-major (as the decode engine's Q) and B = V read MN-major (imm-trans-b = 1, N = 64 per
-// d half, as the probe's test g). P goes through shared memory rather than registers (the RS form
-// is the RS variant).
+//               consumers, 40 / 200 -- at 184, 224, 232 and 240 ptxas serialized this kernel's wgmma
+//               (C7512, "insufficient register resources"); at 200 it did not, and nothing spills)
+// Operand forms, verified on the H200 by the probe's test g and this kernel's GPU tier: S = Q K^T
+// is SS with both operands K-major (Q from its TMA boxes, K from its); O += P V is RS with B = V
+// read MN-major (imm-trans-b = 1) over both 64-wide d boxes (LBO = their distance).
 #pragma once
 
 #include <cstddef>
@@ -27,21 +24,20 @@ namespace groupattn::sm90_engine {
 inline constexpr int kPrefillBlockM = 128;
 inline constexpr int kPrefillBlockN = 128;
 
-template <class T, bool kRs_ = false>
+template <class T>
 struct PrefillTraits {
   using Element = T;
-  static constexpr bool kRs = kRs_;
   static constexpr int kHeadDim = 128;
   static constexpr int kBlockM = kPrefillBlockM;
   static constexpr int kBlockN = kPrefillBlockN;
   static constexpr int kRowsPerWg = 64;
   static constexpr int kConsumerWgs = kBlockM / kRowsPerWg;  // 2
-  static constexpr int kStages = kRs ? 3 : 2;
+  static constexpr int kStages = 3;
   static constexpr int kConsumerWarps = 4 * kConsumerWgs;
   static constexpr int kConsumerThreads = 32 * kConsumerWarps;
   static constexpr int kThreads = kConsumerThreads + 128;  // + the producer warpgroup
   static constexpr int kProducerWarp = kConsumerWarps;     // its first warp
-  static constexpr uint32_t kProducerRegs = 40, kConsumerRegs = kRs ? 200 : 232;
+  static constexpr uint32_t kProducerRegs = 40, kConsumerRegs = 200;
 
   static constexpr int kSwizzleElems = 64;                   // 16-bit elements per 128-byte row
   static constexpr int kDBlocks = kHeadDim / kSwizzleElems;  // 2
@@ -53,20 +49,16 @@ struct PrefillTraits {
   static constexpr int kKvBoxBytes = kBlockN * 128;
   static constexpr int kTileBytes = kDBlocks * kKvBoxBytes;
   static constexpr int kStageBytes = 2 * kTileBytes;  // K then V
-  // P per consumer warpgroup: [64 rows][kBlockN keys] as kBlockN / 64 blocks of [64][64], K-major.
-  static constexpr int kPBlockBytes = kRowsPerWg * 128;
-  static constexpr int kPBytesPerWg = kRs ? 0 : (kBlockN / kSwizzleElems) * kPBlockBytes;
 
   static constexpr int kQOffset = 0;
   static constexpr int kStageOffset = kQOffset + kQBytes;
-  static constexpr int kPOffset = kStageOffset + kStages * kStageBytes;
-  static constexpr int kBarOffset = kPOffset + kConsumerWgs * kPBytesPerWg;
+  static constexpr int kBarOffset = kStageOffset + kStages * kStageBytes;
   static constexpr int kBarBytes = (1 + 2 * kStages) * 8;  // q_full, full[], empty[]
   static constexpr size_t kSmemBytes = static_cast<size_t>(kBarOffset + kBarBytes) + 1024;  // + alignment slack
 
   static_assert(sizeof(T) == 2, "wgmma path takes 16-bit inputs (bf16, fp16)");
   static_assert(kDBlocks == 2 && kBlockN % kSwizzleElems == 0, "tile shapes");
-  static_assert(kQBlockBytes % 1024 == 0 && kKvBoxBytes % 1024 == 0 && kPBlockBytes % 1024 == 0 &&
+  static_assert(kQBlockBytes % 1024 == 0 && kKvBoxBytes % 1024 == 0 &&
                     (kRowsPerWg * 128) % 1024 == 0,
                 "128B-swizzled operands start on 1024-byte boundaries (descriptor base offset 0)");
   static_assert(kSmemBytes <= 227 * 1024, "shared memory of one sm_90 CTA");

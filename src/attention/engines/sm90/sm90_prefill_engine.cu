@@ -3,8 +3,7 @@
 //
 // Its first cut (SS variant) passed its whole GPU tier on its first hardware run (136d1ec) and was
 // 1.3x the portable engine's speed there, so automatic selection picks it for the prefill problems
-// it supports (registered after the sm90 decode engine, before the portable one). GROUPATTN_
-// EXPERIMENTAL=1 switches to the RS variant (prefill_traits.h), not yet run on hardware.
+// it supports (registered after the sm90 decode engine, before the portable one).
 #include <cuda.h>
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
@@ -36,7 +35,7 @@ class Sm90PrefillAttention final : public AttentionEngine {
   }
   std::string supports() const override {
     return "device tensors, bf16/f16, head dim 128 (D == Dv), batched Q and K/V (no seqlens_k), causal, window, "
-           "softcap, scale, MHA/GQA/MQA (GROUPATTN_EXPERIMENTAL=1: the experimental RS variant)";
+           "softcap, scale, MHA/GQA/MQA";
   }
   Status available() const override { return sm90_engine::sm90_device_available("sm90-prefill"); }
 
@@ -81,7 +80,6 @@ class Sm90PrefillAttention final : public AttentionEngine {
     launch.q_tmap = &q_map;
     launch.k_tmap = &k_map;
     launch.v_tmap = &v_map;
-    launch.rs = sm90_engine::experimental_enabled();
     const auto s = static_cast<cudaStream_t>(stream);
     if (p.q.dtype == DType::kBF16) return sm90_engine::launch_prefill<__nv_bfloat16>(kp, launch, s);
     return sm90_engine::launch_prefill<__half>(kp, launch, s);
