@@ -18,7 +18,8 @@ namespace groupattn::sm90_engine {
 
 inline constexpr int64_t kMaxGridYZ = 65535;
 
-// Paths written without GPU time run only when the caller opts in with GROUPATTN_EXPERIMENTAL=1.
+// Paths not yet fit for default use (unverified, or verified but slower than the path they should
+// beat) run only when the caller opts in with GROUPATTN_EXPERIMENTAL=1.
 inline bool experimental_enabled() {
   const char* flag = std::getenv("GROUPATTN_EXPERIMENTAL");
   return flag != nullptr && std::strcmp(flag, "1") == 0;

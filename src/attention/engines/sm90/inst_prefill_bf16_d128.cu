@@ -1,4 +1,4 @@
-// Explicit instantiation: sm90 prefill kernel (EXPERIMENTAL), bf16, head dim 128.
+// Explicit instantiation: sm90 prefill kernel, bf16, head dim 128.
 #include "attention/engines/sm90/launch.h"
 #include "attention/engines/sm90/prefill_kernel.cuh"
 
