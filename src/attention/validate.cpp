@@ -10,6 +10,7 @@
 #include "attention/validate.h"
 
 #include <cmath>
+#include <limits>
 #include <string>
 #include <tuple>
 #include <vector>
@@ -358,7 +359,12 @@ Status check_qkv_indices(const AttentionParams& p, const RunOptions& options) {
   const int64_t page_size = paged ? p.k.shape[1] : 0;
   const int64_t max_pages = paged ? p.block_table.shape[1] : 0;
   // Batched: the cache holds Sk keys per row; paged: the block table addresses max_pages pages.
-  const int64_t capacity = paged ? max_pages * page_size : p.k.shape[1];
+  // Saturated: views too large to allocate still reach this check (found by the fuzzer: a block
+  // table ~2^62 pages wide times page_size 2 overflowed int64).
+  const int64_t capacity = !paged ? p.k.shape[1]
+                           : page_size > 0 && max_pages > std::numeric_limits<int64_t>::max() / page_size
+                               ? std::numeric_limits<int64_t>::max()
+                               : max_pages * page_size;
   const char* capacity_name = paged ? "max_pages * page_size" : "Sk (k.shape[1])";
   int64_t longest = 0;
   for (size_t b = 0; b < lens.size(); ++b) {

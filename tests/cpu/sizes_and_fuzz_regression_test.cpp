@@ -220,5 +220,26 @@ TEST(FuzzRegression, HugeWindowsEqualUnboundedInTheReference) {
   }
 }
 
+TEST(FuzzRegression, PagedCapacityOfAHugeBlockTableDoesNotOverflow) {
+  // Found by validate_attention_fuzz (CI, 8490949): seqlens_k's bound max_pages * page_size was
+  // computed in int64 for a block table [0, ~2^63 / 1.1] wide (empty: B = 0, so it spans nothing)
+  // with page_size 2 -- signed overflow (UBSan). The bound saturates now. Under plain builds the
+  // overflow was silent; fuzz/corpus/validate_attention_fuzz/regress-paged-capacity-overflow keeps
+  // the UBSan check in CI.
+  HostTensor q(DType::kF32, {0, 1, 32}), out(DType::kF32, {0, 1, 32}), k(DType::kF32, {1, 2, 1, 32}),
+      v(DType::kF32, {1, 2, 1, 32}), cu_q(DType::kI32, {1}), seqlens(DType::kI32, {0});
+  cu_q.fill(0);
+  AttentionParams p;
+  p.q = q.view(), p.out = out.view(), p.k = k.view(), p.v = v.view();
+  p.cu_seqlens_q = cu_q.view();
+  p.max_seqlen_q = 0;
+  p.seqlens_k = seqlens.view();
+  p.block_table = make_strided_view(fake(0), DType::kI32, {0, int64_t{8140523272870384283}}, {1, 1});
+  RunOptions o;
+  o.engine = "reference";
+  const Status s = attention(p, o);
+  EXPECT_TRUE(s.ok()) << s.to_string();
+}
+
 }  // namespace
 }  // namespace groupattn::test
