@@ -15,8 +15,8 @@ namespace {
 #if GROUPATTN_WITH_CUDA
 
 struct DecodeProblem {
-  HostTensor q{DType::kBF16, {1, 1, 8, 128}}, k{DType::kBF16, {1, 64, 2, 128}}, v{DType::kBF16, {1, 64, 2, 128}},
-      out{DType::kBF16, {1, 1, 8, 128}}, lse{DType::kF32, {8, 1}};
+  HostTensor q{DType::kBF16, {1, 1, 8, 128}}, k{DType::kBF16, {1, 64, 2, 128}},
+      v{DType::kBF16, {1, 64, 2, 128}}, out{DType::kBF16, {1, 1, 8, 128}}, lse{DType::kF32, {8, 1}};
   AttentionParams p;
   DecodeProblem() {
     q.fill(0.5);
@@ -38,35 +38,26 @@ TEST(Sm90EngineGate, HostTensorsGoToTheReference) {
   EXPECT_STREQ(name, "reference");
 }
 
-TEST(Sm90EngineGate, PinnedOnHostTensorsDeclinesWithReason) {
+// Pinning a Hopper engine on host tensors fails with the reason: without a device "no CUDA device
+// visible", with one the host tensors (or a device that is not compute capability 9.0).
+void expect_pinned_on_host_declines(const char* engine) {
   DecodeProblem d;
   RunOptions o;
-  o.engine = "sm90";
+  o.engine = engine;
   const char* name = nullptr;
   const Status s = attention_engine_for(d.p, o, &name);
-  ASSERT_FALSE(s.ok());
-  // Without a device: "no CUDA device visible"; with one: host tensors are declined.
+  ASSERT_FALSE(s.ok()) << engine;
   const std::string msg = s.to_string();
   EXPECT_TRUE(msg.find("no CUDA device visible") != std::string::npos ||
               msg.find("device (CUDA) tensors only") != std::string::npos ||
               msg.find("compute capability 9.0") != std::string::npos)
-      << msg;
+      << engine << ": " << msg;
 }
 
-// The Hopper prefill engine, pinned on host tensors (or without a Hopper device), declines with
-// the reason too.
+TEST(Sm90EngineGate, PinnedOnHostTensorsDeclinesWithReason) { expect_pinned_on_host_declines("sm90"); }
+
 TEST(Sm90EngineGate, PrefillPinnedOnHostTensorsDeclinesWithReason) {
-  DecodeProblem d;
-  RunOptions o;
-  o.engine = "sm90-prefill";
-  const char* name = nullptr;
-  const Status s = attention_engine_for(d.p, o, &name);
-  ASSERT_FALSE(s.ok());
-  const std::string msg = s.to_string();
-  EXPECT_TRUE(msg.find("no CUDA device visible") != std::string::npos ||
-              msg.find("device (CUDA) tensors only") != std::string::npos ||
-              msg.find("compute capability 9.0") != std::string::npos)
-      << msg;
+  expect_pinned_on_host_declines("sm90-prefill");
 }
 
 #endif  // GROUPATTN_WITH_CUDA

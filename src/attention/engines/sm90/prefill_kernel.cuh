@@ -28,6 +28,7 @@
 #include "attention/engines/sm90/launch.h"
 #include "attention/engines/sm90/prefill_traits.h"
 #include "cuda/cuda_check.h"
+#include "cuda/mma_sm80.cuh"
 #include "cuda/sm90/hopper.cuh"
 #include "cuda/sm90/wgmma.cuh"
 
@@ -147,23 +148,12 @@ __device__ __forceinline__ void gemm_output_rs(float (&o)[2][32], uint32_t (&pfr
   for (int kk = 0; kk < Traits::kBlockN / 16; ++kk) fence_u32(pfrag[kk]);
 }
 
-// Two floats -> one .b32 of two 16-bit values, lo in bits 0-15 (the RS A fragment's format).
-template <class T>
-__device__ __forceinline__ uint32_t pack2(float lo, float hi) {
-  if constexpr (std::is_same_v<T, __nv_bfloat16>) {
-    const __nv_bfloat162 v = __floats2bfloat162_rn(lo, hi);
-    return *reinterpret_cast<const uint32_t*>(&v);
-  } else {
-    const __half2 v = __floats2half2_rn(lo, hi);
-    return *reinterpret_cast<const uint32_t*>(&v);
-  }
-}
-
 // One consumer warpgroup's whole job: its 64 query rows against the CTA's KV tiles.
 template <class Traits>
 __device__ void consume(const KernelParams& p, const SeqInfo& s, const Smem<Traits>& sm, int h, int m0, int blk_begin,
                         int blk_end, int wg, int warp_in_wg, int lane) {
   using T = typename Traits::Element;
+  using Store = ::groupattn::cuda::MmaType<T>;  // packs the RS A fragment
   constexpr int kS = Traits::kBlockN / 2;  // S accumulator registers per thread
   // The thread's two rows (query tokens of the sequence): r and r + 8.
   const int row_base = m0 + wg * Traits::kRowsPerWg + 16 * warp_in_wg + lane / 4;
@@ -252,7 +242,7 @@ __device__ void consume(const KernelParams& p, const SeqInfo& s, const Smem<Trai
 #pragma unroll
     for (int kk = 0; kk < Traits::kBlockN / 16; ++kk)
 #pragma unroll
-      for (int r = 0; r < 4; ++r) pfrag[kk][r] = pack2<T>(sacc[8 * kk + 2 * r], sacc[8 * kk + 2 * r + 1]);
+      for (int r = 0; r < 4; ++r) pfrag[kk][r] = Store::pack(sacc[8 * kk + 2 * r], sacc[8 * kk + 2 * r + 1]);
     gemm_output_rs<Traits>(o, pfrag, sm, stage);
     __syncwarp();
     if (lane == 0) hw::mbar_arrive(sm.empty(stage));
