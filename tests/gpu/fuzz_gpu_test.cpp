@@ -359,7 +359,7 @@ TEST_F(GpuFuzz, AttentionRandomValidProblems) {
               only >= 0 ? (" (case " + std::to_string(only) + " only)").c_str() : "");
   const auto t0 = std::chrono::steady_clock::now();
   Tally t;
-  int sm90_run = 0;
+  int hopper_run = 0;
   for (int i = 0; i < cases; ++i) {
     if (only >= 0 && i != only) continue;
     const AttnDraw a = draw_attention(case_seed(seed, static_cast<uint64_t>(i)));
@@ -371,17 +371,17 @@ TEST_F(GpuFuzz, AttentionRandomValidProblems) {
     // The Hopper engines serve subsets (decode: D = 128, batched or paged by 64; prefill: D = 128,
     // batched): every drawn problem one accepts is checked the same way; their declines are expected.
     for (const char* hopper : {"sm90", "sm90-prefill"}) {
-      const std::string r90 = run_attention_case(a, hopper);
-      if (r90.rfind("declined: ", 0) == 0) continue;
-      ++sm90_run;
-      if (!r90.empty()) {
+      const std::string r_hopper = run_attention_case(a, hopper);
+      if (r_hopper.rfind("declined: ", 0) == 0) continue;
+      ++hopper_run;
+      if (!r_hopper.empty()) {
         ++t.failed;
-        std::string repro90 = repro;  // the same lines with the engine swapped
-        if (const size_t at = repro90.find("--engine cuda"); at != std::string::npos) {
-          repro90.replace(at, 13, std::string("--engine ") + hopper);
+        std::string repro_hopper = repro;  // the same lines with the engine swapped
+        if (const size_t at = repro_hopper.find("--engine cuda"); at != std::string::npos) {
+          repro_hopper.replace(at, 13, std::string("--engine ") + hopper);
         }
-        std::printf("[gpu-fuzz] FAIL attention case %d (engine %s): %s | %s | repro: %s\n", i, hopper, r90.c_str(),
-                    label.c_str(), repro90.c_str());
+        std::printf("[gpu-fuzz] FAIL attention case %d (engine %s): %s | %s | repro: %s\n", i, hopper, r_hopper.c_str(),
+                    label.c_str(), repro_hopper.c_str());
       }
     }
     if (result.rfind("declined: ", 0) == 0) {
@@ -405,7 +405,7 @@ TEST_F(GpuFuzz, AttentionRandomValidProblems) {
   std::printf("[gpu-fuzz] attention summary: seed %llu, %d cases run, %d declined (%s), %d unexpected declines, "
               "%d also run on sm90 or sm90-prefill, %d failed, %.1f s\n",
               static_cast<unsigned long long>(seed), t.run, t.declined, reasons_string(t.reasons).c_str(),
-              t.unexpected_declines, sm90_run, t.failed, secs);
+              t.unexpected_declines, hopper_run, t.failed, secs);
   EXPECT_EQ(t.failed, 0) << t.failed << " of " << t.run << " attention cases failed (lines starting [gpu-fuzz] FAIL)";
   EXPECT_EQ(t.unexpected_declines, 0) << "the cuda engine declined problems it should serve";
 }
