@@ -28,6 +28,7 @@
 #include "attention/engines/sm90/launch.h"
 #include "attention/engines/sm90/prefill_traits.h"
 #include "cuda/cuda_check.h"
+#include "cuda/fast_math.cuh"
 #include "cuda/mma_sm80.cuh"
 #include "cuda/sm90/hopper.cuh"
 #include "cuda/sm90/wgmma.cuh"
@@ -55,14 +56,6 @@ struct Smem {
   __device__ uint64_t* full(int stage) const { return q_full() + 1 + stage; }
   __device__ uint64_t* empty(int stage) const { return q_full() + 1 + Traits::kStages + stage; }
 };
-
-// 2^x by the SFU alone (ex2.approx.ftz: ~2 ulp; results below 2^-126 flush to 0, far below what
-// a 16-bit P or the fp32 row sum can hold next to the row maximum's 1).
-__device__ __forceinline__ float fast_exp2(float x) {
-  float y;
-  asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));
-  return y;
-}
 
 // Pins A-fragment registers around the asynchronous wgmma region (as hw::fence_regs does for
 // accumulators, HOPPER-PRIMITIVES.md section 2).
@@ -220,13 +213,13 @@ __device__ void consume(const KernelParams& p, const SeqInfo& s, const Smem<Trai
       mx = fmaxf(mx, __shfl_xor_sync(kFullMask, mx, 2));
       const float m_new = fmaxf(m_run[r], mx * mult);  // mult > 0: the max commutes with it
       const float m_use = m_new == -INFINITY ? 0.f : m_new;  // a row with no visible key yet
-      alpha[r] = fast_exp2(m_run[r] - m_use);
+      alpha[r] = ::groupattn::cuda::fast_exp2(m_run[r] - m_use);
       m_run[r] = m_new;
       float sum = 0.f;
 #pragma unroll
       for (int i = 0; i < kS; ++i) {
         if (acc_half(i) == r) {
-          sacc[i] = fast_exp2(fmaf(sacc[i], mult, -m_use));  // masked: -inf -> 0
+          sacc[i] = ::groupattn::cuda::fast_exp2(fmaf(sacc[i], mult, -m_use));  // masked: -inf -> 0
           sum += sacc[i];
         }
       }
