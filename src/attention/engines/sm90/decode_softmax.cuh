@@ -4,10 +4,11 @@
 // r = 16 * warp + lane / 4, for columns 8j + 2 * (lane % 4) + {0, 1}, j < kN / 8. A column max is:
 // the thread's two rows, then the warp's 8 row groups (shuffles over lane bits 2-4), then the 4
 // warps through shared memory (one named barrier). The column sums stay per-thread partials until
-// the epilogue. Everything in log2 units (scores * log2 e), as the portable engine.
+// the epilogue. Maxima and sums in log2 units (scores * scale * log2 e), as the portable engine.
 #pragma once
 
 #include "attention/engines/sm90/decode_mainloop.cuh"
+#include "cuda/fast_math.cuh"
 
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
 
@@ -31,8 +32,9 @@ struct ColumnSoftmax {
   }
   static __device__ __forceinline__ int col_of_reg(int i, int lane) { return 8 * (i >> 2) + 2 * (lane % 4) + (i & 1); }
 
-  float m_run[kCols];  // running column max (the same in every thread holding the column)
+  float m_run[kCols];  // running column max of score * mult (the same in every thread holding the column)
   float l_run[kCols];  // this thread's share of the column sum (its two rows)
+  float mult = 1.f;    // score -> log2 units (set by scale_and_mask)
 
   __device__ void init() {
 #pragma unroll
@@ -42,28 +44,34 @@ struct ColumnSoftmax {
     }
   }
 
-  // scores * scale, softcap, to log2 units; keys a column must not see -> -inf. `full_tile`: every
-  // key of the tile is visible to every column (no per-element test).
-  // k_scale: an fp8 cache's key scale (the dot products are of the stored fp8 keys); unused else.
+  // Softcap and mask on the raw scores; keys a column must not see -> -inf. `full_tile`: every key
+  // of the tile is visible to every column (no per-element test). The scale (times an fp8
+  // cache's key scale: the dot products are of the stored fp8 keys) and log2(e) become `mult`,
+  // applied by one FFMA inside the exponent in update(). The uniform tests sit outside the
+  // element loops (the per-element form cost sm90-prefill 2.7x, docs/PREFILL_SM90.md).
   __device__ void scale_and_mask(float (&s)[kRegs], const KernelParams& p, const CtaWork& w, int blk, bool full_tile,
-                                 int warp, int lane, float k_scale) const {
+                                 int warp, int lane, float k_scale) {
+    float scale = p.scale;
+    if constexpr (Traits::kFp8) scale *= k_scale;
+    mult = scale * kLog2e;
+    if (p.softcap > 0.f) {
+      const float inv_cap = scale / p.softcap;
 #pragma unroll
-    for (int i = 0; i < kRegs; ++i) {
-      float x = s[i] * p.scale;
-      if constexpr (Traits::kFp8) x *= k_scale;
-      if (p.softcap > 0.f) x = p.softcap * tanhf(x / p.softcap);
-      x *= kLog2e;
-      if (!full_tile) {
+      for (int i = 0; i < kRegs; ++i) s[i] = p.softcap * tanhf(s[i] * inv_cap);
+      mult = kLog2e;
+    }
+    if (!full_tile) {
+#pragma unroll
+      for (int i = 0; i < kRegs; ++i) {
         const int j = blk * Traits::kBlockKV + row_of(i, warp, lane);
         const int n = col_of_reg(i, lane);
         if (n < w.cols) {
           const KeyInterval vis = cuda_engine::visible_keys(p, w.s, (w.col0 + n) / p.group);
-          if (j < vis.lo || j > vis.hi) x = -INFINITY;
+          if (j < vis.lo || j > vis.hi) s[i] = -INFINITY;
         } else {
-          x = -INFINITY;  // padding column: never written
+          s[i] = -INFINITY;  // padding column: never written
         }
       }
-      s[i] = x;
     }
   }
 
@@ -90,13 +98,13 @@ struct ColumnSoftmax {
       float tile_max = red_max[col];
 #pragma unroll
       for (int wi = 1; wi < Traits::kConsumerWarps; ++wi) tile_max = fmaxf(tile_max, red_max[wi * Traits::kN + col]);
-      const float m_new = fmaxf(m_run[c], tile_max);
+      const float m_new = fmaxf(m_run[c], tile_max * mult);  // mult > 0: the max commutes with it
       const float m_use = m_new == -INFINITY ? 0.f : m_new;  // column with no visible key yet
-      const float alpha = exp2f(m_run[c] - m_use);
+      const float alpha = ::groupattn::cuda::fast_exp2(m_run[c] - m_use);
       m_run[c] = m_new;
       const int i = reg_of(c);
-      s[i] = exp2f(s[i] - m_use);
-      s[i + 2] = exp2f(s[i + 2] - m_use);
+      s[i] = ::groupattn::cuda::fast_exp2(fmaf(s[i], mult, -m_use));  // masked: -inf -> 0
+      s[i + 2] = ::groupattn::cuda::fast_exp2(fmaf(s[i + 2], mult, -m_use));
       l_run[c] = l_run[c] * alpha + (s[i] + s[i + 2]);
 #pragma unroll
       for (int h = 0; h < 2; ++h) {
