@@ -41,13 +41,19 @@ __device__ __forceinline__ void mbar_arrive_expect_tx(uint64_t* bar, uint32_t by
 }
 __device__ __forceinline__ void mbar_arrive(uint64_t* bar) { (void)ptx::mbarrier_arrive(bar); }
 
+// The hang guard's trap, out of line on purpose: a trap inlined into a setmaxnreg kernel makes
+// ptxas allocate the whole kernel within the entry register count (168 at 384 threads) and ignore
+// the consumers' setmaxnreg.inc budget -- the overlapped sm90 prefill loop spilled 260 bytes and
+// had its wgmma serialized (C7512) with it inline, and nothing without it (same budget).
+__device__ __noinline__ void hang_trap() { __trap(); }
+
 // Waits until the phase with `parity` completed. An unverified kernel must not hang the GPU: after
 // about 4 s of global time the CTA traps (the launch then fails with an error the caller sees).
 __device__ __forceinline__ void mbar_wait(uint64_t* bar, uint32_t parity) {
   if (ptx::mbarrier_try_wait_parity(bar, parity)) return;
   const uint64_t t0 = ptx::get_sreg_globaltimer();
   while (!ptx::mbarrier_try_wait_parity(bar, parity)) {
-    if (ptx::get_sreg_globaltimer() - t0 > 4000000000ull) __trap();
+    if (ptx::get_sreg_globaltimer() - t0 > 4000000000ull) hang_trap();
   }
 }
 

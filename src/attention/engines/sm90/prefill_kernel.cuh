@@ -97,13 +97,12 @@ __device__ void produce(const Smem<Traits>& sm, const CUtensorMap* tq, const CUt
   }
 }
 
-// S = Q K^T for warpgroup wg's 64 rows (fresh accumulators). k-step kk: d block kk / 4, +32 bytes
-// per step inside a block (descriptor + 2), on both operands.
+// S = Q K^T for warpgroup wg's 64 rows (fresh accumulators), issued only: the caller fences,
+// commits and waits. k-step kk: d block kk / 4, +32 bytes per step inside a block (descriptor
+// + 2), on both operands.
 template <class Traits>
-__device__ __forceinline__ void gemm_scores(float (&s)[Traits::kBlockN / 2], const Smem<Traits>& sm, int stage,
-                                            int wg) {
-  hw::fence_regs(s);
-  hw::wgmma_fence();
+__device__ __forceinline__ void issue_scores(float (&s)[Traits::kBlockN / 2], const Smem<Traits>& sm, int stage,
+                                             int wg) {
 #pragma unroll
   for (int kk = 0; kk < Traits::kHeadDim / 16; ++kk) {
     const uint64_t da =
@@ -111,30 +110,27 @@ __device__ __forceinline__ void gemm_scores(float (&s)[Traits::kBlockN / 2], con
     const uint64_t db = hw::desc_kmajor_sw128(sm.k(stage) + (kk / 4) * Traits::kKvBoxBytes) + 2 * (kk % 4);
     WgmmaS<Traits>::mma(s, da, db, kk > 0 ? 1 : 0);
   }
-  hw::wgmma_commit();
-  hw::wgmma_wait<0>();
-  hw::fence_regs(s);
 }
 
-// O += P V, RS form: A = P from registers (k-step kk = accumulator registers 8kk..8kk+7 of S,
-// packed pairwise: pfrag[kk]), B = V read MN-major over all 128 d at once (the two 64-wide d boxes
-// kKvBoxBytes apart = the descriptor's LBO; k-step kk = 16 key rows = +2048 bytes).
+// O += P V, RS form, issued only: A = P from registers (k-step kk = accumulator registers
+// 8kk..8kk+7 of S, packed pairwise: pfrag[kk]), B = V read MN-major over all 128 d at once (the
+// two 64-wide d boxes kKvBoxBytes apart = the descriptor's LBO; k-step kk = 16 key rows = +2048
+// bytes).
 template <class Traits>
-__device__ __forceinline__ void gemm_output_rs(float (&o)[2][32], uint32_t (&pfrag)[Traits::kBlockN / 16][4],
-                                               const Smem<Traits>& sm, int stage) {
-  hw::fence_regs(o[0]);
-  hw::fence_regs(o[1]);
-#pragma unroll
-  for (int kk = 0; kk < Traits::kBlockN / 16; ++kk) fence_u32(pfrag[kk]);
-  hw::wgmma_fence();
+__device__ __forceinline__ void issue_output(float (&o)[2][32], const uint32_t (&pfrag)[Traits::kBlockN / 16][4],
+                                             const Smem<Traits>& sm, int stage) {
 #pragma unroll
   for (int kk = 0; kk < Traits::kBlockN / 16; ++kk) {
     const uint64_t db =
         hw::desc_mnmajor_sw128(sm.v(stage) + kk * 16 * 128, static_cast<uint32_t>(Traits::kKvBoxBytes));
     hw::WgmmaRs128<std::is_same_v<typename Traits::Element, __nv_bfloat16>, 1>::mma(o, pfrag[kk], db, 1);
   }
-  hw::wgmma_commit();
-  hw::wgmma_wait<0>();
+}
+
+// Pins the registers an in-flight wgmma group may touch (accumulators and A fragments) at the
+// points where the asynchronous region starts and ends (HOPPER-PRIMITIVES.md section 2).
+template <class Traits>
+__device__ __forceinline__ void fence_output(float (&o)[2][32], uint32_t (&pfrag)[Traits::kBlockN / 16][4]) {
   hw::fence_regs(o[0]);
   hw::fence_regs(o[1]);
 #pragma unroll
@@ -146,7 +142,7 @@ template <class Traits>
 __device__ void consume(const KernelParams& p, const SeqInfo& s, const Smem<Traits>& sm, int h, int m0, int blk_begin,
                         int blk_end, int wg, int warp_in_wg, int lane) {
   using T = typename Traits::Element;
-  using Store = ::groupattn::cuda::MmaType<T>;  // packs the RS A fragment
+  using Store = ::groupattn::cuda::MmaType<T>;  // pack (RS A fragment), store2 (O)
   constexpr int kS = Traits::kBlockN / 2;  // S accumulator registers per thread
   // The thread's two rows (query tokens of the sequence): r and r + 8.
   const int row_base = m0 + wg * Traits::kRowsPerWg + 16 * warp_in_wg + lane / 4;
@@ -174,12 +170,10 @@ __device__ void consume(const KernelParams& p, const SeqInfo& s, const Smem<Trai
   float m_run[2] = {-INFINITY, -INFINITY}, l_run[2] = {0.f, 0.f};
   float sacc[kS];
 
-  hw::mbar_wait(sm.q_full(), 0);
-  for (int blk = blk_begin, it = 0; blk < blk_end; ++blk, ++it) {
-    const int stage = it % Traits::kStages;
-    hw::mbar_wait(sm.full(stage), static_cast<uint32_t>(it / Traits::kStages) & 1u);
-    gemm_scores<Traits>(sacc, sm, stage, wg);
-
+  // Softmax of one tile's scores (sacc, in place: scores -> probabilities), updating the running
+  // max and sum; alpha: how much the rows' earlier O must shrink (applied by the caller, once the
+  // previous tile's O product has completed).
+  auto softmax_tile = [&](int blk, float (&alpha)[2]) {
     // Scores to the log2 domain with one FFMA inside the exponent: p = 2^(s * mult - m), m the row
     // max of s * mult. Every test on a uniform value (softcap, a tile that needs the mask) sits
     // outside the per-element loops: ncu of the first cut showed ~69 branches per warp and tile
@@ -202,7 +196,6 @@ __device__ void consume(const KernelParams& p, const SeqInfo& s, const Smem<Trai
     }
 
     // Online softmax per row: the thread's 32 values of each row, then the quad (lanes 4q..4q+3).
-    float alpha[2];
 #pragma unroll
     for (int r = 0; r < 2; ++r) {
       float mx = -INFINITY;
@@ -225,20 +218,65 @@ __device__ void consume(const KernelParams& p, const SeqInfo& s, const Smem<Trai
       }
       l_run[r] = l_run[r] * alpha[r] + sum;
     }
-#pragma unroll
-    for (int hh = 0; hh < 2; ++hh)
-#pragma unroll
-      for (int i = 0; i < 32; ++i) o[hh][i] *= alpha[acc_half(i)];
-
-    // P stays in registers: accumulator registers 8kk..8kk+7 are k-step kk's A fragment.
-    uint32_t pfrag[Traits::kBlockN / 16][4];
+  };
+  auto pack_p = [&](uint32_t (&pf)[Traits::kBlockN / 16][4]) {
 #pragma unroll
     for (int kk = 0; kk < Traits::kBlockN / 16; ++kk)
 #pragma unroll
-      for (int r = 0; r < 4; ++r) pfrag[kk][r] = Store::pack(sacc[8 * kk + 2 * r], sacc[8 * kk + 2 * r + 1]);
-    gemm_output_rs<Traits>(o, pfrag, sm, stage);
+      for (int r = 0; r < 4; ++r) pf[kk][r] = Store::pack(sacc[8 * kk + 2 * r], sacc[8 * kk + 2 * r + 1]);
+  };
+  auto release = [&](int stage) {
     __syncwarp();
     if (lane == 0) hw::mbar_arrive(sm.empty(stage));
+  };
+
+  // Intra-warpgroup overlap: tile it's S = Q K^T and tile it-1's O += P V are issued together;
+  // the softmax of tile it runs while the O product is still on the tensor cores. Order per tile:
+  // O(it-1) done -> free its stage -> O *= alpha(it) -> P(it) becomes the next A operand.
+  hw::mbar_wait(sm.q_full(), 0);
+  if (blk_begin < blk_end) {
+    uint32_t pfrag[Traits::kBlockN / 16][4];
+    float alpha[2];
+    hw::mbar_wait(sm.full(0), 0u);
+    hw::fence_regs(sacc);
+    hw::wgmma_fence();
+    issue_scores<Traits>(sacc, sm, 0, wg);
+    hw::wgmma_commit();
+    hw::wgmma_wait<0>();
+    hw::fence_regs(sacc);
+    softmax_tile(blk_begin, alpha);  // O is still zero: nothing to rescale
+    pack_p(pfrag);
+    int prev_stage = 0;
+    for (int blk = blk_begin + 1, it = 1; blk < blk_end; ++blk, ++it) {
+      const int stage = it % Traits::kStages;
+      hw::mbar_wait(sm.full(stage), static_cast<uint32_t>(it / Traits::kStages) & 1u);
+      hw::fence_regs(sacc);
+      fence_output<Traits>(o, pfrag);
+      hw::wgmma_fence();
+      issue_scores<Traits>(sacc, sm, stage, wg);
+      hw::wgmma_commit();
+      issue_output<Traits>(o, pfrag, sm, prev_stage);
+      hw::wgmma_commit();
+      hw::wgmma_wait<1>();  // the scores (the older group) are done; O += P V may still run
+      hw::fence_regs(sacc);
+      softmax_tile(blk, alpha);
+      hw::wgmma_wait<0>();
+      fence_output<Traits>(o, pfrag);
+      release(prev_stage);
+#pragma unroll
+      for (int hh = 0; hh < 2; ++hh)
+#pragma unroll
+        for (int i = 0; i < 32; ++i) o[hh][i] *= alpha[acc_half(i)];
+      pack_p(pfrag);  // after the wait: P(it-1)'s registers are free again
+      prev_stage = stage;
+    }
+    fence_output<Traits>(o, pfrag);
+    hw::wgmma_fence();
+    issue_output<Traits>(o, pfrag, sm, prev_stage);
+    hw::wgmma_commit();
+    hw::wgmma_wait<0>();
+    fence_output<Traits>(o, pfrag);
+    release(prev_stage);
   }
 
   // Epilogue: row sums over the quad, normalise, write O (pairs of adjacent d) and LSE.
@@ -258,11 +296,7 @@ __device__ void consume(const KernelParams& p, const SeqInfo& s, const Smem<Trai
       for (int i = 0; i < 32; i += 2) {
         if (acc_half(i) != r) continue;
         const int d = 64 * hh + acc_col(i, lane);
-        if constexpr (std::is_same_v<T, __nv_bfloat16>) {
-          *reinterpret_cast<__nv_bfloat162*>(out + d) = __floats2bfloat162_rn(o[hh][i] * inv, o[hh][i + 1] * inv);
-        } else {
-          *reinterpret_cast<__half2*>(out + d) = __floats2half2_rn(o[hh][i] * inv, o[hh][i + 1] * inv);
-        }
+        Store::store2(out + d, o[hh][i] * inv, o[hh][i + 1] * inv);
       }
     }
     if (p.lse != nullptr && (lane & 3) == 0) {
@@ -313,10 +347,10 @@ __device__ void prefill_cta(const KernelParams& p, const CUtensorMap* tq, const 
   if (warp >= Traits::kProducerWarp) {  // the producer warpgroup: one thread issues every copy
     hw::setmaxnreg_dec<Traits::kProducerRegs>();
     if (warp == Traits::kProducerWarp && lane == 0) produce<Traits>(sm, tq, tk, tv, h, kvh, b, m0, blk_begin, blk_end);
-    return;
+  } else {
+    hw::setmaxnreg_inc<Traits::kConsumerRegs>();
+    consume<Traits>(p, s, sm, h, m0, blk_begin, blk_end, warp / 4, warp % 4, lane);
   }
-  hw::setmaxnreg_inc<Traits::kConsumerRegs>();
-  consume<Traits>(p, s, sm, h, m0, blk_begin, blk_end, warp / 4, warp % 4, lane);
 }
 
 }  // namespace prefill_detail

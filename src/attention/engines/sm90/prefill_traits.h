@@ -9,8 +9,9 @@
 //   stages      kStages K+V tiles in flight (TMA, mbarrier ring)
 //   threads     two consumer warpgroups (256) + one producer warpgroup (128: one thread issues the
 //               TMA copies; a whole warpgroup so that setmaxnreg can move its registers to the
-//               consumers, 40 / 200 -- at 184, 224, 232 and 240 ptxas serialized this kernel's wgmma
-//               (C7512, "insufficient register resources"); at 200 it did not, and nothing spills)
+//               consumers, 24 / 240. The overlapped loop holds S (64), O (64) and P (32)
+//               registers at once: it needs the consumers' budget above the 168 at entry, which
+//               ptxas honours only with the hang guard's trap out of line (hw::hang_trap))
 // Operand forms, verified on the H200 by the probe's test g and this kernel's GPU tier: S = Q K^T
 // is SS with both operands K-major (Q from its TMA boxes, K from its); O += P V is RS with B = V
 // read MN-major (imm-trans-b = 1) over both 64-wide d boxes (LBO = their distance).
@@ -37,7 +38,7 @@ struct PrefillTraits {
   static constexpr int kConsumerThreads = 32 * kConsumerWarps;
   static constexpr int kThreads = kConsumerThreads + 128;  // + the producer warpgroup
   static constexpr int kProducerWarp = kConsumerWarps;     // its first warp
-  static constexpr uint32_t kProducerRegs = 40, kConsumerRegs = 200;
+  static constexpr uint32_t kProducerRegs = 24, kConsumerRegs = 240;
 
   static constexpr int kSwizzleElems = 64;                   // 16-bit elements per 128-byte row
   static constexpr int kDBlocks = kHeadDim / kSwizzleElems;  // 2
