@@ -41,6 +41,10 @@ struct TileTraits {
   static constexpr int kBlockM = kWarps * kMmaM;           // packed query rows per CTA
   // Keys per tile: 256-wide heads halve it to keep the O accumulator plus S in registers.
   static constexpr int kBlockN = kHeadDim <= 128 ? 64 : 32;
+  // Left to itself, ptxas capped the D <= 64 kernel at 128 registers (4 CTAs per SM) and spilled
+  // 20 B; asking for 3 CTAs lets it use 150 without spilling. D 128 and 256 are left alone: 0
+  // emits no hint (3 spills there; even an explicit 1 moved D 128 from 167 to 181 registers).
+  static constexpr int kMinCtasPerSm = kHeadDim <= 64 ? 3 : 0;
   static constexpr int kChunk = 16 / static_cast<int>(sizeof(T));  // elements per 16-byte copy
   // Shared rows padded by one 16-byte chunk: rows stay 16-byte aligned and consecutive rows start
   // 4 banks apart, so the fragment loads (8 rows x 4 words) hit 32 distinct banks.
@@ -311,7 +315,7 @@ struct TileKernel {
 };
 
 template <class Traits>
-__global__ void __launch_bounds__(Traits::kThreads) attention_tile_kernel(const KernelParams p) {
+__global__ void __launch_bounds__(Traits::kThreads, Traits::kMinCtasPerSm) attention_tile_kernel(const KernelParams p) {
   TileKernel<Traits>::run(p);
 }
 
