@@ -82,6 +82,10 @@ __device__ __forceinline__ void fence_proxy_async_smem() { ptx::fence_proxy_asyn
 __device__ __forceinline__ void named_bar_sync(uint32_t id, uint32_t n) {
   asm volatile("bar.sync %0, %1;" ::"r"(id), "r"(n) : "memory");
 }
+// Arrives on named barrier `id` (of `n` threads) without waiting: releases the threads that sync on it.
+__device__ __forceinline__ void named_bar_arrive(uint32_t id, uint32_t n) {
+  asm volatile("bar.arrive %0, %1;" ::"r"(id), "r"(n) : "memory");
+}
 
 // ---- wgmma plumbing -------------------------------------------------------------------------
 

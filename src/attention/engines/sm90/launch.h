@@ -29,6 +29,7 @@ struct PrefillLaunch {
   const void* q_tmap = nullptr;
   const void* k_tmap = nullptr;
   const void* v_tmap = nullptr;
+  bool pingpong = false;  // EXPERIMENTAL: the consumer warpgroups take turns on the tensor cores
 };
 
 // Runs the prefill kernel (grid: m_blocks, Hq, B); p.num_splits must be 1.

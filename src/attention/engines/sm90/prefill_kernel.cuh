@@ -225,6 +225,20 @@ __device__ void consume(const KernelParams& p, const SeqInfo& s, const Smem<Trai
 #pragma unroll
       for (int r = 0; r < 4; ++r) pf[kk][r] = Store::pack(sacc[8 * kk + 2 * r], sacc[8 * kk + 2 * r + 1]);
   };
+  // Pingpong turns (Traits::kPingpong): warpgroup wg issues its GEMMs only after syncing on
+  // barrier kBarTurn + wg, then releases the other's. Both warpgroups take T = tiles + 1 turns
+  // (S of the first tile; S and the previous O; the last O). Warpgroup 0 goes first: warpgroup 1
+  // pre-arrives once on barrier 0 and skips its arrive after its last turn, so every barrier gets
+  // exactly T releases and none is left half-arrived when the CTA exits.
+  constexpr uint32_t kBarTurn = 1, kTurnThreads = 2 * 128;
+  auto turn_begin = [&] {
+    if constexpr (Traits::kPingpong) hw::named_bar_sync(kBarTurn + wg, kTurnThreads);
+  };
+  auto turn_end = [&](bool last) {
+    if constexpr (Traits::kPingpong) {
+      if (!(last && wg == 1)) hw::named_bar_arrive(kBarTurn + (1 - wg), kTurnThreads);
+    }
+  };
   auto release = [&](int stage) {
     __syncwarp();
     if (lane == 0) hw::mbar_arrive(sm.empty(stage));
@@ -237,11 +251,16 @@ __device__ void consume(const KernelParams& p, const SeqInfo& s, const Smem<Trai
   if (blk_begin < blk_end) {
     uint32_t pfrag[Traits::kBlockN / 16][4];
     float alpha[2];
+    if constexpr (Traits::kPingpong) {
+      if (wg == 1) hw::named_bar_arrive(kBarTurn, kTurnThreads);
+    }
     hw::mbar_wait(sm.full(0), 0u);
     hw::fence_regs(sacc);
+    turn_begin();
     hw::wgmma_fence();
     issue_scores<Traits>(sacc, sm, 0, wg);
     hw::wgmma_commit();
+    turn_end(false);
     hw::wgmma_wait<0>();
     hw::fence_regs(sacc);
     softmax_tile(blk_begin, alpha);  // O is still zero: nothing to rescale
@@ -252,11 +271,13 @@ __device__ void consume(const KernelParams& p, const SeqInfo& s, const Smem<Trai
       hw::mbar_wait(sm.full(stage), static_cast<uint32_t>(it / Traits::kStages) & 1u);
       hw::fence_regs(sacc);
       fence_output<Traits>(o, pfrag);
+      turn_begin();
       hw::wgmma_fence();
       issue_scores<Traits>(sacc, sm, stage, wg);
       hw::wgmma_commit();
       issue_output<Traits>(o, pfrag, sm, prev_stage);
       hw::wgmma_commit();
+      turn_end(false);
       hw::wgmma_wait<1>();  // the scores (the older group) are done; O += P V may still run
       hw::fence_regs(sacc);
       softmax_tile(blk, alpha);
@@ -271,9 +292,11 @@ __device__ void consume(const KernelParams& p, const SeqInfo& s, const Smem<Trai
       prev_stage = stage;
     }
     fence_output<Traits>(o, pfrag);
+    turn_begin();
     hw::wgmma_fence();
     issue_output<Traits>(o, pfrag, sm, prev_stage);
     hw::wgmma_commit();
+    turn_end(true);
     hw::wgmma_wait<0>();
     fence_output<Traits>(o, pfrag);
     release(prev_stage);
@@ -370,9 +393,8 @@ __global__ void __launch_bounds__(Traits::kThreads, 1)
 #endif
 }
 
-template <class T>
-Status launch_prefill(const cuda_engine::KernelParams& p, const PrefillLaunch& l, cudaStream_t stream) {
-  using Traits = PrefillTraits<T>;
+template <class Traits>
+Status launch_prefill_traits(const cuda_engine::KernelParams& p, const PrefillLaunch& l, cudaStream_t stream) {
   auto* kernel = sm90_prefill_kernel<Traits>;
   GA_CUDA_RETURN_IF_ERROR(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                                static_cast<int>(Traits::kSmemBytes)));
@@ -381,6 +403,12 @@ Status launch_prefill(const cuda_engine::KernelParams& p, const PrefillLaunch& l
                                                                   *static_cast<const CUtensorMap*>(l.k_tmap),
                                                                   *static_cast<const CUtensorMap*>(l.v_tmap));
   return cuda::last_launch_status("sm90_prefill_kernel");
+}
+
+template <class T>
+Status launch_prefill(const cuda_engine::KernelParams& p, const PrefillLaunch& l, cudaStream_t stream) {
+  if (l.pingpong) return launch_prefill_traits<PrefillTraits<T, true>>(p, l, stream);
+  return launch_prefill_traits<PrefillTraits<T, false>>(p, l, stream);
 }
 
 }  // namespace groupattn::sm90_engine

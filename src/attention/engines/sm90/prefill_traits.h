@@ -25,9 +25,13 @@ namespace groupattn::sm90_engine {
 inline constexpr int kPrefillBlockM = 128;
 inline constexpr int kPrefillBlockN = 128;
 
-template <class T>
+// kPingpong_: the two consumer warpgroups take turns issuing their GEMMs (named barriers), so one's
+// softmax runs while the other's products occupy the tensor cores (FA3's "pingpong"). EXPERIMENTAL
+// until measured against the plain form (GROUPATTN_EXPERIMENTAL=1 selects it).
+template <class T, bool kPingpong_ = false>
 struct PrefillTraits {
   using Element = T;
+  static constexpr bool kPingpong = kPingpong_;
   static constexpr int kHeadDim = 128;
   static constexpr int kBlockM = kPrefillBlockM;
   static constexpr int kBlockN = kPrefillBlockN;
