@@ -22,7 +22,13 @@ inline constexpr int64_t kMaxGridYZ = 65535;
 // beat) run only when the caller opts in with GROUPATTN_EXPERIMENTAL=1.
 inline bool experimental_enabled() {
   const char* flag = std::getenv("GROUPATTN_EXPERIMENTAL");
-  return flag != nullptr && std::strcmp(flag, "1") == 0;
+  return flag != nullptr && (std::strcmp(flag, "1") == 0 || std::strcmp(flag, "2") == 0);
+}
+// Which experimental prefill form: 0 plain, 1 pingpong, 2 persistent + pingpong (GROUPATTN_EXPERIMENTAL).
+inline int experimental_level() {
+  const char* flag = std::getenv("GROUPATTN_EXPERIMENTAL");
+  if (flag == nullptr) return 0;
+  return std::strcmp(flag, "2") == 0 ? 2 : std::strcmp(flag, "1") == 0 ? 1 : 0;
 }
 
 // available() of an sm90 engine: a compute capability 9.0 device is current.

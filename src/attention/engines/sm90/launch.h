@@ -29,7 +29,9 @@ struct PrefillLaunch {
   const void* q_tmap = nullptr;
   const void* k_tmap = nullptr;
   const void* v_tmap = nullptr;
-  bool pingpong = false;  // EXPERIMENTAL: the consumer warpgroups take turns on the tensor cores
+  bool pingpong = false;    // EXPERIMENTAL: the consumer warpgroups take turns on the tensor cores
+  bool persistent = false;  // EXPERIMENTAL: one CTA per SM over a longest-first work list (with pingpong)
+  int sm_count = 0;         // persistent grid size
 };
 
 // Runs the prefill kernel (grid: m_blocks, Hq, B); p.num_splits must be 1.

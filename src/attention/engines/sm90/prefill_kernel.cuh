@@ -55,7 +55,58 @@ struct Smem {
   __device__ uint64_t* q_full() const { return reinterpret_cast<uint64_t*>(base + Traits::kBarOffset); }
   __device__ uint64_t* full(int stage) const { return q_full() + 1 + stage; }
   __device__ uint64_t* empty(int stage) const { return q_full() + 1 + Traits::kStages + stage; }
+  __device__ uint64_t* q_empty() const { return q_full() + 1 + 2 * Traits::kStages; }
 };
+
+// One work of a CTA: a 128-row query tile of one query head of one sequence, and the KV tiles
+// [blk_begin, blk_end) its rows see. Producer and consumers derive it from the same index, so they
+// agree on every load (a work without KV tiles loads nothing, not even Q).
+struct Work {
+  SeqInfo s;
+  int h, b, kvh, m0, blk_begin, blk_end;
+  bool has_rows;
+  __device__ bool has_tiles() const { return blk_begin < blk_end; }
+};
+
+template <class Traits>
+__device__ __forceinline__ Work work_at(const KernelParams& p, int m_block, int h, int b) {
+  Work w;
+  w.s = cuda_engine::seq_info(p, b);
+  w.h = h;
+  w.b = b;
+  w.kvh = cuda_engine::kv_head_of(h, p.group, p.heads_kv);
+  w.m0 = m_block * Traits::kBlockM;
+  w.has_rows = w.m0 < w.s.q_len;
+  w.blk_begin = w.blk_end = 0;
+  if (w.has_rows) {
+    const int rows = min(Traits::kBlockM, w.s.q_len - w.m0);
+    // lo and hi of the visible keys are non-decreasing in the row: the tile needs [lo(first), hi(last)].
+    const KeyInterval first = cuda_engine::visible_keys(p, w.s, w.m0);
+    const KeyInterval last = cuda_engine::visible_keys(p, w.s, w.m0 + rows - 1);
+    if (first.lo <= last.hi) {
+      w.blk_begin = first.lo / Traits::kBlockN;
+      w.blk_end = last.hi / Traits::kBlockN + 1;
+    }
+  }
+  return w;
+}
+
+// Work index -> work. Persistent grid: query tile outermost and descending (causal: the last tiles
+// see the most keys, so the longest works start first), then heads (neighbours share a KV head),
+// then sequences. Otherwise one work per CTA, the grid being (query tile, head, sequence) with the
+// last query tiles launched first.
+template <class Traits>
+__device__ __forceinline__ Work work_of(const KernelParams& p, int w) {
+  if constexpr (Traits::kPersistent) {
+    const int per_tile = p.heads_q * p.batch;
+    const int rem = w % per_tile;
+    return work_at<Traits>(p, p.m_blocks - 1 - w / per_tile, rem % p.heads_q, rem / p.heads_q);
+  } else {
+    (void)w;
+    return work_at<Traits>(p, static_cast<int>(gridDim.x) - 1 - static_cast<int>(blockIdx.x),
+                           static_cast<int>(blockIdx.y), static_cast<int>(blockIdx.z));
+  }
+}
 
 // Pins A-fragment registers around the asynchronous wgmma region (as hw::fence_regs does for
 // accumulators, HOPPER-PRIMITIVES.md section 2).
@@ -72,27 +123,32 @@ __device__ __forceinline__ int acc_col(int i, int lane) { return 8 * (i >> 2) + 
 template <class Traits>
 using WgmmaS = hw::Wgmma<std::is_same_v<typename Traits::Element, __nv_bfloat16>, Traits::kBlockN, 0, 0>;
 
-// Producer (one elected thread): Q once, then every KV tile of the CTA's range into the ring.
+// Producer (one elected thread), one work: its Q (once the consumers released the previous work's
+// Q), then its KV tiles into the ring. `it` counts KV tiles over the CTA's works (ring position
+// and phase), `qn` the Q loads.
 template <class Traits>
 __device__ void produce(const Smem<Traits>& sm, const CUtensorMap* tq, const CUtensorMap* tk, const CUtensorMap* tv,
-                        int h, int kvh, int b, int m0, int blk_begin, int blk_end) {
+                        const Work& w, int& it, int& qn) {
+  if (!w.has_tiles()) return;
+  if (qn > 0) hw::mbar_wait(sm.q_empty(), static_cast<uint32_t>(qn - 1) & 1u);
+  ++qn;
   hw::mbar_arrive_expect_tx(sm.q_full(), static_cast<uint32_t>(Traits::kQBytes));
   for (int db = 0; db < Traits::kDBlocks; ++db) {
     for (int wg = 0; wg < Traits::kConsumerWgs; ++wg) {
       hw::tma_load_4d(sm.q() + db * Traits::kQBlockBytes + wg * Traits::kRowsPerWg * 128, tq,
-                      db * Traits::kSwizzleElems, h, m0 + wg * Traits::kRowsPerWg, b, sm.q_full());
+                      db * Traits::kSwizzleElems, w.h, w.m0 + wg * Traits::kRowsPerWg, w.b, sm.q_full());
     }
   }
-  for (int blk = blk_begin, it = 0; blk < blk_end; ++blk, ++it) {
+  for (int blk = w.blk_begin; blk < w.blk_end; ++blk, ++it) {
     const int stage = it % Traits::kStages;
     hw::mbar_wait(sm.empty(stage), (static_cast<uint32_t>(it / Traits::kStages) & 1u) ^ 1u);
     hw::mbar_arrive_expect_tx(sm.full(stage), static_cast<uint32_t>(Traits::kStageBytes));
     const int j0 = blk * Traits::kBlockN;
     for (int db = 0; db < Traits::kDBlocks; ++db)
-      hw::tma_load_4d(sm.k(stage) + db * Traits::kKvBoxBytes, tk, db * Traits::kSwizzleElems, kvh, j0, b,
+      hw::tma_load_4d(sm.k(stage) + db * Traits::kKvBoxBytes, tk, db * Traits::kSwizzleElems, w.kvh, j0, w.b,
                       sm.full(stage));
     for (int db = 0; db < Traits::kDBlocks; ++db)
-      hw::tma_load_4d(sm.v(stage) + db * Traits::kKvBoxBytes, tv, db * Traits::kSwizzleElems, kvh, j0, b,
+      hw::tma_load_4d(sm.v(stage) + db * Traits::kKvBoxBytes, tv, db * Traits::kSwizzleElems, w.kvh, j0, w.b,
                       sm.full(stage));
   }
 }
@@ -137,10 +193,13 @@ __device__ __forceinline__ void fence_output(float (&o)[2][32], uint32_t (&pfrag
   for (int kk = 0; kk < Traits::kBlockN / 16; ++kk) fence_u32(pfrag[kk]);
 }
 
-// One consumer warpgroup's whole job: its 64 query rows against the CTA's KV tiles.
+// One consumer warpgroup's part of one work: its 64 query rows against the work's KV tiles, then
+// their O and LSE. `it` and `qn` as in produce().
 template <class Traits>
-__device__ void consume(const KernelParams& p, const SeqInfo& s, const Smem<Traits>& sm, int h, int m0, int blk_begin,
-                        int blk_end, int wg, int warp_in_wg, int lane) {
+__device__ void consume(const KernelParams& p, const Work& w, const Smem<Traits>& sm, int& it0, int& qn, int wg,
+                        int warp_in_wg, int lane) {
+  const SeqInfo& s = w.s;
+  const int h = w.h, m0 = w.m0, blk_begin = w.blk_begin, blk_end = w.blk_end;
   using T = typename Traits::Element;
   using Store = ::groupattn::cuda::MmaType<T>;  // pack (RS A fragment), store2 (O)
   constexpr int kS = Traits::kBlockN / 2;  // S accumulator registers per thread
@@ -247,26 +306,28 @@ __device__ void consume(const KernelParams& p, const SeqInfo& s, const Smem<Trai
   // Intra-warpgroup overlap: tile it's S = Q K^T and tile it-1's O += P V are issued together;
   // the softmax of tile it runs while the O product is still on the tensor cores. Order per tile:
   // O(it-1) done -> free its stage -> O *= alpha(it) -> P(it) becomes the next A operand.
-  hw::mbar_wait(sm.q_full(), 0);
   if (blk_begin < blk_end) {
+    hw::mbar_wait(sm.q_full(), static_cast<uint32_t>(qn) & 1u);
+    ++qn;
+    const int n_tiles = blk_end - blk_begin;
     uint32_t pfrag[Traits::kBlockN / 16][4];
     float alpha[2];
     if constexpr (Traits::kPingpong) {
       if (wg == 1) hw::named_bar_arrive(kBarTurn, kTurnThreads);
     }
-    hw::mbar_wait(sm.full(0), 0u);
+    int prev_stage = it0 % Traits::kStages;
+    hw::mbar_wait(sm.full(prev_stage), static_cast<uint32_t>(it0 / Traits::kStages) & 1u);
     hw::fence_regs(sacc);
     turn_begin();
     hw::wgmma_fence();
-    issue_scores<Traits>(sacc, sm, 0, wg);
+    issue_scores<Traits>(sacc, sm, prev_stage, wg);
     hw::wgmma_commit();
     turn_end(false);
     hw::wgmma_wait<0>();
     hw::fence_regs(sacc);
     softmax_tile(blk_begin, alpha);  // O is still zero: nothing to rescale
     pack_p(pfrag);
-    int prev_stage = 0;
-    for (int blk = blk_begin + 1, it = 1; blk < blk_end; ++blk, ++it) {
+    for (int blk = blk_begin + 1, it = it0 + 1; blk < blk_end; ++blk, ++it) {
       const int stage = it % Traits::kStages;
       hw::mbar_wait(sm.full(stage), static_cast<uint32_t>(it / Traits::kStages) & 1u);
       hw::fence_regs(sacc);
@@ -291,6 +352,10 @@ __device__ void consume(const KernelParams& p, const SeqInfo& s, const Smem<Trai
       pack_p(pfrag);  // after the wait: P(it-1)'s registers are free again
       prev_stage = stage;
     }
+    it0 += n_tiles;
+    // Every S product of this work has completed: the producer may load the next work's Q.
+    __syncwarp();
+    if (lane == 0) hw::mbar_arrive(sm.q_empty());
     fence_output<Traits>(o, pfrag);
     turn_begin();
     hw::wgmma_fence();
@@ -333,27 +398,17 @@ template <class Traits>
 __device__ void prefill_cta(const KernelParams& p, const CUtensorMap* tq, const CUtensorMap* tk, const CUtensorMap* tv) {
   extern __shared__ __align__(128) unsigned char smem_raw[];
   const Smem<Traits> sm{hw::align_1024(smem_raw)};
-
-  // Causal: the last query tiles see the most keys; launch them first.
-  const int m_block = static_cast<int>(gridDim.x) - 1 - static_cast<int>(blockIdx.x);
-  const int h = static_cast<int>(blockIdx.y), b = static_cast<int>(blockIdx.z);
-  const SeqInfo s = cuda_engine::seq_info(p, b);
-  const int m0 = m_block * Traits::kBlockM;
-  if (m0 >= s.q_len) return;  // the whole CTA, before any barrier
-  const int rows = min(Traits::kBlockM, s.q_len - m0);
-  const int kvh = cuda_engine::kv_head_of(h, p.group, p.heads_kv);
-  // lo and hi of the visible keys are non-decreasing in the row: the CTA needs [lo(first), hi(last)].
-  const KeyInterval first = cuda_engine::visible_keys(p, s, m0);
-  const KeyInterval last = cuda_engine::visible_keys(p, s, m0 + rows - 1);
-  int blk_begin = 0, blk_end = 0;
-  if (first.lo <= last.hi) {
-    blk_begin = first.lo / Traits::kBlockN;
-    blk_end = last.hi / Traits::kBlockN + 1;
+  const int works = Traits::kPersistent ? p.m_blocks * p.heads_q * p.batch : 1;
+  const int first = Traits::kPersistent ? static_cast<int>(blockIdx.x) : 0;
+  const int step = Traits::kPersistent ? static_cast<int>(gridDim.x) : 1;
+  if constexpr (!Traits::kPersistent) {
+    if (!work_of<Traits>(p, 0).has_rows) return;  // the whole CTA, before any barrier
   }
 
   const int tid = static_cast<int>(threadIdx.x), warp = tid / 32, lane = tid % 32;
   if (tid == 0) {
     hw::mbar_init(sm.q_full(), 1);
+    hw::mbar_init(sm.q_empty(), Traits::kConsumerWarps);
     for (int st = 0; st < Traits::kStages; ++st) {
       hw::mbar_init(sm.full(st), 1);
       hw::mbar_init(sm.empty(st), Traits::kConsumerWarps);
@@ -367,12 +422,18 @@ __device__ void prefill_cta(const KernelParams& p, const CUtensorMap* tq, const 
   }
   __syncthreads();
 
+  int it = 0, qn = 0;  // KV tiles and Q loads so far (ring positions and phases)
   if (warp >= Traits::kProducerWarp) {  // the producer warpgroup: one thread issues every copy
     hw::setmaxnreg_dec<Traits::kProducerRegs>();
-    if (warp == Traits::kProducerWarp && lane == 0) produce<Traits>(sm, tq, tk, tv, h, kvh, b, m0, blk_begin, blk_end);
+    if (warp == Traits::kProducerWarp && lane == 0) {
+      for (int i = first; i < works; i += step) produce<Traits>(sm, tq, tk, tv, work_of<Traits>(p, i), it, qn);
+    }
   } else {
     hw::setmaxnreg_inc<Traits::kConsumerRegs>();
-    consume<Traits>(p, s, sm, h, m0, blk_begin, blk_end, warp / 4, warp % 4, lane);
+    for (int i = first; i < works; i += step) {
+      const Work w = work_of<Traits>(p, i);
+      if (w.has_rows) consume<Traits>(p, w, sm, it, qn, warp / 4, warp % 4, lane);
+    }
   }
 }
 
@@ -398,7 +459,11 @@ Status launch_prefill_traits(const cuda_engine::KernelParams& p, const PrefillLa
   auto* kernel = sm90_prefill_kernel<Traits>;
   GA_CUDA_RETURN_IF_ERROR(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                                static_cast<int>(Traits::kSmemBytes)));
-  const dim3 grid(static_cast<unsigned>(p.m_blocks), static_cast<unsigned>(p.heads_q), static_cast<unsigned>(p.batch));
+  dim3 grid(static_cast<unsigned>(p.m_blocks), static_cast<unsigned>(p.heads_q), static_cast<unsigned>(p.batch));
+  if constexpr (Traits::kPersistent) {
+    const int64_t works = static_cast<int64_t>(p.m_blocks) * p.heads_q * p.batch;
+    grid = dim3(static_cast<unsigned>(works < l.sm_count ? works : l.sm_count));
+  }
   kernel<<<grid, Traits::kThreads, Traits::kSmemBytes, stream>>>(p, *static_cast<const CUtensorMap*>(l.q_tmap),
                                                                   *static_cast<const CUtensorMap*>(l.k_tmap),
                                                                   *static_cast<const CUtensorMap*>(l.v_tmap));
@@ -407,6 +472,8 @@ Status launch_prefill_traits(const cuda_engine::KernelParams& p, const PrefillLa
 
 template <class T>
 Status launch_prefill(const cuda_engine::KernelParams& p, const PrefillLaunch& l, cudaStream_t stream) {
+  const int64_t works = static_cast<int64_t>(p.m_blocks) * p.heads_q * p.batch;  // the work index is an int
+  if (l.persistent && l.sm_count > 0 && works <= INT32_MAX) return launch_prefill_traits<PrefillTraits<T, true, true>>(p, l, stream);
   if (l.pingpong) return launch_prefill_traits<PrefillTraits<T, true>>(p, l, stream);
   return launch_prefill_traits<PrefillTraits<T, false>>(p, l, stream);
 }

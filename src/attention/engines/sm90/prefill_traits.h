@@ -28,10 +28,14 @@ inline constexpr int kPrefillBlockN = 128;
 // kPingpong_: the two consumer warpgroups take turns issuing their GEMMs (named barriers), so one's
 // softmax runs while the other's products occupy the tensor cores (FA3's "pingpong"). EXPERIMENTAL
 // until measured against the plain form (GROUPATTN_EXPERIMENTAL=1 selects it).
-template <class T, bool kPingpong_ = false>
+// kPersistent_: one CTA per SM walks a static list of (query tile, head, sequence) works, longest
+// first; the producer loads the next work's Q and K/V while the consumers finish the current one
+// and write its O (EXPERIMENTAL, GROUPATTN_EXPERIMENTAL=2, with pingpong).
+template <class T, bool kPingpong_ = false, bool kPersistent_ = false>
 struct PrefillTraits {
   using Element = T;
   static constexpr bool kPingpong = kPingpong_;
+  static constexpr bool kPersistent = kPersistent_;
   static constexpr int kHeadDim = 128;
   static constexpr int kBlockM = kPrefillBlockM;
   static constexpr int kBlockN = kPrefillBlockN;
@@ -58,7 +62,7 @@ struct PrefillTraits {
   static constexpr int kQOffset = 0;
   static constexpr int kStageOffset = kQOffset + kQBytes;
   static constexpr int kBarOffset = kStageOffset + kStages * kStageBytes;
-  static constexpr int kBarBytes = (1 + 2 * kStages) * 8;  // q_full, full[], empty[]
+  static constexpr int kBarBytes = (2 + 2 * kStages) * 8;  // q_full, full[], empty[], q_empty
   static constexpr size_t kSmemBytes = static_cast<size_t>(kBarOffset + kBarBytes) + 1024;  // + alignment slack
 
   static_assert(sizeof(T) == 2, "wgmma path takes 16-bit inputs (bf16, fp16)");
