@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdint>
 
 namespace groupattn::cuda_engine {
 
@@ -35,6 +36,23 @@ int auto_num_splits(const SplitProblem& p) {
     if (eligible(s) && efficiency(s) >= kEfficiencySlack * best) return s;
   }
   return 1;
+}
+
+int balanced_num_splits(const SplitProblem& p, int min_blocks) {
+  if (p.sm_count <= 0 || p.batch <= 0 || p.kv_heads <= 0 || p.m_blocks <= 0 || p.n_blocks <= 0) return 1;
+  const int64_t tiles = static_cast<int64_t>(p.batch) * p.kv_heads * p.m_blocks;
+  const int most = std::min(kMaxSplits, p.n_blocks / std::max(1, min_blocks));
+  int best_s = 1;
+  int64_t best = -1;
+  for (int s = 1; s <= std::max(1, most); ++s) {
+    const int64_t waves = (tiles * s + p.sm_count - 1) / p.sm_count;
+    const int64_t span = waves * ((p.n_blocks + s - 1) / s);
+    if (best < 0 || span < best) {
+      best = span;
+      best_s = s;
+    }
+  }
+  return best_s;
 }
 
 int plan_num_splits(const SplitProblem& p, int requested) {

@@ -24,7 +24,7 @@ inline bool experimental_enabled() {
   const char* flag = std::getenv("GROUPATTN_EXPERIMENTAL");
   return flag != nullptr && (std::strcmp(flag, "1") == 0 || std::strcmp(flag, "2") == 0);
 }
-// Which experimental prefill form: 0 plain, 1 pingpong, 2 persistent + pingpong (GROUPATTN_EXPERIMENTAL).
+// Which experimental sm90-prefill form: 2 = persistent (GROUPATTN_EXPERIMENTAL=2), else the default grid.
 inline int experimental_level() {
   const char* flag = std::getenv("GROUPATTN_EXPERIMENTAL");
   if (flag == nullptr) return 0;

@@ -29,8 +29,7 @@ struct PrefillLaunch {
   const void* q_tmap = nullptr;
   const void* k_tmap = nullptr;
   const void* v_tmap = nullptr;
-  bool pingpong = false;    // EXPERIMENTAL: the consumer warpgroups take turns on the tensor cores
-  bool persistent = false;  // EXPERIMENTAL: one CTA per SM over a longest-first work list (with pingpong)
+  bool persistent = false;  // EXPERIMENTAL: one CTA per SM over a static work list
   int sm_count = 0;         // persistent grid size
 };
 

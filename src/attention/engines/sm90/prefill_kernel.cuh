@@ -6,14 +6,15 @@
 //   K,V [B, Sk, Hkv, 128]  KV tiles of 128 keys by TMA, kStages-deep mbarrier ring
 //   out [B, Sq, Hq, 128] (Q's dtype), lse fp32 [Hq, B * Sq]
 //
-// 384 threads: warps 0-3 and 4-7 are two consumer warpgroups (64 query rows each, 232 registers
-// after setmaxnreg), warps 8-11 the producer warpgroup (40 registers; one thread issues the
+// 384 threads: warps 0-3 and 4-7 are two consumer warpgroups (64 query rows each, 240 registers
+// after setmaxnreg), warps 8-11 the producer warpgroup (24 registers; one thread issues the
 // copies). Per KV tile, each consumer warpgroup: S = Q K^T (wgmma m64n128k16, fp32); scale /
-// softcap / mask; online softmax along its rows (thread-local, then the quad: no cross-warp
-// exchange, unlike the decode kernel's swapped product); then O += P V with P packed in registers
-// as the A operand (RS, m64n128k16); every warp arrives on the stage's empty barrier when its O
-// product is done. No overlap between the two GEMMs and the softmax yet, no persistent
-// scheduler: each measured step comes after this is verified (docs/ENGINES.md).
+// softcap / mask; online softmax along its rows (thread-local, then the quad); O += P V with P
+// packed in registers as the A operand (RS, m64n128k16). Overlap: inside a warpgroup, tile i's
+// S product and tile i-1's O product are issued together and tile i's softmax runs under the O
+// product; across the two warpgroups, named-barrier turns order their GEMM issues (pingpong), so
+// one's softmax runs under the other's products. Every warp arrives on the stage's empty barrier
+// when its O product is done. Each step's measured effect: docs/PREFILL_SM90.md.
 #pragma once
 
 #include <cuda.h>
@@ -91,16 +92,16 @@ __device__ __forceinline__ Work work_at(const KernelParams& p, int m_block, int 
   return w;
 }
 
-// Work index -> work. Persistent grid: query tile outermost and descending (causal: the last tiles
-// see the most keys, so the longest works start first), then heads (neighbours share a KV head),
-// then sequences. Otherwise one work per CTA, the grid being (query tile, head, sequence) with the
-// last query tiles launched first.
+// Work index -> work. Persistent grid: (sequence, head) groups of m_blocks works, the query tiles
+// of a group descending (causal: the last tiles see the most keys). The CTAs running at once then
+// share a few heads' K/V in L2, as in the plain grid; query tile outermost (all heads at once)
+// cost 4-15 % in the first measurement (a552d4d, docs/PREFILL_SM90.md). Otherwise one work per
+// CTA, the grid being (query tile, head, sequence) with the last query tiles launched first.
 template <class Traits>
 __device__ __forceinline__ Work work_of(const KernelParams& p, int w) {
   if constexpr (Traits::kPersistent) {
-    const int per_tile = p.heads_q * p.batch;
-    const int rem = w % per_tile;
-    return work_at<Traits>(p, p.m_blocks - 1 - w / per_tile, rem % p.heads_q, rem / p.heads_q);
+    const int group = w / p.m_blocks;
+    return work_at<Traits>(p, p.m_blocks - 1 - w % p.m_blocks, group % p.heads_q, group / p.heads_q);
   } else {
     (void)w;
     return work_at<Traits>(p, static_cast<int>(gridDim.x) - 1 - static_cast<int>(blockIdx.x),
@@ -284,19 +285,16 @@ __device__ void consume(const KernelParams& p, const Work& w, const Smem<Traits>
 #pragma unroll
       for (int r = 0; r < 4; ++r) pf[kk][r] = Store::pack(sacc[8 * kk + 2 * r], sacc[8 * kk + 2 * r + 1]);
   };
-  // Pingpong turns (Traits::kPingpong): warpgroup wg issues its GEMMs only after syncing on
+  // Pingpong turns: warpgroup wg issues its GEMMs only after syncing on
   // barrier kBarTurn + wg, then releases the other's. Both warpgroups take T = tiles + 1 turns
   // (S of the first tile; S and the previous O; the last O). Warpgroup 0 goes first: warpgroup 1
   // pre-arrives once on barrier 0 and skips its arrive after its last turn, so every barrier gets
   // exactly T releases and none is left half-arrived when the CTA exits.
   constexpr uint32_t kBarTurn = 1, kTurnThreads = 2 * 128;
-  auto turn_begin = [&] {
-    if constexpr (Traits::kPingpong) hw::named_bar_sync(kBarTurn + wg, kTurnThreads);
-  };
+  // (Measured at a552d4d: +0.7 to +4.2 % over no turns on five shapes, docs/PREFILL_SM90.md.)
+  auto turn_begin = [&] { hw::named_bar_sync(kBarTurn + wg, kTurnThreads); };
   auto turn_end = [&](bool last) {
-    if constexpr (Traits::kPingpong) {
-      if (!(last && wg == 1)) hw::named_bar_arrive(kBarTurn + (1 - wg), kTurnThreads);
-    }
+    if (!(last && wg == 1)) hw::named_bar_arrive(kBarTurn + (1 - wg), kTurnThreads);
   };
   auto release = [&](int stage) {
     __syncwarp();
@@ -312,9 +310,7 @@ __device__ void consume(const KernelParams& p, const Work& w, const Smem<Traits>
     const int n_tiles = blk_end - blk_begin;
     uint32_t pfrag[Traits::kBlockN / 16][4];
     float alpha[2];
-    if constexpr (Traits::kPingpong) {
-      if (wg == 1) hw::named_bar_arrive(kBarTurn, kTurnThreads);
-    }
+    if (wg == 1) hw::named_bar_arrive(kBarTurn, kTurnThreads);
     int prev_stage = it0 % Traits::kStages;
     hw::mbar_wait(sm.full(prev_stage), static_cast<uint32_t>(it0 / Traits::kStages) & 1u);
     hw::fence_regs(sacc);
@@ -473,8 +469,7 @@ Status launch_prefill_traits(const cuda_engine::KernelParams& p, const PrefillLa
 template <class T>
 Status launch_prefill(const cuda_engine::KernelParams& p, const PrefillLaunch& l, cudaStream_t stream) {
   const int64_t works = static_cast<int64_t>(p.m_blocks) * p.heads_q * p.batch;  // the work index is an int
-  if (l.persistent && l.sm_count > 0 && works <= INT32_MAX) return launch_prefill_traits<PrefillTraits<T, true, true>>(p, l, stream);
-  if (l.pingpong) return launch_prefill_traits<PrefillTraits<T, true>>(p, l, stream);
+  if (l.persistent && l.sm_count > 0 && works <= INT32_MAX) return launch_prefill_traits<PrefillTraits<T, true>>(p, l, stream);
   return launch_prefill_traits<PrefillTraits<T, false>>(p, l, stream);
 }
 

@@ -25,16 +25,13 @@ namespace groupattn::sm90_engine {
 inline constexpr int kPrefillBlockM = 128;
 inline constexpr int kPrefillBlockN = 128;
 
-// kPingpong_: the two consumer warpgroups take turns issuing their GEMMs (named barriers), so one's
-// softmax runs while the other's products occupy the tensor cores (FA3's "pingpong"). EXPERIMENTAL
-// until measured against the plain form (GROUPATTN_EXPERIMENTAL=1 selects it).
-// kPersistent_: one CTA per SM walks a static list of (query tile, head, sequence) works, longest
-// first; the producer loads the next work's Q and K/V while the consumers finish the current one
-// and write its O (EXPERIMENTAL, GROUPATTN_EXPERIMENTAL=2, with pingpong).
-template <class T, bool kPingpong_ = false, bool kPersistent_ = false>
+// kPersistent_: one CTA per SM walks a static list of (query tile, head, sequence) works; the
+// producer loads the next work's Q and K/V while the consumers finish the current one and write its
+// O (EXPERIMENTAL, GROUPATTN_EXPERIMENTAL=2: slower than the plain grid in its first form,
+// docs/PREFILL_SM90.md).
+template <class T, bool kPersistent_ = false>
 struct PrefillTraits {
   using Element = T;
-  static constexpr bool kPingpong = kPingpong_;
   static constexpr bool kPersistent = kPersistent_;
   static constexpr int kHeadDim = 128;
   static constexpr int kBlockM = kPrefillBlockM;

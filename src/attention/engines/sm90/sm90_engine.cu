@@ -66,8 +66,10 @@ int num_splits_for(const AttentionParams& p, const Geometry& g, int sm_count) {
   sp.kv_heads = static_cast<int>(g.heads_kv);
   sp.m_blocks = g.m_blocks;
   sp.n_blocks = g.n_blocks;
-  sp.ctas_per_sm = sm90_engine::kCtasPerSm;
-  return cuda_engine::plan_num_splits(sp, p.num_splits);
+  if (p.num_splits > 0) return cuda_engine::plan_num_splits(sp, p.num_splits);
+  // At least 8 KV tiles (512 keys) per split: below that the per-split fixed cost and the combine
+  // outweigh the extra parallelism (split sweeps on the H200, cuda/split_planner.h).
+  return cuda_engine::balanced_num_splits(sp, 8);
 }
 
 class Sm90Attention final : public AttentionEngine {

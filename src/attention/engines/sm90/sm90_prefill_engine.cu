@@ -80,9 +80,7 @@ class Sm90PrefillAttention final : public AttentionEngine {
     launch.q_tmap = &q_map;
     launch.k_tmap = &k_map;
     launch.v_tmap = &v_map;
-    const int level = sm90_engine::experimental_level();
-    launch.pingpong = level >= 1;
-    launch.persistent = level >= 2;
+    launch.persistent = sm90_engine::experimental_level() >= 2;
     if (launch.persistent) {
       int cc = 0;
       GA_RETURN_IF_ERROR(cuda_device_properties(&launch.sm_count, &cc));
