@@ -41,18 +41,12 @@ int auto_num_splits(const SplitProblem& p) {
 int balanced_num_splits(const SplitProblem& p, int min_blocks) {
   if (p.sm_count <= 0 || p.batch <= 0 || p.kv_heads <= 0 || p.m_blocks <= 0 || p.n_blocks <= 0) return 1;
   const int64_t tiles = static_cast<int64_t>(p.batch) * p.kv_heads * p.m_blocks;
-  const int most = std::min(kMaxSplits, p.n_blocks / std::max(1, min_blocks));
-  int best_s = 1;
-  int64_t best = -1;
-  for (int s = 1; s <= std::max(1, most); ++s) {
-    const int64_t waves = (tiles * s + p.sm_count - 1) / p.sm_count;
-    const int64_t span = waves * ((p.n_blocks + s - 1) / s);
-    if (best < 0 || span < best) {
-      best = span;
-      best_s = s;
-    }
-  }
-  return best_s;
+  // One wave of one CTA per SM, and at least min_blocks KV tiles per split.
+  const int64_t fit = std::max<int64_t>(1, p.sm_count / tiles);
+  const int most = static_cast<int>(std::max<int64_t>(1, std::min<int64_t>({kMaxSplits, p.n_blocks / std::max(1, min_blocks), fit})));
+  // The fewest splits with the same longest split (ceil(n / s) tiles) as `most`.
+  const int per_split = (p.n_blocks + most - 1) / most;
+  return (p.n_blocks + per_split - 1) / per_split;
 }
 
 int plan_num_splits(const SplitProblem& p, int requested) {

@@ -23,13 +23,13 @@ struct SplitProblem {
 // ctas_per_sm CTAs: a memory-bound decode tile wants several CTAs per SM in flight.
 int auto_num_splits(const SplitProblem& p);
 
-// Split count by estimated makespan, for a decode kernel whose small splits cost more than the
-// wave arithmetic says (the sm90 engine): every split keeps at least `min_blocks` KV tiles, the
-// CTAs count one per SM, and among the split counts s <= min(kMaxSplits, n_blocks / min_blocks) it
-// takes the smallest s minimising waves(s) x ceil(n_blocks / s), waves counted over sm_count. On
-// the H200 (bench/results/decode-splits-a552d4d.txt) it picks the fastest measured count or one
-// within 2 % of it on 5 of 6 shapes (8/1 B2 32K: 64 splits, 20.6 us against 18.6 at 32), where
-// auto_num_splits over-split the small ones (8/1 B1 8K: 128 splits 19.9 us, 16 splits 11.3 us).
+// Split count for a decode kernel whose small splits cost more than the wave arithmetic says (the
+// sm90 engine): at most one wave of one CTA per SM (batch x kv_heads x m_blocks x s <= sm_count),
+// at least `min_blocks` KV tiles per split, and of the split counts with the shortest longest
+// split, the fewest. On the H200 (bench/results/decode-splits-a552d4d.txt) it picks the fastest
+// measured count or one within 2 % of it on 5 of 6 shapes (8/1 B2 32K: 64 splits, 20.6 us against
+// 18.6 at 32), where auto_num_splits over-split the small ones (8/1 B1 8K: 128 splits 19.9 us, 16
+// splits 11.3 us).
 int balanced_num_splits(const SplitProblem& p, int min_blocks);
 
 // The split count a call uses: `requested` > 0 is the caller's override (clamped to
