@@ -374,8 +374,8 @@ template <class T>
 Status launch_prefill(const cuda_engine::KernelParams& p, const PrefillLaunch& l, cudaStream_t stream) {
   using Traits = PrefillTraits<T>;
   auto* kernel = sm90_prefill_kernel<Traits>;
-  GA_CUDA_RETURN_IF_ERROR(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                               static_cast<int>(Traits::kSmemBytes)));
+  GA_RETURN_IF_ERROR(
+      cuda::set_max_dynamic_smem_once<sm90_prefill_kernel<Traits>>(static_cast<int>(Traits::kSmemBytes)));
   const dim3 grid(static_cast<unsigned>(p.m_blocks), static_cast<unsigned>(p.heads_q), static_cast<unsigned>(p.batch));
   kernel<<<grid, Traits::kThreads, Traits::kSmemBytes, stream>>>(p, *static_cast<const CUtensorMap*>(l.q_tmap),
                                                                   *static_cast<const CUtensorMap*>(l.k_tmap),
