@@ -4,7 +4,7 @@ calls (no synchronize inside the loop, a synchronize every 8 calls so the launch
 fills), sorted by own time, so Python frames, torch allocations, DLPack export and the extension
 call each show as their own row.
 
-    PYTHONPATH=build/python python bench/profile_host.py [--calls 4000]
+    PYTHONPATH=build/python python bench/profile_host.py [--calls 4000] [--no-cprofile]
 """
 import argparse
 import cProfile
@@ -14,7 +14,9 @@ import sys
 
 def breakdown(torch, groupattn, q, kc, vc, seqlens, calls=2000):
     """The same call taken apart: each step of groupattn._ops.run_attention timed on its own (the
-    extension call separately from the Python around it). Medians in microseconds."""
+    extension call separately from the Python around it), beside unit costs of this host (one
+    torch.empty, one DLPack export, one 1-element add) and the cheapest public call (out= given,
+    return_lse=False). Medians in microseconds; docs/HOST_COST.md says what each line should be."""
     import statistics
     import time
 
@@ -22,36 +24,55 @@ def breakdown(torch, groupattn, q, kc, vc, seqlens, calls=2000):
     from groupattn._frameworks import framework_of
 
     fw = framework_of(q)
-    steps = {"alloc out+lse": [], "dlpack export x6": [], "stream + workspace_alloc": [], "ext call": [],
-             "whole public call": []}
+    to_dlpack = fw._to_dlpack or torch.utils.dlpack.to_dlpack
+    out_given = torch.empty_like(q)
+    one = torch.zeros(1, device=q.device)
+    steps = {k: [] for k in (
+        "unit: torch.empty (1 call)", "unit: _to_dlpack (1 tensor)", "unit: 1-element add",
+        "alloc out", "alloc lse", "dlpack export x6", "stream + workspace_alloc", "ext call",
+        "whole public call", "public call, out= and no lse")}
     for i in range(calls):
-        t0 = time.perf_counter_ns()
-        out, lse_ret, lse = _ops.alloc_attention_outputs(fw, q, vc, False, True)
-        t1 = time.perf_counter_ns()
+        t = [time.perf_counter_ns()]
+        torch.empty((64,), dtype=torch.float32, device=q.device)
+        t.append(time.perf_counter_ns())
+        to_dlpack(q)
+        t.append(time.perf_counter_ns())
+        one.add_(1)
+        t.append(time.perf_counter_ns())
+        out, _, _ = _ops.alloc_attention_outputs(fw, q, vc, False, False)
+        t.append(time.perf_counter_ns())
+        lse = fw.empty_lse(q, q.shape[0], q.shape[2], q.shape[1])
+        t.append(time.perf_counter_ns())
         aq, ak, av, aout, mask = _ops._args(fw, q, kc, vc, out)
         lse_c, sl = fw.convert(lse), fw.convert(seqlens)
-        t2 = time.perf_counter_ns()
+        t.append(time.perf_counter_ns())
         stream, alloc = fw.stream(q), fw.workspace_alloc(q)
-        t3 = time.perf_counter_ns()
+        t.append(time.perf_counter_ns())
         _ops._ext.attention_call(aq, ak, av, aout, lse_c, None, None, sl, None, None, None, 0, 0, None, True,
                                  -1, -1, 0.0, 0, None, stream, alloc, mask, None, None, False)
-        t4 = time.perf_counter_ns()
+        t.append(time.perf_counter_ns())
         groupattn.attention_with_kvcache(q, kc, vc, cache_seqlens=seqlens, causal=True)
-        t5 = time.perf_counter_ns()
-        for k, a, b in (("alloc out+lse", t0, t1), ("dlpack export x6", t1, t2),
-                        ("stream + workspace_alloc", t2, t3), ("ext call", t3, t4), ("whole public call", t4, t5)):
-            steps[k].append((b - a) / 1000.0)
+        t.append(time.perf_counter_ns())
+        groupattn.attention_with_kvcache(q, kc, vc, cache_seqlens=seqlens, causal=True, out=out_given,
+                                         return_lse=False)
+        t.append(time.perf_counter_ns())
+        for j, k in enumerate(steps):
+            steps[k].append((t[j + 1] - t[j]) / 1000.0)
         if i % 8 == 7:
             torch.cuda.synchronize()
     torch.cuda.synchronize()
-    print("host time breakdown (median us per call, no synchronize in the timed spans):")
+    engine = groupattn.attention_engine_for(q, kc, vc, cache_seqlens=seqlens, causal=True)
+    ws = groupattn.attention_workspace_bytes(q, kc, vc, cache_seqlens=seqlens, causal=True)
+    print(f"host time breakdown (median us per call, no synchronize in the timed spans; engine {engine}, "
+          f"workspace {ws} bytes):")
     for k, v in steps.items():
-        print(f"  {k:28s} {statistics.median(v):8.2f}")
+        print(f"  {k:32s} {statistics.median(v):8.2f}")
 
 
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--calls", type=int, default=4000)
+    ap.add_argument("--no-cprofile", action="store_true", help="print the breakdown table only")
     args = ap.parse_args(argv)
     import torch
 
@@ -76,6 +97,8 @@ def main(argv=None):
 
     loop(200)
     breakdown(torch, groupattn, q, kc, vc, seqlens)
+    if args.no_cprofile:
+        return 0
     prof = cProfile.Profile()
     prof.enable()
     loop(args.calls)

@@ -67,18 +67,20 @@ def _args(fw, q, k, v, out):
 
 def alloc_attention_outputs(fw, q, v, varlen, return_lse, out=None):
     """out like q with v's head dim; lse fp32. Batched q [B, Sq, Hq, D] returns lse as
-    [B, Hq, Sq] (FlashAttention's shape), a view of the library's [Hq, B * Sq] buffer; varlen q
-    returns the library's [Hq, total_q]. Returns (out, lse_returned, lse_for_library)."""
+    [B, Hq, Sq] (FlashAttention's shape), strided as a view of the library's [Hq, B * Sq] buffer;
+    varlen q returns the library's [Hq, total_q]. Returns (out, lse_returned, lse_for_library).
+    The extension takes a rank-3 lse as that [B, Hq, Sq] view and merges B and Sq back into
+    total_q itself, so the batched case costs one allocation and no view ops."""
     if out is None:
         out = fw.empty(q, tuple(q.shape[:-1]) + (v.shape[-1],), "like")
     if not return_lse:
         return out, None, None
-    hq = q.shape[-2]
-    if varlen or len(q.shape) != 4:
-        lse = fw.empty(q, (hq, q.shape[0]), "float32")
+    shape = q.shape
+    if varlen or len(shape) != 4:
+        lse = fw.empty(q, (shape[-2], shape[0]), "float32")
         return out, lse, lse
-    buf = fw.empty(q, (hq, q.shape[0], q.shape[1]), "float32")
-    return out, fw.transpose_lse(buf), fw.flat_lse(buf)
+    lse = fw.empty_lse(q, shape[0], shape[2], shape[1])
+    return out, lse, lse
 
 
 def run_attention(q, k, v, *, cu_seqlens_q=None, cu_seqlens_k=None, seqlens_k=None, block_table=None,

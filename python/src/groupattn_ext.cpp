@@ -19,6 +19,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <optional>
+#include <stdexcept>
 #include <string>
 
 #include "groupattn/context_parallel.h"
@@ -120,6 +121,29 @@ ga::TensorView to_view(const std::optional<Array>& a, bool as_bf16, const char* 
   return a ? to_view(*a, as_bf16, name) : ga::TensorView{};
 }
 
+// The library's LSE is [Hq, total_q]. For batched q the Python layer allocates FlashAttention's
+// [B, Hq, Sq] with the strides of a view of that buffer and passes it as is (a rank-3 lse): B and
+// Sq merge back into total_q = B * Sq here, which saves the torch view op the layer used to make
+// per call. A rank-2 lse (varlen q, attention_merge) passes through unchanged.
+ga::TensorView lse_view(const OptOut& lse) {
+  ga::TensorView t = to_view(lse, false, "lse");
+  if (t.rank != 3) return t;
+  const int64_t b = t.shape[0], hq = t.shape[1], sq = t.shape[2];
+  // Merging needs stride(B) == Sq * stride(Sq), unless one of the two dims has a single entry.
+  if (b > 1 && sq > 1 && t.stride[0] != sq * t.stride[2]) {
+    throw std::runtime_error("lse: internal error: a [B, Hq, Sq] lse whose B and Sq dims do not merge");
+  }
+  const int64_t step = sq > 1 ? t.stride[2] : t.stride[0];
+  ga::TensorView m = t;
+  m.rank = 2;
+  m.shape[0] = hq;
+  m.shape[1] = b * sq;
+  m.stride[0] = t.stride[1];
+  m.stride[1] = step;
+  m.shape[2] = m.stride[2] = 0;
+  return m;
+}
+
 // Bit i of `bf16_mask` marks the i-th tensor argument (in signature order) as numpy bfloat16.
 bool bit(uint32_t mask, int i) { return ((mask >> i) & 1u) != 0; }
 
@@ -141,7 +165,7 @@ ga::AttentionParams attention_params(const InArray& q, const InArray& k, const I
   p.k = to_view(k, bit(bf16_mask, 1), "k");
   p.v = to_view(v, bit(bf16_mask, 2), "v");
   p.out = to_view(out, bit(bf16_mask, 3), "out");
-  p.lse = to_view(lse, false, "lse");
+  p.lse = lse_view(lse);
   p.cu_seqlens_q = to_view(cu_seqlens_q, false, "cu_seqlens_q");
   p.cu_seqlens_k = to_view(cu_seqlens_k, false, "cu_seqlens_k");
   p.seqlens_k = to_view(seqlens_k, false, "cache_seqlens");
@@ -325,7 +349,7 @@ NB_MODULE(_ext, m) {
         p.o_partials = to_view(o_partials, bit(bf16_mask, 0), "o_partials");
         p.lse_partials = to_view(lse_partials, false, "lse_partials");
         p.out = to_view(out, bit(bf16_mask, 1), "out");
-        p.lse = to_view(lse, false, "lse");
+        p.lse = lse_view(lse);
         ga::RunOptions o;
         o.stream = reinterpret_cast<void*>(stream);
         ga::Status s;

@@ -4,14 +4,15 @@
 #pragma once
 
 #include <cstddef>
+#include <cstring>
 #include <new>
 #include <stdexcept>
 #include <string>
 #include <vector>
 
+#include "core/cuda_runtime_shim.h"
 #include "groupattn/run_options.h"
 #include "groupattn/status.h"
-#include "core/cuda_runtime_shim.h"
 
 namespace groupattn {
 
@@ -39,16 +40,16 @@ class Engine {
 const char* pinned_engine_name(const RunOptions& options);
 
 // Walks `engines` in order and returns the first that is available and supports `p`; a pinned
-// name selects that engine or fails with its reason. `op` names the op in messages.
+// name selects that engine or fails with its reason. `op` names the op in messages. Runs on every
+// call: the accepted-names list is built only for the unknown-name error (an engine passed over
+// still builds its decline reason).
 template <class Params>
 Status select_engine(const char* op, const std::vector<const Engine<Params>*>& engines,
                      const Params& p, const RunOptions& options, const Engine<Params>** chosen) {
   const char* pinned = pinned_engine_name(options);
   std::string reasons;
-  std::string names;
   for (const Engine<Params>* e : engines) {
-    names += (names.empty() ? "" : ", ") + std::string(e->name());
-    if (pinned != nullptr && std::string(pinned) != e->name()) continue;
+    if (pinned != nullptr && std::strcmp(pinned, e->name()) != 0) continue;
     Status s = e->available();
     if (s.ok()) s = e->check_support(p);
     if (s.ok()) {
@@ -62,6 +63,8 @@ Status select_engine(const char* op, const std::vector<const Engine<Params>*>& e
     reasons += std::string("; ") + e->name() + ": " + s.message();
   }
   if (pinned != nullptr) {
+    std::string names;
+    for (const Engine<Params>* e : engines) names += (names.empty() ? "" : ", ") + std::string(e->name());
     return InvalidArgument(std::string("engine: unknown engine '") + pinned + "' for op " + op +
                            " (accepted: " + names + ")");
   }

@@ -3,6 +3,8 @@
 
 #include <cuda_runtime.h>
 
+#include <atomic>
+#include <cstdint>
 #include <string>
 
 #include "groupattn/status.h"
@@ -15,9 +17,41 @@ inline Status to_status(cudaError_t e, const char* what) {
   return {code, std::string(what) + ": " + cudaGetErrorName(e) + " (" + cudaGetErrorString(e) + ")"};
 }
 
-// The launch error of the kernel launched just before (configuration errors show up here).
+// The launch error of the kernel launched just before (configuration errors show up here). The
+// message is built only on failure: this runs after every launch.
 inline Status last_launch_status(const char* kernel) {
-  return to_status(cudaGetLastError(), (std::string("launching ") + kernel).c_str());
+  const cudaError_t e = cudaGetLastError();
+  if (e == cudaSuccess) return Status::Ok();
+  return to_status(e, (std::string("launching ") + kernel).c_str());
+}
+
+// Devices (bit d = device d, 0..63) on which kKernel's max-dynamic-shared-memory attribute is set.
+// A variable template keyed by the kernel's address, so every kernel instantiation has its own
+// (a flag keyed by the kernel's *type* is shared by all instantiations of one __global__ template:
+// docs/DECODE_SM90.md section 4 has the failure that caused).
+template <auto kKernel>
+inline std::atomic<uint64_t> smem_attribute_devices{0};
+
+// cudaFuncSetAttribute(kKernel, MaxDynamicSharedMemorySize, bytes) once per device and kernel
+// instead of before every launch (it takes a driver lock and costs host time on every decode step):
+// the attribute stays with the kernel in the device's primary context. `bytes` must be the same on
+// every call for one kernel (callers pass their traits' constant). Two threads racing on the first
+// launch both set it, which is harmless; a device past 63 sets it on every launch (correct, slower).
+// Not kept across cudaDeviceReset (which the library never calls): a caller that resets a device
+// must not launch groupattn kernels again in that process.
+template <auto kKernel>
+Status set_max_dynamic_smem_once(int bytes) {
+  int dev = 0;
+  if (const cudaError_t e = cudaGetDevice(&dev); e != cudaSuccess) return to_status(e, "cudaGetDevice");
+  const uint64_t bit = dev >= 0 && dev < 64 ? (uint64_t{1} << dev) : 0;
+  std::atomic<uint64_t>& done = smem_attribute_devices<kKernel>;
+  if (bit != 0 && (done.load(std::memory_order_acquire) & bit) != 0) return Status::Ok();
+  if (const cudaError_t e = cudaFuncSetAttribute(kKernel, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes);
+      e != cudaSuccess) {
+    return to_status(e, "cudaFuncSetAttribute(MaxDynamicSharedMemorySize)");
+  }
+  done.fetch_or(bit, std::memory_order_release);
+  return Status::Ok();
 }
 
 }  // namespace groupattn::cuda

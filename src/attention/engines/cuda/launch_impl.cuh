@@ -16,10 +16,8 @@ Status launch_attention(const KernelParams& p, cudaStream_t stream, bool use_pdl
   static_assert(Tile::kBlockM == kTileRows && Tile::kBlockN == tile_keys(kHeadDim),
                 "host tile sizes (launch.h) must match the kernel traits");
   auto* tile = attention_tile_kernel<Tile>;
-  // Set before every launch (the attribute is per device; once-per-instantiation caching is a
-  // host-cost step for when a GPU run can verify it: docs/DECODE_SM90.md, section 4).
-  GA_CUDA_RETURN_IF_ERROR(cudaFuncSetAttribute(tile, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                               static_cast<int>(Tile::kSmemBytes)));
+  GA_RETURN_IF_ERROR(
+      cuda::set_max_dynamic_smem_once<attention_tile_kernel<Tile>>(static_cast<int>(Tile::kSmemBytes)));
   const dim3 grid(static_cast<unsigned>(p.m_blocks * p.num_splits), static_cast<unsigned>(p.heads_kv),
                   static_cast<unsigned>(p.batch));
   tile<<<grid, Tile::kThreads, Tile::kSmemBytes, stream>>>(p);

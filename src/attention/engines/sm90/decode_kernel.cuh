@@ -149,9 +149,8 @@ template <class T, int kN, bool kFp8>
 Status launch_decode_n(const cuda_engine::KernelParams& p, const DecodeLaunch& l, cudaStream_t stream) {
   using Traits = DecodeTraits<T, kN, kFp8>;
   auto* kernel = sm90_decode_kernel<Traits>;
-  // Set before every launch (see launch_impl.cuh in the cuda engine for why not cached yet).
-  GA_CUDA_RETURN_IF_ERROR(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                               static_cast<int>(Traits::kSmemBytes)));
+  GA_RETURN_IF_ERROR(
+      cuda::set_max_dynamic_smem_once<sm90_decode_kernel<Traits>>(static_cast<int>(Traits::kSmemBytes)));
   const dim3 grid(static_cast<unsigned>(p.m_blocks * p.num_splits), static_cast<unsigned>(p.heads_kv),
                   static_cast<unsigned>(p.batch));
   kernel<<<grid, Traits::kThreads, Traits::kSmemBytes, stream>>>(p, *static_cast<const CUtensorMap*>(l.k_tmap),

@@ -453,8 +453,8 @@ __global__ void __launch_bounds__(Traits::kThreads, 1)
 template <class Traits>
 Status launch_prefill_traits(const cuda_engine::KernelParams& p, const PrefillLaunch& l, cudaStream_t stream) {
   auto* kernel = sm90_prefill_kernel<Traits>;
-  GA_CUDA_RETURN_IF_ERROR(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                               static_cast<int>(Traits::kSmemBytes)));
+  GA_RETURN_IF_ERROR(
+      cuda::set_max_dynamic_smem_once<sm90_prefill_kernel<Traits>>(static_cast<int>(Traits::kSmemBytes)));
   dim3 grid(static_cast<unsigned>(p.m_blocks), static_cast<unsigned>(p.heads_q), static_cast<unsigned>(p.batch));
   if constexpr (Traits::kPersistent) {
     const int64_t works = static_cast<int64_t>(p.m_blocks) * p.heads_q * p.batch;
