@@ -1,4 +1,4 @@
-// cp.async (sm80+): 16-byte global -> shared copies that bypass registers, with zero fill.
+// cp.async (sm80+): global -> shared copies that bypass registers (16 bytes with zero fill, or 4).
 #pragma once
 
 #include <cstdint>
@@ -14,6 +14,12 @@ __device__ __forceinline__ void cp_async_16_or_zero(void* dst, const void* src, 
   const int src_bytes = valid ? kCpAsyncBytes : 0;
   asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(saddr), "l"(src), "r"(src_bytes)
                : "memory");
+}
+
+// Copies 4 bytes from `src` to `dst` (any 4-byte aligned addresses; goes through L1).
+__device__ __forceinline__ void cp_async_4(void* dst, const void* src) {
+  const uint32_t saddr = static_cast<uint32_t>(__cvta_generic_to_shared(dst));
+  asm volatile("cp.async.ca.shared.global [%0], [%1], 4;\n" ::"r"(saddr), "l"(src) : "memory");
 }
 
 __device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::: "memory"); }

@@ -22,12 +22,12 @@ std::unique_ptr<DeviceTensor> mirror(const HostTensor& t) {
 }
 TensorView dview(const std::unique_ptr<DeviceTensor>& t) { return t ? t->view() : TensorView{}; }
 
-// A copy of `t` with every non-last stride padded by 8 elements (gaps NaN).
-HostTensor padded(const HostTensor& t) {
+// A copy of `t` with every non-last stride padded by `pad` elements (gaps NaN).
+HostTensor padded(const HostTensor& t, int pad) {
   if (!t.defined()) return t;
   const std::vector<int64_t>& shape = t.shape();
   std::vector<int64_t> st(shape.size(), 1);
-  for (int d = static_cast<int>(shape.size()) - 2; d >= 0; --d) st[d] = st[d + 1] * shape[d + 1] + 8;
+  for (int d = static_cast<int>(shape.size()) - 2; d >= 0; --d) st[d] = st[d + 1] * shape[d + 1] + pad;
   HostTensor s(t.dtype(), shape, st);
   s.poison();
   for_each_index(shape, [&](const std::vector<int64_t>& i) { s.set(i, t.at(i)); });
@@ -72,7 +72,7 @@ void KdaGpuRun::setup(uint64_t seed, int pool_extra, bool strided, bool do_uploa
   }
   if (strided) {
     for (HostTensor* t : {&c.q, &c.k, &c.v, &c.g, &c.beta, &c.out, &c.initial, &c.final_state, &c.dt_bias}) {
-      *t = padded(*t);
+      *t = padded(*t, stride_pad);
     }
   }
   if (do_upload) upload();

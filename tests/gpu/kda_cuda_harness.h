@@ -27,11 +27,12 @@ struct KdaGpuRun {
   KdaCase c;
   bool pool = false;  // states are a pool updated in place; sequence n uses row idx[n]
   HostTensor idx;     // state_indices, int32 [N]
+  int stride_pad = 8;  // elements added to every non-last stride by setup(..., strided = true)
   std::unique_ptr<DeviceTensor> dq, dk, dv, dg, dbeta, dout, dinit, dfinal, dAlog, ddt, dcu, didx;
 
   // Builds c from `seed`. pool_extra >= 0: the states become a pool of N + pool_extra rows
   // (random initial rows, shuffled state_indices), initial_state == final_state on the device.
-  // strided: every non-last stride of every float tensor padded by 8 elements (gaps NaN).
+  // strided: every non-last stride of every float tensor padded by stride_pad elements (gaps NaN).
   // upload = false keeps host tensors only (new inputs for a captured graph).
   void setup(uint64_t seed, int pool_extra, bool strided = false, bool upload = true);
   void upload();

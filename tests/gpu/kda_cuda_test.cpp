@@ -242,7 +242,7 @@ TEST_F(KdaCuda, LongSequenceFewHeads) {
 
 TEST_F(KdaCuda, DecodeOnPoolInPlace) {
   for (KdaStateLayout layout : {KdaStateLayout::kVFirst, KdaStateLayout::kKFirst}) {
-    for (int64_t T : {1, 3, 16}) {
+    for (int64_t T : {1, 2, 3, 10, 16}) {  // 10 and 16: > 48 KiB of shared memory at K = 128
       KdaRun r;
       r.c = base_case();
       r.c.layout = layout;
@@ -264,6 +264,31 @@ TEST_F(KdaCuda, DecodeOnPoolInPlace) {
     v.setup(70, 5);
     check_run(v, KdaCudaPath::kAuto, " varlen pool+5 in place");
   }
+}
+
+// The recurrent path's scalar state access: V-first pools whose rows do not start on 16 bytes
+// (every stride padded by one element), in place, decode and past one 16-token stage block.
+TEST_F(KdaCuda, RecurrentUnalignedVFirstPool) {
+  for (auto [K, V] : {std::pair<int64_t, int64_t>{128, 128}, {64, 128}, {128, 64}}) {
+    for (int64_t T : {1, 5, 20}) {
+      KdaRun r;
+      r.c = base_case();
+      r.c.B = 3, r.c.T = T, r.c.K = K, r.c.V = V;
+      r.stride_pad = 1;
+      r.setup(110 + static_cast<uint64_t>(T + K + V), 4, true);
+      check_run(r, KdaCudaPath::kRecurrent, " pool+4 in place, strides padded by 1");
+    }
+  }
+}
+
+// More sequences than one grid dimension holds (65535): the kernel loops over them.
+TEST_F(KdaCuda, RecurrentManySequences) {
+  KdaRun r;
+  r.c = base_case();
+  r.c.B = 70000, r.c.T = 1, r.c.H = 1, r.c.HV = 1, r.c.K = 64, r.c.V = 64;
+  r.c.with_initial = false, r.c.with_final = false;  // outputs only (states would take 1 GiB)
+  r.setup(120, -1);
+  check_run(r, KdaCudaPath::kRecurrent, " 70000 sequences");
 }
 
 // Prefill of tokens [0, a) then of [a, T) from its final state equals one prefill of [0, T); and
@@ -402,13 +427,16 @@ double time_us(const KdaParams& p, const RunOptions& o) {
 }
 
 TEST_F(KdaCuda, DISABLED_Timing) {
-  for (int64_t N : {256, 1024}) {  // decode: one token per sequence, HV = 32, pool of N rows in place
+  // Decode: HV = 32, K = V = 128, a pool of N rows in place (256 rows: 512 MiB, 1024: 2 GiB);
+  // T tokens per sequence. Rates count the state read + written; "all" adds q/k/v/g/beta/out.
+  for (auto [N, T] : {std::pair<int64_t, int64_t>{256, 1}, {1024, 1}, {256, 2}, {256, 4}, {256, 8}, {256, 16}}) {
     KdaRun r;
     r.c = base_case();
-    r.c.B = N, r.c.T = 1, r.c.H = 32, r.c.HV = 32;
+    r.c.B = N, r.c.T = T, r.c.H = 32, r.c.HV = 32;
     r.c.with_initial = false, r.c.with_final = false;
     r.setup(200, -1);
     const int64_t state_bytes = N * 32 * 128 * 128 * 4;
+    const int64_t token_bytes = N * T * 32 * (128 * 2 * 3 + 128 * 4 + 4 + 128 * 2);  // q, k, v, g, beta, out
     void* pool = nullptr;
     cuda_check(cudaMalloc(&pool, static_cast<size_t>(state_bytes)), "cudaMalloc");
     cuda_check(cudaMemset(pool, 0, static_cast<size_t>(state_bytes)), "cudaMemset");
@@ -417,9 +445,11 @@ TEST_F(KdaCuda, DISABLED_Timing) {
     RunOptions o;
     o.engine = "cuda";
     const double us = time_us(p, o);
-    std::printf("[kda-time] decode N=%lld T=1 HV=32 pool %.0f MiB: %.1f us, %.0f GB/s of state (read + write)\n",
-                static_cast<long long>(N), static_cast<double>(state_bytes) / (1 << 20), us,
-                2.0 * static_cast<double>(state_bytes) / (us * 1e3));
+    std::printf("[kda-time] decode N=%lld T=%lld HV=32 pool %.0f MiB: %.1f us, %.0f GB/s of state (read + write), "
+                "%.0f GB/s all\n",
+                static_cast<long long>(N), static_cast<long long>(T), static_cast<double>(state_bytes) / (1 << 20),
+                us, 2.0 * static_cast<double>(state_bytes) / (us * 1e3),
+                (2.0 * static_cast<double>(state_bytes) + static_cast<double>(token_bytes)) / (us * 1e3));
     cuda_check(cudaFree(pool), "cudaFree");
   }
   for (auto [T, H] : {std::pair<int64_t, int64_t>{1024, 4}, {2048, 12}, {4096, 16}, {8192, 16}, {8192, 24}}) {

@@ -75,13 +75,19 @@ __device__ __forceinline__ float sigmoidf_stable(float x) {
 }
 __device__ __forceinline__ float softplusf_stable(float x) { return fmaxf(x, 0.f) + log1pf(expf(-fabsf(x))); }
 
+// The in-kernel gates (softplus, lower bound) from xd = x + dt_bias and eA = exp(A_log[hv]) (any
+// value when A_log is absent), for callers that load dt_bias and A_log ahead of the math.
+__device__ __forceinline__ float gate_from_biased(const DeviceParams& p, float xd, float eA) {
+  if (p.gate == kGateSoftplus) return -eA * softplusf_stable(xd);
+  const float arg = p.A_log != nullptr ? eA * xd : xd;
+  return p.lower_bound * sigmoidf_stable(arg);
+}
+
 // The effective log decay (<= 0) of key channel d of value head hv for the raw gate input x.
 __device__ __forceinline__ float effective_gate(const DeviceParams& p, int hv, int d, float x) {
   if (p.gate == kGateLogDecay) return x;
   const float dt = p.dt_bias != nullptr ? p.dt_bias[hv * p.dt_sh + d] : 0.f;
-  if (p.gate == kGateSoftplus) return -expf(p.A_log[hv]) * softplusf_stable(x + dt);
-  const float arg = p.A_log != nullptr ? expf(p.A_log[hv]) * (x + dt) : x + dt;
-  return p.lower_bound * sigmoidf_stable(arg);
+  return gate_from_biased(p, x + dt, p.A_log != nullptr ? expf(p.A_log[hv]) : 1.f);
 }
 
 __device__ __forceinline__ float effective_beta(const DeviceParams& p, float b) {
