@@ -22,15 +22,8 @@ inline constexpr int64_t kMaxGridYZ = 65535;
 // beat) run only when the caller opts in with GROUPATTN_EXPERIMENTAL=1.
 inline bool experimental_enabled() {
   const char* flag = std::getenv("GROUPATTN_EXPERIMENTAL");
-  return flag != nullptr && (std::strcmp(flag, "1") == 0 || std::strcmp(flag, "2") == 0);
+  return flag != nullptr && std::strcmp(flag, "1") == 0;
 }
-// Which experimental sm90-prefill form: 2 = persistent (GROUPATTN_EXPERIMENTAL=2), else the default grid.
-inline int experimental_level() {
-  const char* flag = std::getenv("GROUPATTN_EXPERIMENTAL");
-  if (flag == nullptr) return 0;
-  return std::strcmp(flag, "2") == 0 ? 2 : std::strcmp(flag, "1") == 0 ? 1 : 0;
-}
-
 // available() of an sm90 engine: a compute capability 9.0 device is current.
 inline Status sm90_device_available(const char* engine) {
   if (cuda_device_count() <= 0) return NotSupported("no CUDA device visible");

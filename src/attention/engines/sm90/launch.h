@@ -29,8 +29,6 @@ struct PrefillLaunch {
   const void* q_tmap = nullptr;
   const void* k_tmap = nullptr;
   const void* v_tmap = nullptr;
-  bool persistent = false;  // EXPERIMENTAL: one CTA per SM over a static work list
-  int sm_count = 0;         // persistent grid size
 };
 
 // Runs the prefill kernel (grid: m_blocks, Hq, B); p.num_splits must be 1.

@@ -56,12 +56,11 @@ struct Smem {
   __device__ uint64_t* q_full() const { return reinterpret_cast<uint64_t*>(base + Traits::kBarOffset); }
   __device__ uint64_t* full(int stage) const { return q_full() + 1 + stage; }
   __device__ uint64_t* empty(int stage) const { return q_full() + 1 + Traits::kStages + stage; }
-  __device__ uint64_t* q_empty() const { return q_full() + 1 + 2 * Traits::kStages; }
 };
 
-// One work of a CTA: a 128-row query tile of one query head of one sequence, and the KV tiles
-// [blk_begin, blk_end) its rows see. Producer and consumers derive it from the same index, so they
-// agree on every load (a work without KV tiles loads nothing, not even Q).
+// A CTA's work: a 128-row query tile of one query head of one sequence, and the KV tiles
+// [blk_begin, blk_end) its rows see. Producer and consumers derive it the same way, so they agree
+// on every load (a work without KV tiles loads nothing, not even Q).
 struct Work {
   SeqInfo s;
   int h, b, kvh, m0, blk_begin, blk_end;
@@ -92,21 +91,12 @@ __device__ __forceinline__ Work work_at(const KernelParams& p, int m_block, int 
   return w;
 }
 
-// Work index -> work. Persistent grid: (sequence, head) groups of m_blocks works, the query tiles
-// of a group descending (causal: the last tiles see the most keys). The CTAs running at once then
-// share a few heads' K/V in L2, as in the plain grid; query tile outermost (all heads at once)
-// cost 4-15 % in the first measurement (a552d4d, docs/PREFILL_SM90.md). Otherwise one work per
-// CTA, the grid being (query tile, head, sequence) with the last query tiles launched first.
+// This CTA's work: the grid is (query tile, head, sequence), the last query tiles launched first
+// (causal: they see the most keys).
 template <class Traits>
-__device__ __forceinline__ Work work_of(const KernelParams& p, int w) {
-  if constexpr (Traits::kPersistent) {
-    const int group = w / p.m_blocks;
-    return work_at<Traits>(p, p.m_blocks - 1 - w % p.m_blocks, group % p.heads_q, group / p.heads_q);
-  } else {
-    (void)w;
-    return work_at<Traits>(p, static_cast<int>(gridDim.x) - 1 - static_cast<int>(blockIdx.x),
-                           static_cast<int>(blockIdx.y), static_cast<int>(blockIdx.z));
-  }
+__device__ __forceinline__ Work cta_work(const KernelParams& p) {
+  return work_at<Traits>(p, static_cast<int>(gridDim.x) - 1 - static_cast<int>(blockIdx.x),
+                         static_cast<int>(blockIdx.y), static_cast<int>(blockIdx.z));
 }
 
 // Pins A-fragment registers around the asynchronous wgmma region (as hw::fence_regs does for
@@ -124,15 +114,11 @@ __device__ __forceinline__ int acc_col(int i, int lane) { return 8 * (i >> 2) + 
 template <class Traits>
 using WgmmaS = hw::Wgmma<std::is_same_v<typename Traits::Element, __nv_bfloat16>, Traits::kBlockN, 0, 0>;
 
-// Producer (one elected thread), one work: its Q (once the consumers released the previous work's
-// Q), then its KV tiles into the ring. `it` counts KV tiles over the CTA's works (ring position
-// and phase), `qn` the Q loads.
+// Producer (one elected thread): the work's Q, then its KV tiles into the ring.
 template <class Traits>
 __device__ void produce(const Smem<Traits>& sm, const CUtensorMap* tq, const CUtensorMap* tk, const CUtensorMap* tv,
-                        const Work& w, int& it, int& qn) {
+                        const Work& w) {
   if (!w.has_tiles()) return;
-  if (qn > 0) hw::mbar_wait(sm.q_empty(), static_cast<uint32_t>(qn - 1) & 1u);
-  ++qn;
   hw::mbar_arrive_expect_tx(sm.q_full(), static_cast<uint32_t>(Traits::kQBytes));
   for (int db = 0; db < Traits::kDBlocks; ++db) {
     for (int wg = 0; wg < Traits::kConsumerWgs; ++wg) {
@@ -140,7 +126,7 @@ __device__ void produce(const Smem<Traits>& sm, const CUtensorMap* tq, const CUt
                       db * Traits::kSwizzleElems, w.h, w.m0 + wg * Traits::kRowsPerWg, w.b, sm.q_full());
     }
   }
-  for (int blk = w.blk_begin; blk < w.blk_end; ++blk, ++it) {
+  for (int blk = w.blk_begin, it = 0; blk < w.blk_end; ++blk, ++it) {
     const int stage = it % Traits::kStages;
     hw::mbar_wait(sm.empty(stage), (static_cast<uint32_t>(it / Traits::kStages) & 1u) ^ 1u);
     hw::mbar_arrive_expect_tx(sm.full(stage), static_cast<uint32_t>(Traits::kStageBytes));
@@ -194,11 +180,11 @@ __device__ __forceinline__ void fence_output(float (&o)[2][32], uint32_t (&pfrag
   for (int kk = 0; kk < Traits::kBlockN / 16; ++kk) fence_u32(pfrag[kk]);
 }
 
-// One consumer warpgroup's part of one work: its 64 query rows against the work's KV tiles, then
-// their O and LSE. `it` and `qn` as in produce().
+// One consumer warpgroup's part of the work: its 64 query rows against the work's KV tiles, then
+// their O and LSE.
 template <class Traits>
-__device__ void consume(const KernelParams& p, const Work& w, const Smem<Traits>& sm, int& it0, int& qn, int wg,
-                        int warp_in_wg, int lane) {
+__device__ void consume(const KernelParams& p, const Work& w, const Smem<Traits>& sm, int wg, int warp_in_wg,
+                        int lane) {
   const SeqInfo& s = w.s;
   const int h = w.h, m0 = w.m0, blk_begin = w.blk_begin, blk_end = w.blk_end;
   using T = typename Traits::Element;
@@ -305,14 +291,12 @@ __device__ void consume(const KernelParams& p, const Work& w, const Smem<Traits>
   // the softmax of tile it runs while the O product is still on the tensor cores. Order per tile:
   // O(it-1) done -> free its stage -> O *= alpha(it) -> P(it) becomes the next A operand.
   if (blk_begin < blk_end) {
-    hw::mbar_wait(sm.q_full(), static_cast<uint32_t>(qn) & 1u);
-    ++qn;
-    const int n_tiles = blk_end - blk_begin;
+    hw::mbar_wait(sm.q_full(), 0u);
     uint32_t pfrag[Traits::kBlockN / 16][4];
     float alpha[2];
     if (wg == 1) hw::named_bar_arrive(kBarTurn, kTurnThreads);
-    int prev_stage = it0 % Traits::kStages;
-    hw::mbar_wait(sm.full(prev_stage), static_cast<uint32_t>(it0 / Traits::kStages) & 1u);
+    int prev_stage = 0;
+    hw::mbar_wait(sm.full(0), 0u);
     hw::fence_regs(sacc);
     turn_begin();
     hw::wgmma_fence();
@@ -323,7 +307,7 @@ __device__ void consume(const KernelParams& p, const Work& w, const Smem<Traits>
     hw::fence_regs(sacc);
     softmax_tile(blk_begin, alpha);  // O is still zero: nothing to rescale
     pack_p(pfrag);
-    for (int blk = blk_begin + 1, it = it0 + 1; blk < blk_end; ++blk, ++it) {
+    for (int blk = blk_begin + 1, it = 1; blk < blk_end; ++blk, ++it) {
       const int stage = it % Traits::kStages;
       hw::mbar_wait(sm.full(stage), static_cast<uint32_t>(it / Traits::kStages) & 1u);
       hw::fence_regs(sacc);
@@ -348,10 +332,6 @@ __device__ void consume(const KernelParams& p, const Work& w, const Smem<Traits>
       pack_p(pfrag);  // after the wait: P(it-1)'s registers are free again
       prev_stage = stage;
     }
-    it0 += n_tiles;
-    // Every S product of this work has completed: the producer may load the next work's Q.
-    __syncwarp();
-    if (lane == 0) hw::mbar_arrive(sm.q_empty());
     fence_output<Traits>(o, pfrag);
     turn_begin();
     hw::wgmma_fence();
@@ -394,17 +374,12 @@ template <class Traits>
 __device__ void prefill_cta(const KernelParams& p, const CUtensorMap* tq, const CUtensorMap* tk, const CUtensorMap* tv) {
   extern __shared__ __align__(128) unsigned char smem_raw[];
   const Smem<Traits> sm{hw::align_1024(smem_raw)};
-  const int works = Traits::kPersistent ? p.m_blocks * p.heads_q * p.batch : 1;
-  const int first = Traits::kPersistent ? static_cast<int>(blockIdx.x) : 0;
-  const int step = Traits::kPersistent ? static_cast<int>(gridDim.x) : 1;
-  if constexpr (!Traits::kPersistent) {
-    if (!work_of<Traits>(p, 0).has_rows) return;  // the whole CTA, before any barrier
-  }
+  const Work w = cta_work<Traits>(p);
+  if (!w.has_rows) return;  // the whole CTA, before any barrier
 
   const int tid = static_cast<int>(threadIdx.x), warp = tid / 32, lane = tid % 32;
   if (tid == 0) {
     hw::mbar_init(sm.q_full(), 1);
-    hw::mbar_init(sm.q_empty(), Traits::kConsumerWarps);
     for (int st = 0; st < Traits::kStages; ++st) {
       hw::mbar_init(sm.full(st), 1);
       hw::mbar_init(sm.empty(st), Traits::kConsumerWarps);
@@ -418,18 +393,12 @@ __device__ void prefill_cta(const KernelParams& p, const CUtensorMap* tq, const 
   }
   __syncthreads();
 
-  int it = 0, qn = 0;  // KV tiles and Q loads so far (ring positions and phases)
   if (warp >= Traits::kProducerWarp) {  // the producer warpgroup: one thread issues every copy
     hw::setmaxnreg_dec<Traits::kProducerRegs>();
-    if (warp == Traits::kProducerWarp && lane == 0) {
-      for (int i = first; i < works; i += step) produce<Traits>(sm, tq, tk, tv, work_of<Traits>(p, i), it, qn);
-    }
+    if (warp == Traits::kProducerWarp && lane == 0) produce<Traits>(sm, tq, tk, tv, w);
   } else {
     hw::setmaxnreg_inc<Traits::kConsumerRegs>();
-    for (int i = first; i < works; i += step) {
-      const Work w = work_of<Traits>(p, i);
-      if (w.has_rows) consume<Traits>(p, w, sm, it, qn, warp / 4, warp % 4, lane);
-    }
+    consume<Traits>(p, w, sm, warp / 4, warp % 4, lane);
   }
 }
 
@@ -450,27 +419,18 @@ __global__ void __launch_bounds__(Traits::kThreads, 1)
 #endif
 }
 
-template <class Traits>
-Status launch_prefill_traits(const cuda_engine::KernelParams& p, const PrefillLaunch& l, cudaStream_t stream) {
+template <class T>
+Status launch_prefill(const cuda_engine::KernelParams& p, const PrefillLaunch& l, cudaStream_t stream) {
+  using Traits = PrefillTraits<T>;
   auto* kernel = sm90_prefill_kernel<Traits>;
   GA_RETURN_IF_ERROR(
       cuda::set_max_dynamic_smem_once<sm90_prefill_kernel<Traits>>(static_cast<int>(Traits::kSmemBytes)));
-  dim3 grid(static_cast<unsigned>(p.m_blocks), static_cast<unsigned>(p.heads_q), static_cast<unsigned>(p.batch));
-  if constexpr (Traits::kPersistent) {
-    const int64_t works = static_cast<int64_t>(p.m_blocks) * p.heads_q * p.batch;
-    grid = dim3(static_cast<unsigned>(works < l.sm_count ? works : l.sm_count));
-  }
+  const dim3 grid(static_cast<unsigned>(p.m_blocks), static_cast<unsigned>(p.heads_q), static_cast<unsigned>(p.batch));
   kernel<<<grid, Traits::kThreads, Traits::kSmemBytes, stream>>>(p, *static_cast<const CUtensorMap*>(l.q_tmap),
                                                                   *static_cast<const CUtensorMap*>(l.k_tmap),
                                                                   *static_cast<const CUtensorMap*>(l.v_tmap));
   return cuda::last_launch_status("sm90_prefill_kernel");
 }
 
-template <class T>
-Status launch_prefill(const cuda_engine::KernelParams& p, const PrefillLaunch& l, cudaStream_t stream) {
-  const int64_t works = static_cast<int64_t>(p.m_blocks) * p.heads_q * p.batch;  // the work index is an int
-  if (l.persistent && l.sm_count > 0 && works <= INT32_MAX) return launch_prefill_traits<PrefillTraits<T, true>>(p, l, stream);
-  return launch_prefill_traits<PrefillTraits<T, false>>(p, l, stream);
-}
 
 }  // namespace groupattn::sm90_engine

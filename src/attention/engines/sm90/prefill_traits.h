@@ -25,14 +25,9 @@ namespace groupattn::sm90_engine {
 inline constexpr int kPrefillBlockM = 128;
 inline constexpr int kPrefillBlockN = 128;
 
-// kPersistent_: one CTA per SM walks a static list of (query tile, head, sequence) works; the
-// producer loads the next work's Q and K/V while the consumers finish the current one and write its
-// O (EXPERIMENTAL, GROUPATTN_EXPERIMENTAL=2: slower than the plain grid in its first form,
-// docs/PREFILL_SM90.md).
-template <class T, bool kPersistent_ = false>
+template <class T>
 struct PrefillTraits {
   using Element = T;
-  static constexpr bool kPersistent = kPersistent_;
   static constexpr int kHeadDim = 128;
   static constexpr int kBlockM = kPrefillBlockM;
   static constexpr int kBlockN = kPrefillBlockN;
@@ -59,7 +54,7 @@ struct PrefillTraits {
   static constexpr int kQOffset = 0;
   static constexpr int kStageOffset = kQOffset + kQBytes;
   static constexpr int kBarOffset = kStageOffset + kStages * kStageBytes;
-  static constexpr int kBarBytes = (2 + 2 * kStages) * 8;  // q_full, full[], empty[], q_empty
+  static constexpr int kBarBytes = (1 + 2 * kStages) * 8;  // q_full, full[], empty[]
   static constexpr size_t kSmemBytes = static_cast<size_t>(kBarOffset + kBarBytes) + 1024;  // + alignment slack
 
   static_assert(sizeof(T) == 2, "wgmma path takes 16-bit inputs (bf16, fp16)");

@@ -80,11 +80,6 @@ class Sm90PrefillAttention final : public AttentionEngine {
     launch.q_tmap = &q_map;
     launch.k_tmap = &k_map;
     launch.v_tmap = &v_map;
-    launch.persistent = sm90_engine::experimental_level() >= 2;
-    if (launch.persistent) {
-      int cc = 0;
-      GA_RETURN_IF_ERROR(cuda_device_properties(&launch.sm_count, &cc));
-    }
     const auto s = static_cast<cudaStream_t>(stream);
     if (p.q.dtype == DType::kBF16) return sm90_engine::launch_prefill<__nv_bfloat16>(kp, launch, s);
     return sm90_engine::launch_prefill<__half>(kp, launch, s);
