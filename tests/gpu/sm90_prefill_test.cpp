@@ -9,6 +9,7 @@
 
 #include <cuda_runtime.h>
 
+#include <cmath>
 #include <cstdlib>
 #include <string>
 #include <utility>
@@ -95,32 +96,79 @@ TEST_F(Sm90Prefill, GqaEqualsCopiedUpBitwise) {
   }
 }
 
+// Varlen Q and K/V (rank-3 maps, coordinates from cu_seqlens): lengths around the tiles, a
+// sequence without queries, one without keys, Sq != Sk per sequence; causal, window, GQA ratios.
+TEST_F(Sm90Prefill, VarlenQAndKv) {
+  Case c = prefill_case(8, 2, 1, 1, 1, true);
+  c.q_varlen = true;
+  c.kv = KvKind::kVarlen;
+  c.q_lens = {129, 1, 0, 300, 128, 77};
+  c.k_lens = {129, 200, 5, 300, 0, 385};
+  for (bool causal : {false, true}) {
+    c.causal = causal;
+    check_case(c, kEngine);
+  }
+  c.window_left = 60, c.window_right = 10;
+  check_case(c, kEngine);
+  c.window_left = c.window_right = -1;
+  for (auto [hq, hkv] : std::vector<std::pair<int64_t, int64_t>>{{8, 4}, {64, 8}, {8, 1}, {12, 4}}) {
+    c.hq = hq, c.hkv = hkv;
+    check_case(c, kEngine);
+  }
+}
+
+// Batched K/V with seqlens_k: the rows past a sequence's length hold stale cache values -- here
+// NaN. The tile holding the last key also holds those rows; their scores are masked and their V
+// rows zeroed in shared memory, so O stays exact (P = 0 times NaN would not).
+TEST_F(Sm90Prefill, SeqlensKIgnoresStaleRows) {
+  for (bool causal : {false, true}) {
+    Case c = prefill_case(8, 2, 3, 150, 300, causal);
+    c.k_lens = {300, 171, 129};
+    auto p = make_problem(c);
+    const double nan = std::nan("");
+    for (int64_t b = 0; b < 3; ++b) {
+      for (int64_t j = c.k_lens[static_cast<size_t>(b)]; j < 300; ++j) {
+        for (int64_t h = 0; h < c.hkv; ++h) {
+          for (int64_t d = 0; d < c.d; ++d) {
+            p->k.set({b, j, h, d}, nan);
+            p->v.set({b, j, h, d}, nan);
+          }
+        }
+      }
+    }
+    p->upload();
+    ASSERT_TRUE(run_reference(*p).ok());
+    HostTensor o = like(p->out), l = like(p->lse);
+    ASSERT_TRUE(run_cuda(*p, &o, &l, kEngine).ok()) << describe(c);
+    expect_matches_reference(*p, o, l, describe(c) + " (NaN past seqlens_k)");
+  }
+}
+
 TEST_F(Sm90Prefill, DeclinesWithReason) {
   std::vector<std::pair<Case, std::string>> cases;
   Case c = prefill_case(8, 2, 1, 100, 100, true);
   Case d64 = c;
   d64.d = 64;
   cases.push_back({d64, "head dim 128"});
-  Case varlen = c;
-  varlen.q_varlen = true;
-  varlen.kv = KvKind::kVarlen;
-  cases.push_back({varlen, "batched Q and K/V only"});
   Case paged = c;
   paged.kv = KvKind::kPaged;
   paged.page_size = 64;
-  cases.push_back({paged, "batched Q and K/V only"});
+  cases.push_back({paged, "paged K/V is not supported"});
   for (const auto& [cs, reason] : cases) expect_declines(cs, kEngine, reason);
 }
 
-// Automatic selection: batched D = 128 prefill goes to sm90-prefill; what it declines (varlen)
-// falls through to the portable engine; decode stays with the sm90 decode engine.
+// Automatic selection: batched and varlen D = 128 prefill go to sm90-prefill; what it declines
+// (head dim 64) falls through to the portable engine; decode stays with the sm90 decode engine.
 TEST_F(Sm90Prefill, AutomaticSelection) {
   Case varlen = prefill_case(8, 2, 1, 100, 100, true);
   varlen.q_varlen = true;
   varlen.kv = KvKind::kVarlen;
+  Case d64 = prefill_case(8, 2, 1, 100, 100, true);
+  d64.d = 64;
   const std::vector<std::pair<Case, std::string>> cases = {
       {prefill_case(32, 8, 2, 1024, 1024, true), "sm90-prefill"},
-      {varlen, "cuda"},
+      {varlen, "sm90-prefill"},
+      {d64, "cuda"},
       {prefill_case(64, 8, 1, 1, 4096, true), "sm90"},
   };
   for (const auto& [cs, want] : cases) {

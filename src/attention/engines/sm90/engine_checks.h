@@ -56,10 +56,11 @@ inline bool tma_compatible(const TensorView& t) {
 
 // cuTensorMapEncodeTiled documents each stride as spanning the dimensions inside it (stride[i] =
 // dim[i-1] * stride[i-1] + padding). A rank-4 (outer, row, head, d) tensor must nest that way: each
-// stride (of a dimension longer than 1) at least the extent of the dimensions inside it.
+// stride (of a dimension longer than 1) at least the extent of the dimensions inside it; likewise a
+// rank-3 varlen (token, head, d) tensor.
 inline bool nested_strides(const TensorView& t) {
-  int64_t extent = t.shape[3];  // elements spanned by one head's d
-  for (int d = 2; d >= 0; --d) {
+  int64_t extent = t.shape[t.rank - 1];  // elements spanned by one head's d
+  for (int d = t.rank - 2; d >= 0; --d) {
     if (t.shape[d] > 1 && t.stride[d] < extent) return false;
     extent = (t.shape[d] - 1) * t.stride[d] + extent;
   }
@@ -95,7 +96,7 @@ inline Status check_tma_layouts(const AttentionParams& p, const char* engine,
   for (const auto& [t, what] : mapped) {
     if (!nested_strides(*t)) {
       return NotSupported(std::string(engine) + " engine: " + what +
-                          " must be laid out [batch|page][row][head][d] with each stride spanning the dims "
+                          " must be laid out [batch|page][row][head][d] (or [token][head][d]) with each stride spanning the dims "
                           "inside it (a TMA tensor map's nesting); other layouts are not supported yet");
     }
   }

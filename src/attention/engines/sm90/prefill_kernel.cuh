@@ -64,6 +64,9 @@ struct Smem {
 struct Work {
   SeqInfo s;
   int h, b, kvh, m0, blk_begin, blk_end;
+  // Tensor-map coordinates of the sequence's first row: batched views are rank-4 maps (row 0 of
+  // outer index b), varlen ones rank-3 views mapped with outer = 1 (row cu_seqlens[b] of outer 0).
+  int q_row0, q_outer, kv_row0, kv_outer;
   bool has_rows;
   __device__ bool has_tiles() const { return blk_begin < blk_end; }
 };
@@ -75,6 +78,11 @@ __device__ __forceinline__ Work work_at(const KernelParams& p, int m_block, int 
   w.h = h;
   w.b = b;
   w.kvh = cuda_engine::kv_head_of(h, p.group, p.heads_kv);
+  const bool q_varlen = p.cu_seqlens_q != nullptr, kv_varlen = p.cu_seqlens_k != nullptr;
+  w.q_row0 = q_varlen ? static_cast<int>(w.s.q_token0) : 0;
+  w.q_outer = q_varlen ? 0 : b;
+  w.kv_row0 = kv_varlen ? p.cu_seqlens_k[b] : 0;
+  w.kv_outer = kv_varlen ? 0 : b;
   w.m0 = m_block * Traits::kBlockM;
   w.has_rows = w.m0 < w.s.q_len;
   w.blk_begin = w.blk_end = 0;
@@ -123,19 +131,20 @@ __device__ void produce(const Smem<Traits>& sm, const CUtensorMap* tq, const CUt
   for (int db = 0; db < Traits::kDBlocks; ++db) {
     for (int wg = 0; wg < Traits::kConsumerWgs; ++wg) {
       hw::tma_load_4d(sm.q() + db * Traits::kQBlockBytes + wg * Traits::kRowsPerWg * 128, tq,
-                      db * Traits::kSwizzleElems, w.h, w.m0 + wg * Traits::kRowsPerWg, w.b, sm.q_full());
+                      db * Traits::kSwizzleElems, w.h, w.q_row0 + w.m0 + wg * Traits::kRowsPerWg, w.q_outer,
+                      sm.q_full());
     }
   }
   for (int blk = w.blk_begin, it = 0; blk < w.blk_end; ++blk, ++it) {
     const int stage = it % Traits::kStages;
     hw::mbar_wait(sm.empty(stage), (static_cast<uint32_t>(it / Traits::kStages) & 1u) ^ 1u);
     hw::mbar_arrive_expect_tx(sm.full(stage), static_cast<uint32_t>(Traits::kStageBytes));
-    const int j0 = blk * Traits::kBlockN;
+    const int row = w.kv_row0 + blk * Traits::kBlockN;
     for (int db = 0; db < Traits::kDBlocks; ++db)
-      hw::tma_load_4d(sm.k(stage) + db * Traits::kKvBoxBytes, tk, db * Traits::kSwizzleElems, w.kvh, j0, w.b,
+      hw::tma_load_4d(sm.k(stage) + db * Traits::kKvBoxBytes, tk, db * Traits::kSwizzleElems, w.kvh, row, w.kv_outer,
                       sm.full(stage));
     for (int db = 0; db < Traits::kDBlocks; ++db)
-      hw::tma_load_4d(sm.v(stage) + db * Traits::kKvBoxBytes, tv, db * Traits::kSwizzleElems, w.kvh, j0, w.b,
+      hw::tma_load_4d(sm.v(stage) + db * Traits::kKvBoxBytes, tv, db * Traits::kSwizzleElems, w.kvh, row, w.kv_outer,
                       sm.full(stage));
   }
 }
@@ -282,6 +291,26 @@ __device__ void consume(const KernelParams& p, const Work& w, const Smem<Traits>
   auto turn_end = [&](bool last) {
     if (!(last && wg == 1)) hw::named_bar_arrive(kBarTurn + (1 - wg), kTurnThreads);
   };
+  // The tile holding the sequence's last key also holds rows past it: the next sequence's keys
+  // (varlen) or stale cache rows (seqlens_k) -- zeros only where the map itself ends. Their scores
+  // are masked, but P = 0 times a non-finite V row would still be NaN: the two warpgroups zero
+  // those V rows (each 128-byte row is one whole swizzle row, so the layout does not matter),
+  // fence them for the async proxy and sync before either issues a product that reads them.
+  // Before the turn barrier, so the two barriers cannot wait on each other.
+  constexpr uint32_t kBarZeroV = 3;
+  auto zero_stale_v = [&](int blk, int stage) {
+    const int valid = s.k_len - blk * Traits::kBlockN;  // rows of this tile inside the sequence
+    if (valid >= Traits::kBlockN) return;
+    const int ctid = wg * 128 + 32 * warp_in_wg + lane;  // 0..255 over both consumer warpgroups
+    constexpr int kChunksPerBox = Traits::kBlockN * 128 / 16;
+    for (int c = valid * 8 + ctid; c < kChunksPerBox; c += 2 * 128) {
+#pragma unroll
+      for (int db = 0; db < Traits::kDBlocks; ++db)
+        reinterpret_cast<uint4*>(sm.v(stage) + db * Traits::kKvBoxBytes)[c] = make_uint4(0, 0, 0, 0);
+    }
+    hw::fence_proxy_async_smem();
+    hw::named_bar_sync(kBarZeroV, 2 * 128);
+  };
   auto release = [&](int stage) {
     __syncwarp();
     if (lane == 0) hw::mbar_arrive(sm.empty(stage));
@@ -297,6 +326,7 @@ __device__ void consume(const KernelParams& p, const Work& w, const Smem<Traits>
     if (wg == 1) hw::named_bar_arrive(kBarTurn, kTurnThreads);
     int prev_stage = 0;
     hw::mbar_wait(sm.full(0), 0u);
+    zero_stale_v(blk_begin, 0);
     hw::fence_regs(sacc);
     turn_begin();
     hw::wgmma_fence();
@@ -310,6 +340,7 @@ __device__ void consume(const KernelParams& p, const Work& w, const Smem<Traits>
     for (int blk = blk_begin + 1, it = 1; blk < blk_end; ++blk, ++it) {
       const int stage = it % Traits::kStages;
       hw::mbar_wait(sm.full(stage), static_cast<uint32_t>(it / Traits::kStages) & 1u);
+      zero_stale_v(blk, stage);
       hw::fence_regs(sacc);
       fence_output<Traits>(o, pfrag);
       turn_begin();

@@ -34,8 +34,8 @@ class Sm90PrefillAttention final : public AttentionEngine {
     return "Hopper prefill (TMA + wgmma, warp-specialized), sm90a";
   }
   std::string supports() const override {
-    return "device tensors, bf16/f16, head dim 128 (D == Dv), batched Q and K/V (no seqlens_k), causal, window, "
-           "softcap, scale, MHA/GQA/MQA";
+    return "device tensors, bf16/f16, head dim 128 (D == Dv), batched or varlen Q and K/V (seqlens_k too; not "
+           "paged), causal, window, softcap, scale, MHA/GQA/MQA";
   }
   Status available() const override { return sm90_engine::sm90_device_available("sm90-prefill"); }
 
@@ -43,24 +43,26 @@ class Sm90PrefillAttention final : public AttentionEngine {
     GA_RETURN_IF_ERROR(sm90_engine::all_on_device(p, "sm90-prefill"));
     if (kv_is_fp8(p)) return NotSupported("sm90-prefill engine: fp8 (f8e4m3) KV caches are not supported");
     GA_RETURN_IF_ERROR(sm90_engine::check_16bit_d128(p, "sm90-prefill"));
-    if (q_is_varlen(p) || kv_layout(p) != KvLayout::kBatched || p.seqlens_k.defined()) {
-      return NotSupported(
-          "sm90-prefill engine: batched Q and K/V only, without seqlens_k (varlen, paged and per-sequence cache "
-          "lengths are not supported yet)");
+    if (kv_layout(p) == KvLayout::kPaged) {
+      return NotSupported("sm90-prefill engine: paged K/V is not supported yet (batched or varlen K/V only)");
     }
     if (kv_is_sharded(p)) return NotSupported("sm90-prefill engine: the partial-output mode is not supported yet");
     if (p.num_splits > 1) return NotSupported("sm90-prefill engine: no split-KV (num_splits must be 0 or 1)");
-    if (p.q.size(1) == 0 || p.k.size(1) == 0) {
-      return NotSupported("sm90-prefill engine: Sq and Sk must be >= 1 (a TMA map needs every dim >= 1)");
+    // Rows of the tensor maps: Sq / Sk batched, total tokens varlen (rank 3). A map needs every dim >= 1.
+    const int64_t q_rows = q_is_varlen(p) ? p.q.size(0) : p.q.size(1);
+    const int64_t kv_rows = kv_layout(p) == KvLayout::kVarlen ? p.k.size(0) : p.k.size(1);
+    if (q_rows == 0 || kv_rows == 0) {
+      return NotSupported("sm90-prefill engine: Q and K/V need >= 1 row (a TMA map needs every dim >= 1)");
     }
     GA_RETURN_IF_ERROR(
         sm90_engine::check_tma_layouts(p, "sm90-prefill", {{&p.q, "q"}, {&p.k, "k"}, {&p.v, "v"}}));
-    if (p.q.size(0) > kMaxGridYZ || p.q.size(2) > kMaxGridYZ) {
+    const int64_t batch = q_is_varlen(p) ? p.cu_seqlens_q.size(0) - 1 : p.q.size(0);
+    if (batch > kMaxGridYZ || p.q.size(-2) > kMaxGridYZ) {
       return NotSupported("sm90-prefill engine: batch and query heads must be <= " + std::to_string(kMaxGridYZ));
     }
     const int64_t int_max = std::numeric_limits<int32_t>::max();
-    if (p.q.size(1) > int_max - sm90_engine::kPrefillBlockM || p.k.size(1) > int_max - sm90_engine::kPrefillBlockN) {
-      return NotSupported("sm90-prefill engine: sequence lengths must fit in int32");
+    if (q_rows > int_max - sm90_engine::kPrefillBlockM || kv_rows > int_max - sm90_engine::kPrefillBlockN) {
+      return NotSupported("sm90-prefill engine: sequence lengths (total tokens if varlen) must fit in int32");
     }
     return Status::Ok();
   }
@@ -70,7 +72,8 @@ class Sm90PrefillAttention final : public AttentionEngine {
   Status run(const AttentionParams& p, void*, void* stream) const override {
     cuda_engine::KernelParams kp = cuda_engine::kernel_params_from(p);
     kp.num_splits = 1;
-    kp.m_blocks = static_cast<int>((p.q.size(1) + sm90_engine::kPrefillBlockM - 1) / sm90_engine::kPrefillBlockM);
+    // kp.seqlen_q: Sq, or max_seqlen_q for varlen Q (the grid covers the longest sequence).
+    kp.m_blocks = (kp.seqlen_q + sm90_engine::kPrefillBlockM - 1) / sm90_engine::kPrefillBlockM;
     if (kp.batch == 0 || kp.heads_q == 0) return Status::Ok();
     CUtensorMap q_map, k_map, v_map;
     GA_RETURN_IF_ERROR(sm90_engine::encode_map_of(p.q, sm90_engine::PrefillTraits<__nv_bfloat16>::kQBoxRows, &q_map));

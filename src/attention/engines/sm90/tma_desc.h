@@ -71,18 +71,20 @@ inline Status encode_kv_map(const KvMapShape& s, int box_rows, CUtensorMap* map)
 }
 
 // The map of a rank-4 (outer, row, head, d) view -- Q [B, Sq, Hq, D], K/V [B, Sk, Hkv, D] or
-// paged [pages, page_size, Hkv, D] -- with boxes of `box_rows` rows of one head.
+// paged [pages, page_size, Hkv, D] -- with boxes of `box_rows` rows of one head. A rank-3 varlen
+// view [total tokens, H, D] maps as outer = 1 (coordinates: row = token, outer = 0).
 inline Status encode_map_of(const TensorView& t, int box_rows, CUtensorMap* map) {
   KvMapShape shape;
   shape.base = t.data;
   shape.bf16 = t.dtype == DType::kBF16;
   shape.fp8 = t.dtype == DType::kF8E4M3;
-  shape.heads = t.size(2);
-  shape.rows = t.size(1);
-  shape.outer = t.size(0);
-  shape.head_stride = t.stride[2];
-  shape.row_stride = t.stride[1];
-  shape.outer_stride = t.stride[0];
+  const int r = t.rank - 4;  // -1 for a rank-3 view
+  shape.heads = t.size(2 + r);
+  shape.rows = t.size(1 + r);
+  shape.outer = r == 0 ? t.size(0) : 1;
+  shape.head_stride = t.stride[2 + r];
+  shape.row_stride = t.stride[1 + r];
+  shape.outer_stride = r == 0 ? t.stride[0] : shape.rows * shape.row_stride;  // one outer: any spanning stride
   return encode_kv_map(shape, box_rows, map);
 }
 
