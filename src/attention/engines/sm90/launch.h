@@ -29,6 +29,7 @@ struct PrefillLaunch {
   const void* q_tmap = nullptr;
   const void* k_tmap = nullptr;
   const void* v_tmap = nullptr;
+  int block_n = 128;  // KV tile keys: kPrefillBlockN or kPrefillBlockNWide (the K/V maps' box rows)
 };
 
 // Runs the prefill kernel (grid: m_blocks, Hq, B); p.num_splits must be 1.

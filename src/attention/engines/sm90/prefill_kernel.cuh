@@ -450,9 +450,8 @@ __global__ void __launch_bounds__(Traits::kThreads, 1)
 #endif
 }
 
-template <class T>
-Status launch_prefill(const cuda_engine::KernelParams& p, const PrefillLaunch& l, cudaStream_t stream) {
-  using Traits = PrefillTraits<T>;
+template <class Traits>
+Status launch_prefill_traits(const cuda_engine::KernelParams& p, const PrefillLaunch& l, cudaStream_t stream) {
   auto* kernel = sm90_prefill_kernel<Traits>;
   GA_RETURN_IF_ERROR(
       cuda::set_max_dynamic_smem_once<sm90_prefill_kernel<Traits>>(static_cast<int>(Traits::kSmemBytes)));
@@ -461,6 +460,12 @@ Status launch_prefill(const cuda_engine::KernelParams& p, const PrefillLaunch& l
                                                                   *static_cast<const CUtensorMap*>(l.k_tmap),
                                                                   *static_cast<const CUtensorMap*>(l.v_tmap));
   return cuda::last_launch_status("sm90_prefill_kernel");
+}
+
+template <class T>
+Status launch_prefill(const cuda_engine::KernelParams& p, const PrefillLaunch& l, cudaStream_t stream) {
+  if (l.block_n == kPrefillBlockNWide) return launch_prefill_traits<PrefillTraits<T, kPrefillBlockNWide>>(p, l, stream);
+  return launch_prefill_traits<PrefillTraits<T>>(p, l, stream);
 }
 
 

@@ -23,17 +23,20 @@
 namespace groupattn::sm90_engine {
 
 inline constexpr int kPrefillBlockM = 128;
-inline constexpr int kPrefillBlockN = 128;
+inline constexpr int kPrefillBlockN = 128;      // KV tile keys (causal, window)
+inline constexpr int kPrefillBlockNWide = 176;  // full attention (EXPERIMENTAL until measured)
 
-template <class T>
+// kBlockN_: keys per KV tile. 176 (FA3's width for d 128 full attention: fewer per-tile fixed costs
+// -- O rescale, barriers, waits -- per key) needs 88 S registers and leaves room for 2 stages only.
+template <class T, int kBlockN_ = kPrefillBlockN>
 struct PrefillTraits {
   using Element = T;
   static constexpr int kHeadDim = 128;
   static constexpr int kBlockM = kPrefillBlockM;
-  static constexpr int kBlockN = kPrefillBlockN;
+  static constexpr int kBlockN = kBlockN_;
   static constexpr int kRowsPerWg = 64;
   static constexpr int kConsumerWgs = kBlockM / kRowsPerWg;  // 2
-  static constexpr int kStages = 3;
+  static constexpr int kStages = kBlockN <= 128 ? 3 : 2;
   static constexpr int kConsumerWarps = 4 * kConsumerWgs;
   static constexpr int kConsumerThreads = 32 * kConsumerWarps;
   static constexpr int kThreads = kConsumerThreads + 128;  // + the producer warpgroup
@@ -58,7 +61,7 @@ struct PrefillTraits {
   static constexpr size_t kSmemBytes = static_cast<size_t>(kBarOffset + kBarBytes) + 1024;  // + alignment slack
 
   static_assert(sizeof(T) == 2, "wgmma path takes 16-bit inputs (bf16, fp16)");
-  static_assert(kDBlocks == 2 && kBlockN % kSwizzleElems == 0, "tile shapes");
+  static_assert(kDBlocks == 2 && kBlockN % 16 == 0, "tile shapes");
   static_assert(kQBlockBytes % 1024 == 0 && kKvBoxBytes % 1024 == 0 &&
                     (kRowsPerWg * 128) % 1024 == 0,
                 "128B-swizzled operands start on 1024-byte boundaries (descriptor base offset 0)");

@@ -61,7 +61,7 @@ class Sm90PrefillAttention final : public AttentionEngine {
       return NotSupported("sm90-prefill engine: batch and query heads must be <= " + std::to_string(kMaxGridYZ));
     }
     const int64_t int_max = std::numeric_limits<int32_t>::max();
-    if (q_rows > int_max - sm90_engine::kPrefillBlockM || kv_rows > int_max - sm90_engine::kPrefillBlockN) {
+    if (q_rows > int_max - sm90_engine::kPrefillBlockM || kv_rows > int_max - sm90_engine::kPrefillBlockNWide) {
       return NotSupported("sm90-prefill engine: sequence lengths (total tokens if varlen) must fit in int32");
     }
     return Status::Ok();
@@ -77,12 +77,17 @@ class Sm90PrefillAttention final : public AttentionEngine {
     if (kp.batch == 0 || kp.heads_q == 0) return Status::Ok();
     CUtensorMap q_map, k_map, v_map;
     GA_RETURN_IF_ERROR(sm90_engine::encode_map_of(p.q, sm90_engine::PrefillTraits<__nv_bfloat16>::kQBoxRows, &q_map));
-    GA_RETURN_IF_ERROR(sm90_engine::encode_map_of(p.k, sm90_engine::kPrefillBlockN, &k_map));
-    GA_RETURN_IF_ERROR(sm90_engine::encode_map_of(p.v, sm90_engine::kPrefillBlockN, &v_map));
+    // Full attention (no causal mask, no window) may take the wide KV tile (EXPERIMENTAL).
+    const bool full = !p.causal && p.window_left < 0 && p.window_right < 0;
+    const int block_n =
+        full && sm90_engine::experimental_enabled() ? sm90_engine::kPrefillBlockNWide : sm90_engine::kPrefillBlockN;
+    GA_RETURN_IF_ERROR(sm90_engine::encode_map_of(p.k, block_n, &k_map));
+    GA_RETURN_IF_ERROR(sm90_engine::encode_map_of(p.v, block_n, &v_map));
     sm90_engine::PrefillLaunch launch;
     launch.q_tmap = &q_map;
     launch.k_tmap = &k_map;
     launch.v_tmap = &v_map;
+    launch.block_n = block_n;
     const auto s = static_cast<cudaStream_t>(stream);
     if (p.q.dtype == DType::kBF16) return sm90_engine::launch_prefill<__nv_bfloat16>(kp, launch, s);
     return sm90_engine::launch_prefill<__half>(kp, launch, s);
