@@ -50,7 +50,7 @@ TEST_F(Sm90Prefill, HeadRatiosCausal) {
 // Query and key lengths around the 128-row and 128-key tiles, Sq == Sk and both ways unequal
 // (bottom-right causal: with Sq > Sk the first rows see no key).
 TEST_F(Sm90Prefill, LengthsAroundTiles) {
-  for (int sq : {1, 17, 127, 128, 129, 300}) {
+  for (int sq : {17, 127, 128, 129, 300}) {  // <= 16 is a decode step: declined (DeclinesWithReason)
     for (int sk : {1, 127, 128, 129, 176, 177, 385}) {  // 176: the wide (full-attention) tile
       for (bool causal : {false, true}) check_case(prefill_case(8, 2, 1, sq, sk, causal), kEngine);
     }
@@ -144,12 +144,55 @@ TEST_F(Sm90Prefill, SeqlensKIgnoresStaleRows) {
   }
 }
 
+// Head dim 64 (one 64-wide swizzle block of d; O += P V as RS m64n64k16): head ratios, lengths
+// around the tiles, dtypes with window / softcap / scale, varlen, and bitwise GQA.
+TEST_F(Sm90Prefill, HeadDim64) {
+  auto d64 = [](Case c) {
+    c.d = 64;
+    return c;
+  };
+  for (auto [hq, hkv] : std::vector<std::pair<int64_t, int64_t>>{{8, 4}, {8, 2}, {64, 8}, {8, 1}}) {
+    check_case(d64(prefill_case(hq, hkv, 2, 200, 200, true)), kEngine);
+  }
+  for (int sq : {17, 127, 129}) {
+    for (int sk : {1, 128, 129, 385}) {
+      for (bool causal : {false, true}) check_case(d64(prefill_case(8, 2, 1, sq, sk, causal)), kEngine);
+    }
+  }
+  for (DType dt : {DType::kBF16, DType::kF16}) {
+    Case c = d64(prefill_case(12, 4, 2, 333, 333, false));
+    c.dtype = dt;
+    check_case(c, kEngine);
+    c.window_left = 50, c.window_right = 70;
+    check_case(c, kEngine);
+    c.window_left = c.window_right = -1;
+    c.causal = true;
+    c.softcap = 30.f;
+    c.scale = 0.05f;
+    check_case(c, kEngine);
+  }
+  Case v = d64(prefill_case(8, 2, 1, 1, 1, true));
+  v.q_varlen = true;
+  v.kv = KvKind::kVarlen;
+  v.q_lens = {129, 0, 300, 77};
+  v.k_lens = {129, 5, 300, 385};
+  check_case(v, kEngine);
+  auto gqa = make_problem(d64(prefill_case(12, 4, 2, 300, 300, true)));
+  auto mha = make_copied_up(*gqa);
+  HostTensor o1 = like(gqa->out), l1 = like(gqa->lse), o2 = like(mha->out), l2 = like(mha->lse);
+  ASSERT_TRUE(run_cuda(*gqa, &o1, &l1, kEngine).ok());
+  ASSERT_TRUE(run_cuda(*mha, &o2, &l2, kEngine).ok());
+  EXPECT_TRUE(bitwise_equal(o1, o2)) << "d 64: O differs";
+  EXPECT_TRUE(bitwise_equal(l1, l2)) << "d 64: LSE differs";
+}
+
 TEST_F(Sm90Prefill, DeclinesWithReason) {
   std::vector<std::pair<Case, std::string>> cases;
   Case c = prefill_case(8, 2, 1, 100, 100, true);
-  Case d64 = c;
-  d64.d = 64;
-  cases.push_back({d64, "head dim 128"});
+  Case d256 = c;
+  d256.d = 256;
+  cases.push_back({d256, "head dim 64 or 128"});
+  cases.push_back({prefill_case(8, 2, 1, 16, 100, true), "is a decode step"});
   Case paged = c;
   paged.kv = KvKind::kPaged;
   paged.page_size = 64;
@@ -157,18 +200,22 @@ TEST_F(Sm90Prefill, DeclinesWithReason) {
   for (const auto& [cs, reason] : cases) expect_declines(cs, kEngine, reason);
 }
 
-// Automatic selection: batched and varlen D = 128 prefill go to sm90-prefill; what it declines
-// (head dim 64) falls through to the portable engine; decode stays with the sm90 decode engine.
+// Automatic selection: batched and varlen prefill at D = 64 and 128 go to sm90-prefill; what it
+// declines (head dim 256) falls through to the portable engine; decode stays with the sm90 decode
+// engine.
 TEST_F(Sm90Prefill, AutomaticSelection) {
   Case varlen = prefill_case(8, 2, 1, 100, 100, true);
   varlen.q_varlen = true;
   varlen.kv = KvKind::kVarlen;
   Case d64 = prefill_case(8, 2, 1, 100, 100, true);
   d64.d = 64;
+  Case d256 = d64;
+  d256.d = 256;
   const std::vector<std::pair<Case, std::string>> cases = {
       {prefill_case(32, 8, 2, 1024, 1024, true), "sm90-prefill"},
       {varlen, "sm90-prefill"},
-      {d64, "cuda"},
+      {d64, "sm90-prefill"},
+      {d256, "cuda"},
       {prefill_case(64, 8, 1, 1, 4096, true), "sm90"},
   };
   for (const auto& [cs, want] : cases) {

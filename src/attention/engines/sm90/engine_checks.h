@@ -81,6 +81,20 @@ inline Status check_16bit_d128(const AttentionParams& p, const char* engine) {
   return Status::Ok();
 }
 
+// The sm90 prefill kernel: 16-bit q/k/v, D == Dv of 64 or 128.
+inline Status check_16bit_prefill_dims(const AttentionParams& p, const char* engine) {
+  if (p.q.dtype != DType::kBF16 && p.q.dtype != DType::kF16) {
+    return NotSupported(std::string(engine) + " engine: dtype " + dtype_name(p.q.dtype) +
+                        " not supported (accepted: bf16, f16)");
+  }
+  const int64_t d = p.q.size(-1), dv = p.v.size(-1);
+  if (d != dv || (d != 64 && d != 128)) {
+    return NotSupported(std::string(engine) + " engine: head dim 64 or 128 only (D == Dv); got D " +
+                        std::to_string(d) + ", Dv " + std::to_string(dv));
+  }
+  return Status::Ok();
+}
+
 // q, k, v and out addressable by 16-byte vector copies and TMA maps (tma_compatible), and each
 // view in `mapped` -- those the engine reads through a tensor map -- nested as a map needs.
 inline Status check_tma_layouts(const AttentionParams& p, const char* engine,

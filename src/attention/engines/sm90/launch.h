@@ -29,7 +29,8 @@ struct PrefillLaunch {
   const void* q_tmap = nullptr;
   const void* k_tmap = nullptr;
   const void* v_tmap = nullptr;
-  int block_n = 128;  // KV tile keys: kPrefillBlockN or kPrefillBlockNWide (the K/V maps' box rows)
+  int block_n = 128;   // KV tile keys: kPrefillBlockN or kPrefillBlockNWide (the K/V maps' box rows)
+  int head_dim = 128;  // D == Dv: 64 or 128
 };
 
 // Runs the prefill kernel (grid: m_blocks, Hq, B); p.num_splits must be 1.

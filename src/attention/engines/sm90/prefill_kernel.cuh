@@ -1,10 +1,10 @@
-// The sm90 prefill kernel (Hopper, sm_90a), issue 3. Head dim 128, batched Q and K/V, MHA/GQA/MQA
-// (query head h reads KV head h / group), causal bottom-right, window, softcap, scale, O + LSE.
-// History and measurements: docs/PREFILL_SM90.md.
+// The sm90 prefill kernel (Hopper, sm_90a), issue 3. Head dim 64 or 128 (D == Dv), batched or
+// varlen Q and K/V (and seqlens_k), MHA/GQA/MQA (query head h reads KV head h / group), causal
+// bottom-right, window, softcap, scale, O + LSE. History and measurements: docs/PREFILL_SM90.md.
 //
-//   Q   [B, Sq, Hq, 128]   one CTA per (128-row query tile, query head, sequence)
-//   K,V [B, Sk, Hkv, 128]  KV tiles of 128 keys by TMA, kStages-deep mbarrier ring
-//   out [B, Sq, Hq, 128] (Q's dtype), lse fp32 [Hq, B * Sq]
+//   Q   [B, Sq, Hq, D] or [total_q, Hq, D]   one CTA per (128-row query tile, query head, sequence)
+//   K,V [B, Sk, Hkv, D] or [total_k, Hkv, D] KV tiles of kBlockN keys by TMA, kStages-deep ring
+//   out like Q (Q's dtype), lse fp32 [Hq, total query tokens]
 //
 // 384 threads: warps 0-3 and 4-7 are two consumer warpgroups (64 query rows each, 240 registers
 // after setmaxnreg), warps 8-11 the producer warpgroup (24 registers; one thread issues the
@@ -169,22 +169,29 @@ __device__ __forceinline__ void issue_scores(float (&s)[Traits::kBlockN / 2], co
 // two 64-wide d boxes kKvBoxBytes apart = the descriptor's LBO; k-step kk = 16 key rows = +2048
 // bytes).
 template <class Traits>
-__device__ __forceinline__ void issue_output(float (&o)[2][32], const uint32_t (&pfrag)[Traits::kBlockN / 16][4],
-                                             const Smem<Traits>& sm, int stage) {
+__device__ __forceinline__ void issue_output(float (&o)[Traits::kDBlocks][32],
+                                             const uint32_t (&pfrag)[Traits::kBlockN / 16][4], const Smem<Traits>& sm,
+                                             int stage) {
+  constexpr bool kBf16 = std::is_same_v<typename Traits::Element, __nv_bfloat16>;
 #pragma unroll
   for (int kk = 0; kk < Traits::kBlockN / 16; ++kk) {
     const uint64_t db =
         hw::desc_mnmajor_sw128(sm.v(stage) + kk * 16 * 128, static_cast<uint32_t>(Traits::kKvBoxBytes));
-    hw::WgmmaRs128<std::is_same_v<typename Traits::Element, __nv_bfloat16>, 1>::mma(o, pfrag[kk], db, 1);
+    if constexpr (Traits::kDBlocks == 2) {
+      hw::WgmmaRs128<kBf16, 1>::mma(o, pfrag[kk], db, 1);
+    } else {
+      hw::WgmmaRs64<kBf16, 1>::mma(o[0], pfrag[kk], db, 1);
+    }
   }
 }
 
 // Pins the registers an in-flight wgmma group may touch (accumulators and A fragments) at the
 // points where the asynchronous region starts and ends (HOPPER-PRIMITIVES.md section 2).
 template <class Traits>
-__device__ __forceinline__ void fence_output(float (&o)[2][32], uint32_t (&pfrag)[Traits::kBlockN / 16][4]) {
-  hw::fence_regs(o[0]);
-  hw::fence_regs(o[1]);
+__device__ __forceinline__ void fence_output(float (&o)[Traits::kDBlocks][32],
+                                             uint32_t (&pfrag)[Traits::kBlockN / 16][4]) {
+#pragma unroll
+  for (int hh = 0; hh < Traits::kDBlocks; ++hh) hw::fence_regs(o[hh]);
 #pragma unroll
   for (int kk = 0; kk < Traits::kBlockN / 16; ++kk) fence_u32(pfrag[kk]);
 }
@@ -217,9 +224,9 @@ __device__ void consume(const KernelParams& p, const Work& w, const Smem<Traits>
     common_hi = cuda_engine::visible_keys(p, s, wg_first).hi;
   }
 
-  float o[2][32];
+  float o[Traits::kDBlocks][32];
 #pragma unroll
-  for (int hh = 0; hh < 2; ++hh)
+  for (int hh = 0; hh < Traits::kDBlocks; ++hh)
 #pragma unroll
     for (int i = 0; i < 32; ++i) o[hh][i] = 0.f;
   float m_run[2] = {-INFINITY, -INFINITY}, l_run[2] = {0.f, 0.f};
@@ -357,7 +364,7 @@ __device__ void consume(const KernelParams& p, const Work& w, const Smem<Traits>
       fence_output<Traits>(o, pfrag);
       release(prev_stage);
 #pragma unroll
-      for (int hh = 0; hh < 2; ++hh)
+      for (int hh = 0; hh < Traits::kDBlocks; ++hh)
 #pragma unroll
         for (int i = 0; i < 32; ++i) o[hh][i] *= alpha[acc_half(i)];
       pack_p(pfrag);  // after the wait: P(it-1)'s registers are free again
@@ -386,7 +393,7 @@ __device__ void consume(const KernelParams& p, const Work& w, const Smem<Traits>
     T* out = static_cast<T*>(p.out) + s.o_offset + static_cast<int64_t>(tok) * p.o_row_stride +
              static_cast<int64_t>(h) * p.o_head_stride;
 #pragma unroll
-    for (int hh = 0; hh < 2; ++hh) {
+    for (int hh = 0; hh < Traits::kDBlocks; ++hh) {
 #pragma unroll
       for (int i = 0; i < 32; i += 2) {
         if (acc_half(i) != r) continue;
@@ -464,6 +471,7 @@ Status launch_prefill_traits(const cuda_engine::KernelParams& p, const PrefillLa
 
 template <class T>
 Status launch_prefill(const cuda_engine::KernelParams& p, const PrefillLaunch& l, cudaStream_t stream) {
+  if (l.head_dim == 64) return launch_prefill_traits<PrefillTraits<T, kPrefillBlockN, 64>>(p, l, stream);
   if (l.block_n == kPrefillBlockNWide) return launch_prefill_traits<PrefillTraits<T, kPrefillBlockNWide>>(p, l, stream);
   return launch_prefill_traits<PrefillTraits<T>>(p, l, stream);
 }

@@ -28,10 +28,11 @@ inline constexpr int kPrefillBlockNWide = 176;  // full attention (EXPERIMENTAL 
 
 // kBlockN_: keys per KV tile. 176 (FA3's width for d 128 full attention: fewer per-tile fixed costs
 // -- O rescale, barriers, waits -- per key) needs 88 S registers and leaves room for 2 stages only.
-template <class T, int kBlockN_ = kPrefillBlockN>
+// kHeadDim_: D == Dv, 64 or 128 (one or two 64-wide, 128-byte swizzle blocks of d).
+template <class T, int kBlockN_ = kPrefillBlockN, int kHeadDim_ = 128>
 struct PrefillTraits {
   using Element = T;
-  static constexpr int kHeadDim = 128;
+  static constexpr int kHeadDim = kHeadDim_;
   static constexpr int kBlockM = kPrefillBlockM;
   static constexpr int kBlockN = kBlockN_;
   static constexpr int kRowsPerWg = 64;
@@ -44,7 +45,7 @@ struct PrefillTraits {
   static constexpr uint32_t kProducerRegs = 24, kConsumerRegs = 240;
 
   static constexpr int kSwizzleElems = 64;                   // 16-bit elements per 128-byte row
-  static constexpr int kDBlocks = kHeadDim / kSwizzleElems;  // 2
+  static constexpr int kDBlocks = kHeadDim / kSwizzleElems;  // 1 or 2
   // Q: kDBlocks blocks of [kBlockM rows][64 d]; each block is two TMA boxes of 64 rows.
   static constexpr int kQBoxRows = kRowsPerWg;
   static constexpr int kQBlockBytes = kBlockM * 128;
@@ -61,7 +62,7 @@ struct PrefillTraits {
   static constexpr size_t kSmemBytes = static_cast<size_t>(kBarOffset + kBarBytes) + 1024;  // + alignment slack
 
   static_assert(sizeof(T) == 2, "wgmma path takes 16-bit inputs (bf16, fp16)");
-  static_assert(kDBlocks == 2 && kBlockN % 16 == 0, "tile shapes");
+  static_assert((kHeadDim == 64 || kHeadDim == 128) && kBlockN % 16 == 0, "tile shapes");
   static_assert(kQBlockBytes % 1024 == 0 && kKvBoxBytes % 1024 == 0 &&
                     (kRowsPerWg * 128) % 1024 == 0,
                 "128B-swizzled operands start on 1024-byte boundaries (descriptor base offset 0)");

@@ -26,6 +26,7 @@ namespace groupattn {
 namespace {
 
 using sm90_engine::kMaxGridYZ;
+constexpr int64_t kDecodeMaxQuery = 16;
 
 class Sm90PrefillAttention final : public AttentionEngine {
  public:
@@ -34,7 +35,7 @@ class Sm90PrefillAttention final : public AttentionEngine {
     return "Hopper prefill (TMA + wgmma, warp-specialized), sm90a";
   }
   std::string supports() const override {
-    return "device tensors, bf16/f16, head dim 128 (D == Dv), batched or varlen Q and K/V (seqlens_k too; not "
+    return "device tensors, bf16/f16, head dim 64 or 128 (D == Dv), batched or varlen Q and K/V (seqlens_k too; not "
            "paged), causal, window, softcap, scale, MHA/GQA/MQA";
   }
   Status available() const override { return sm90_engine::sm90_device_available("sm90-prefill"); }
@@ -42,7 +43,16 @@ class Sm90PrefillAttention final : public AttentionEngine {
   Status check_support(const AttentionParams& p) const override {
     GA_RETURN_IF_ERROR(sm90_engine::all_on_device(p, "sm90-prefill"));
     if (kv_is_fp8(p)) return NotSupported("sm90-prefill engine: fp8 (f8e4m3) KV caches are not supported");
-    GA_RETURN_IF_ERROR(sm90_engine::check_16bit_d128(p, "sm90-prefill"));
+    GA_RETURN_IF_ERROR(sm90_engine::check_16bit_prefill_dims(p, "sm90-prefill"));
+    // A decode step (<= 16 query tokens per sequence) on 128-row query tiles without split-KV
+    // would leave most of the GPU idle: the sm90 decode engine or the portable engine's split-KV
+    // path serves it.
+    const int64_t max_q = q_is_varlen(p) ? p.max_seqlen_q : p.q.size(1);
+    if (max_q <= kDecodeMaxQuery) {
+      return NotSupported("sm90-prefill engine: <= " + std::to_string(kDecodeMaxQuery) +
+                          " query tokens per sequence is a decode step (the sm90 decode engine or the portable "
+                          "engine's split-KV path serves it)");
+    }
     if (kv_layout(p) == KvLayout::kPaged) {
       return NotSupported("sm90-prefill engine: paged K/V is not supported yet (batched or varlen K/V only)");
     }
@@ -79,8 +89,9 @@ class Sm90PrefillAttention final : public AttentionEngine {
     GA_RETURN_IF_ERROR(sm90_engine::encode_map_of(p.q, sm90_engine::PrefillTraits<__nv_bfloat16>::kQBoxRows, &q_map));
     // Full attention (no causal mask, no window) may take the wide KV tile (EXPERIMENTAL).
     const bool full = !p.causal && p.window_left < 0 && p.window_right < 0;
-    const int block_n =
-        full && sm90_engine::experimental_enabled() ? sm90_engine::kPrefillBlockNWide : sm90_engine::kPrefillBlockN;
+    const int head_dim = static_cast<int>(p.q.size(-1));
+    const int block_n = full && head_dim == 128 && sm90_engine::experimental_enabled() ? sm90_engine::kPrefillBlockNWide
+                                                                                        : sm90_engine::kPrefillBlockN;
     GA_RETURN_IF_ERROR(sm90_engine::encode_map_of(p.k, block_n, &k_map));
     GA_RETURN_IF_ERROR(sm90_engine::encode_map_of(p.v, block_n, &v_map));
     sm90_engine::PrefillLaunch launch;
@@ -88,6 +99,7 @@ class Sm90PrefillAttention final : public AttentionEngine {
     launch.k_tmap = &k_map;
     launch.v_tmap = &v_map;
     launch.block_n = block_n;
+    launch.head_dim = head_dim;
     const auto s = static_cast<cudaStream_t>(stream);
     if (p.q.dtype == DType::kBF16) return sm90_engine::launch_prefill<__nv_bfloat16>(kp, launch, s);
     return sm90_engine::launch_prefill<__half>(kp, launch, s);

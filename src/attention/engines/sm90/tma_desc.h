@@ -43,6 +43,7 @@ struct KvMapShape {
   // f8e4m3 (EXPERIMENTAL): 1-byte elements, box {128, 1, rows, 1} (one whole head row of 128
   // bytes), no swizzle -- the consumers convert it into the 16-bit swizzled layout themselves.
   bool fp8 = false;
+  int64_t d = 128;                                    // head dim (a multiple of 64 for 16-bit maps)
   int64_t heads = 0, rows = 0, outer = 0;             // Hkv, Sk or page_size, B or pages
   int64_t head_stride = 0, row_stride = 0, outer_stride = 0;
 };
@@ -50,7 +51,7 @@ struct KvMapShape {
 inline Status encode_kv_map(const KvMapShape& s, int box_rows, CUtensorMap* map) {
   const PFN_cuTensorMapEncodeTiled_v12000 encode = tensor_map_encoder();
   if (encode == nullptr) return Status(StatusCode::kCudaError, "sm90 engine: cuTensorMapEncodeTiled not found");
-  const cuuint64_t dims[4] = {128, static_cast<cuuint64_t>(s.heads), static_cast<cuuint64_t>(s.rows),
+  const cuuint64_t dims[4] = {static_cast<cuuint64_t>(s.d), static_cast<cuuint64_t>(s.heads), static_cast<cuuint64_t>(s.rows),
                               static_cast<cuuint64_t>(s.outer)};
   const cuuint64_t esize = s.fp8 ? 1 : 2;
   const cuuint64_t strides[3] = {static_cast<cuuint64_t>(s.head_stride) * esize,
@@ -79,6 +80,7 @@ inline Status encode_map_of(const TensorView& t, int box_rows, CUtensorMap* map)
   shape.bf16 = t.dtype == DType::kBF16;
   shape.fp8 = t.dtype == DType::kF8E4M3;
   const int r = t.rank - 4;  // -1 for a rank-3 view
+  shape.d = t.size(3 + r);
   shape.heads = t.size(2 + r);
   shape.rows = t.size(1 + r);
   shape.outer = r == 0 ? t.size(0) : 1;
