@@ -79,14 +79,23 @@ inline Status encode_map_of(const TensorView& t, int box_rows, CUtensorMap* map)
   shape.base = t.data;
   shape.bf16 = t.dtype == DType::kBF16;
   shape.fp8 = t.dtype == DType::kF8E4M3;
-  const int r = t.rank - 4;  // -1 for a rank-3 view
-  shape.d = t.size(3 + r);
-  shape.heads = t.size(2 + r);
-  shape.rows = t.size(1 + r);
-  shape.outer = r == 0 ? t.size(0) : 1;
-  shape.head_stride = t.stride[2 + r];
-  shape.row_stride = t.stride[1 + r];
-  shape.outer_stride = r == 0 ? t.stride[0] : shape.rows * shape.row_stride;  // one outer: any spanning stride
+  if (t.rank == 4) {
+    shape.d = t.shape[3];
+    shape.heads = t.shape[2];
+    shape.rows = t.shape[1];
+    shape.outer = t.shape[0];
+    shape.head_stride = t.stride[2];
+    shape.row_stride = t.stride[1];
+    shape.outer_stride = t.stride[0];
+  } else {  // rank 3 (varlen): one outer index; any stride spanning the rows will do
+    shape.d = t.shape[2];
+    shape.heads = t.shape[1];
+    shape.rows = t.shape[0];
+    shape.outer = 1;
+    shape.head_stride = t.stride[1];
+    shape.row_stride = t.stride[0];
+    shape.outer_stride = shape.rows * shape.row_stride;
+  }
   return encode_kv_map(shape, box_rows, map);
 }
 
