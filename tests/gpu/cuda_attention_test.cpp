@@ -79,6 +79,53 @@ TEST_F(CudaAttention, LengthsAroundTiles) {
   }
 }
 
+// 128-row tiles (4 warps x two m16 tiles; launch.h's tile_rows picks them when a sequence has
+// >= 128 packed rows and D <= 128): lengths around the tile and its 32-row warp slices, a warp whose
+// second m-tile is past the end, packed rows not a multiple of 16, split-KV partials, varlen with
+// short sequences inside a 128-row tile (inactive warps), paged K/V.
+TEST_F(CudaAttention, LengthsAround128RowTiles) {
+  for (DType dt : {DType::kBF16, DType::kF16}) {
+    for (int64_t d : {32, 64, 128}) {
+      for (int n : {128, 129, 150, 257}) {
+        Case c;
+        c.dtype = dt, c.d = d, c.hq = 2, c.hkv = 2;  // MHA: packed rows == tokens
+        c.q_lens = {n};
+        c.k_lens = {n};
+        c.causal = n % 2 == 1;
+        c.seed = static_cast<uint64_t>(d * 1000 + n);
+        check_case(c);
+      }
+    }
+  }
+  Case c;
+  c.hq = 6, c.hkv = 2, c.d = 128;  // group 3: 43 tokens = 129 packed rows
+  c.q_lens = {43};
+  c.k_lens = {200};
+  c.causal = true;
+  check_case(c);
+  c.hq = c.hkv = 4;
+  c.q_lens = {130};
+  c.k_lens = {2000};
+  c.num_splits = 3;  // partials from 128-row tiles, then the combine
+  check_case(c);
+  c.num_splits = 0;
+  c.causal = false;
+  check_case(c);
+  c.hq = 8, c.hkv = 2, c.d = 64;
+  c.q_varlen = true;
+  c.kv = KvKind::kVarlen;
+  c.q_lens = {200, 5, 0, 130};
+  c.k_lens = {250, 5, 3, 100};  // the last has Sq > Sk: its first rows see no key
+  c.causal = true;
+  check_case(c);
+  c.q_varlen = false;
+  c.q_lens = {70, 70};
+  c.k_lens = {90, 300};
+  c.kv = KvKind::kPaged;
+  c.page_size = 16;
+  check_case(c);
+}
+
 TEST_F(CudaAttention, VarlenWithEmptySequences) {
   for (bool causal : {false, true}) {
     Case c;

@@ -6,11 +6,13 @@
 //   out [.., Sq, Hq, Dv] in Q's dtype, lse fp32 [Hq, total_q] (natural log)  -- num_splits == 1
 //   o_partial fp32 [S, total_q*Hq, Dv], lse_partial [S, total_q*Hq]            -- num_splits  > 1
 //
-// Grid (m_blocks * num_splits, Hkv, B); 4 warps, each owning 16 packed rows. Per KV tile of the
-// CTA's split: S = Q K^T on tensor cores, scale / softcap / mask in fp32, online softmax (running
-// max and sum per row, in log2 units), P rounded to the input type, O += P V on tensor cores.
-// K and V tiles arrive by cp.async in two groups so V's copy overlaps Q K^T; MMA operands come
-// from shared memory by ldmatrix (V transposed on load).
+// Grid (m_blocks * num_splits, Hkv, B); 4 warps, each owning 16 or 32 packed rows (one or two
+// m16 MMA tiles: with two, every K and V fragment read from shared memory feeds two MMAs, the
+// FlashAttention-2 forward shape of 128 rows per CTA). Per KV tile of the CTA's split: S = Q K^T
+// on tensor cores, scale / softcap / mask in fp32, online softmax (running max and sum per row, in
+// log2 units), P rounded to the input type, O += P V on tensor cores. K and V tiles arrive by
+// cp.async in two groups so V's copy overlaps Q K^T; MMA operands come from shared memory by
+// ldmatrix (V transposed on load).
 #pragma once
 
 #include <cuda_bf16.h>
@@ -30,21 +32,27 @@ namespace groupattn::cuda_engine {
 inline constexpr float kLog2e = 1.4426950408889634f;
 inline constexpr float kLn2 = 0.6931471805599453f;
 
-// Tile configuration for one (element type, head dim); D == Dv.
-template <class T, int kHeadDim_>
+// Tile configuration for one (element type, head dim, packed rows per warp); D == Dv. The host
+// picks the rows per warp (launch.h, tile_rows): 32 for prefill-shaped problems, 16 for decode.
+template <class T, int kHeadDim_, int kRowsPerWarp_>
 struct TileTraits {
   using Element = T;
   static constexpr int kHeadDim = kHeadDim_;
   static constexpr int kWarps = 4;
   static constexpr int kThreads = kWarps * cuda::kWarpSize;
   static constexpr int kMmaM = 16, kMmaN = 8, kMmaK = 16;  // mma.sync m16n8k16
-  static constexpr int kBlockM = kWarps * kMmaM;           // packed query rows per CTA
+  static constexpr int kRowsPerWarp = kRowsPerWarp_;
+  // m16 tiles per warp: each K / V fragment loaded from shared memory feeds this many MMAs.
+  static constexpr int kMTiles = kRowsPerWarp / kMmaM;
+  // Rows a thread owns: g + 8 * r + 16 * mt (r in {0, 1}, mt < kMTiles), g = lane / 4.
+  static constexpr int kRowsPerThread = 2 * kMTiles;
+  static constexpr int kBlockM = kWarps * kRowsPerWarp;  // packed query rows per CTA
   // Keys per tile: 256-wide heads halve it to keep the O accumulator plus S in registers.
   static constexpr int kBlockN = kHeadDim <= 128 ? 64 : 32;
-  // Left to itself, ptxas capped the D <= 64 kernel at 128 registers (4 CTAs per SM) and spilled
-  // 20 B; asking for 3 CTAs lets it use 150 without spilling. D 128 and 256 are left alone: 0
+  // Left to itself, ptxas capped the 16-row D <= 64 kernel at 128 registers (4 CTAs per SM) and
+  // spilled 20 B; asking for 3 CTAs lets it use 150 without spilling. The others are left alone: 0
   // emits no hint (3 spills there; even an explicit 1 moved D 128 from 167 to 181 registers).
-  static constexpr int kMinCtasPerSm = kHeadDim <= 64 ? 3 : 0;
+  static constexpr int kMinCtasPerSm = kRowsPerWarp == 16 && kHeadDim <= 64 ? 3 : 0;
   static constexpr int kChunk = 16 / static_cast<int>(sizeof(T));  // elements per 16-byte copy
   // Shared rows padded by one 16-byte chunk: rows stay 16-byte aligned and consecutive rows start
   // 4 banks apart, so the fragment loads (8 rows x 4 words) hit 32 distinct banks.
@@ -57,10 +65,15 @@ struct TileTraits {
   static constexpr size_t kSmemBytes = static_cast<size_t>(kBlockM + 2 * kBlockN) * kRowStride * sizeof(T);
 
   static_assert(sizeof(T) == 2, "mma.sync path takes 16-bit inputs (bf16, fp16)");
+  static_assert(kRowsPerWarp == 16 || kRowsPerWarp == 32, "a warp owns one or two m16 MMA tiles");
+  static_assert(kRowsPerWarp == 16 || kHeadDim <= 128,
+                "two m16 tiles of a 256-wide O accumulator do not fit the register file");
   static_assert(kHeadDim % kMmaK == 0 && kHeadDim % kChunk == 0, "head dim must be a multiple of 16");
   static_assert(kBlockN % kMmaK == 0, "key tile must be a multiple of the MMA K");
   static_assert(kNTiles % 2 == 0 && kDTiles % 2 == 0, "ldmatrix.x4 loads two 8-wide tiles at once");
   static_assert((kRowStride * sizeof(T)) % 16 == 0, "shared rows must stay 16-byte aligned for cp.async");
+  static_assert(kThreads % kChunksPerRow == 0 && kBlockN % (kThreads / kChunksPerRow) == 0,
+                "each thread copies one 16-byte column of whole passes over the K/V tile rows");
 };
 
 template <class Traits>
@@ -70,6 +83,8 @@ struct TileKernel {
   static constexpr int kBlockM = Traits::kBlockM, kBlockN = Traits::kBlockN;
   static constexpr int kRowStride = Traits::kRowStride, kChunk = Traits::kChunk;
   static constexpr int kChunksPerRow = Traits::kChunksPerRow, kThreads = Traits::kThreads;
+  static constexpr int kRowsPerWarp = Traits::kRowsPerWarp, kMTiles = Traits::kMTiles;
+  static constexpr int kRows = Traits::kRowsPerThread;
 
   // Copies key/value rows [blk * kBlockN, +kBlockN) of KV head `kvh` into `dst`; rows past the
   // sequence are zero-filled (their scores are masked, and zero keeps 0 * V finite).
@@ -77,8 +92,14 @@ struct TileKernel {
                                                       int blk, const T* base, int64_t offset,
                                                       int64_t row_stride, int64_t head_stride,
                                                       int64_t page_stride, T* dst) {
-    for (int c = threadIdx.x; c < kBlockN * kChunksPerRow; c += kThreads) {
-      const int r = c / kChunksPerRow, ch = c % kChunksPerRow;
+    // Thread x copies chunk x % kChunksPerRow of rows x / kChunksPerRow + i * kRowsPerPass: a
+    // fixed column per thread keeps the per-thread state the compiler may hoist out of the
+    // mainloop to one offset.
+    constexpr int kRowsPerPass = kThreads / kChunksPerRow;
+    const int ch = threadIdx.x % kChunksPerRow;
+#pragma unroll
+    for (int pass = 0; pass < kBlockN / kRowsPerPass; ++pass) {
+      const int r = threadIdx.x / kChunksPerRow + pass * kRowsPerPass;
       const int j = blk * kBlockN + r;
       const bool valid = j < s.k_len;
       int64_t row = 0;
@@ -114,18 +135,13 @@ struct TileKernel {
 
     const int warp = threadIdx.x / cuda::kWarpSize, lane = threadIdx.x % cuda::kWarpSize;
     const int g = lane / 4, t = lane % 4;  // fragment row group and column pair
+    const int warp_row0 = row0 + warp * kRowsPerWarp;
 
-    // This thread's two rows (g and g + 8 of its warp's 16): token, query head, visible keys.
-    int token[2], head[2];
-    KeyInterval vis[2];
-    bool row_valid[2];
-    for (int r = 0; r < 2; ++r) {
-      const int R = row0 + warp * Traits::kMmaM + g + 8 * r;
-      row_valid[r] = R < packed_rows;
-      token[r] = R / p.group;  // packed row -> (token, head in group)
-      head[r] = kv_group * p.group + R % p.group;
-      vis[r] = row_valid[r] ? visible_keys(p, s, token[r]) : KeyInterval{1, 0};
-    }
+    // This thread's rows: row i = 2 * mt + r is packed row warp_row0 + 16 * mt + 8 * r + g, held in
+    // elements 2r, 2r+1 of the S fragments sc[mt][..] and O fragments o_acc[mt][..]. Its token,
+    // head and visible keys are recomputed where needed (masked tiles, epilogue) instead of held in
+    // registers through the mainloop, which the two-m-tile O accumulator fills.
+    auto row_of = [&](int i) { return warp_row0 + Traits::kMmaM * (i / 2) + 8 * (i % 2) + g; };
 
     // KV tiles this CTA visits: its split's slice, cut to the keys any of its rows can see.
     const int last_row = min(row0 + kBlockM, packed_rows) - 1;
@@ -140,16 +156,28 @@ struct TileKernel {
     } else {
       blk_end = blk_begin;
     }
+    // Keys [unmasked_lo, unmasked_hi] are visible to every valid row of the CTA (both interval
+    // ends grow with the row): a tile inside needs no mask. Rows past packed_rows are never
+    // written, so what they compute does not matter.
+    const int unmasked_lo = last_vis.lo, unmasked_hi = first_vis.hi;
 
     const T* q = static_cast<const T*>(p.q);
     const T* k = static_cast<const T*>(p.k);
     const T* v = static_cast<const T*>(p.v);
 
-    float o_acc[Traits::kDTiles][4];
-    for (int dt = 0; dt < Traits::kDTiles; ++dt)
-      for (int e = 0; e < 4; ++e) o_acc[dt][e] = 0.f;
-    float m_run[2] = {-INFINITY, -INFINITY};  // running max of the row's scores, log2 units
-    float l_run[2] = {0.f, 0.f};              // this thread's share of the row's running sum
+    float o_acc[kMTiles][Traits::kDTiles][4];
+#pragma unroll
+    for (int mt = 0; mt < kMTiles; ++mt)
+#pragma unroll
+      for (int dt = 0; dt < Traits::kDTiles; ++dt)
+#pragma unroll
+        for (int e = 0; e < 4; ++e) o_acc[mt][dt][e] = 0.f;
+    float m_run[kRows], l_run[kRows];
+#pragma unroll
+    for (int i = 0; i < kRows; ++i) {
+      m_run[i] = -INFINITY;  // running max of the row's scores, log2 units
+      l_run[i] = 0.f;        // this thread's share of the row's running sum
+    }
 
     if (blk_begin < blk_end) {
       for (int c = threadIdx.x; c < kBlockM * kChunksPerRow; c += kThreads) {
@@ -171,30 +199,46 @@ struct TileKernel {
       cuda::cp_async_commit();  // group: V
     }
 
-    const T* q_warp = q_s + warp * Traits::kMmaM * kRowStride;
-    // Warps whose 16 rows all lie past the sequence's packed rows (decode: group * Sq < 64) only
-    // help with the copies; their MMAs would be wasted.
-    const bool warp_active = row0 + warp * Traits::kMmaM < packed_rows;
+    const T* q_warp = q_s + warp * kRowsPerWarp * kRowStride;
+    // Warps whose rows all lie past the sequence's packed rows (decode: group * Sq < kBlockM) only
+    // help with the copies; their MMAs would be wasted. An active warp's second m-tile may lie past
+    // them too: its Q rows are zero-filled and its rows fully masked, so it computes harmless zeros.
+    const bool warp_active = warp_row0 < packed_rows;
     for (int blk = blk_begin; blk < blk_end; ++blk) {
       const bool has_next = blk + 1 < blk_end;
       cuda::cp_async_wait<1>();  // K (and Q) of this tile landed; V may be in flight
       __syncthreads();
 
-      float sc[Traits::kNTiles][4];
-      for (int nt = 0; nt < Traits::kNTiles; ++nt)
-        for (int e = 0; e < 4; ++e) sc[nt][e] = 0.f;
-      for (int ks = 0; ks < Traits::kKSteps && warp_active; ++ks) {
-        // A = Q rows of this warp: lane l addresses row (l % 16), column half (l / 16) of the step
-        uint32_t a[4];
-        cuda::ldmatrix_x4(a, q_warp + (lane % 16) * kRowStride + ks * Traits::kMmaK + (lane / 16) * 8);
-        for (int nt = 0; nt < Traits::kNTiles; nt += 2) {
-          // B = K^T for key tiles nt, nt+1: lane l addresses key nt*8 + (l % 8) + (l / 16) * 8,
-          // head-dim half (l / 8) % 2; registers: b0, b1 of tile nt, then of tile nt+1
-          uint32_t kb[4];
-          cuda::ldmatrix_x4(kb, k_s + (nt * Traits::kMmaN + lane % 8 + (lane / 16) * 8) * kRowStride +
-                                    ks * Traits::kMmaK + ((lane / 8) % 2) * 8);
-          Mma::mma(sc[nt], a, kb[0], kb[1]);
-          Mma::mma(sc[nt + 1], a, kb[2], kb[3]);
+      float sc[kMTiles][Traits::kNTiles][4];
+#pragma unroll
+      for (int mt = 0; mt < kMTiles; ++mt)
+#pragma unroll
+        for (int nt = 0; nt < Traits::kNTiles; ++nt)
+#pragma unroll
+          for (int e = 0; e < 4; ++e) sc[mt][nt][e] = 0.f;
+      if (warp_active) {
+#pragma unroll
+        for (int ks = 0; ks < Traits::kKSteps; ++ks) {
+          // A = Q rows of m-tile mt: lane l addresses row 16 mt + (l % 16), column half (l / 16)
+          uint32_t a[kMTiles][4];
+#pragma unroll
+          for (int mt = 0; mt < kMTiles; ++mt)
+            cuda::ldmatrix_x4(a[mt], q_warp + (Traits::kMmaM * mt + lane % 16) * kRowStride +
+                                         ks * Traits::kMmaK + (lane / 16) * 8);
+#pragma unroll
+          for (int nt = 0; nt < Traits::kNTiles; nt += 2) {
+            // B = K^T for key tiles nt, nt+1: lane l addresses key nt*8 + (l % 8) + (l / 16) * 8,
+            // head-dim half (l / 8) % 2; registers: b0, b1 of tile nt, then of tile nt+1. One load
+            // serves every m-tile of the warp.
+            uint32_t kb[4];
+            cuda::ldmatrix_x4(kb, k_s + (nt * Traits::kMmaN + lane % 8 + (lane / 16) * 8) * kRowStride +
+                                      ks * Traits::kMmaK + ((lane / 8) % 2) * 8);
+#pragma unroll
+            for (int mt = 0; mt < kMTiles; ++mt) {
+              Mma::mma(sc[mt][nt], a[mt], kb[0], kb[1]);
+              Mma::mma(sc[mt][nt + 1], a[mt], kb[2], kb[3]);
+            }
+          }
         }
       }
       __syncthreads();  // every warp is done with K: refill it while softmax and P V run
@@ -206,50 +250,68 @@ struct TileKernel {
 
       // Softcap and mask in fp32, then the online-softmax update per row. Scale and log2(e) enter
       // as one FFMA inside the exponent (p = 2^(s * mult - m), m the row max of s * mult), and the
-      // uniform tests (softcap; does this tile cut one of the thread's rows?) sit outside the
+      // uniform tests (softcap; does this tile cut one of the CTA's rows?) sit outside the
       // element loops: the same change made the sm90 prefill kernel 2.7x faster
       // (docs/PREFILL_SM90.md).
       float mult = p.scale * kLog2e;
       if (p.softcap > 0.f) {
         const float inv_cap = p.scale / p.softcap;
 #pragma unroll
-        for (int nt = 0; nt < Traits::kNTiles; ++nt)
+        for (int mt = 0; mt < kMTiles; ++mt)
 #pragma unroll
-          for (int e = 0; e < 4; ++e) sc[nt][e] = p.softcap * tanhf(sc[nt][e] * inv_cap);
+          for (int nt = 0; nt < Traits::kNTiles; ++nt)
+#pragma unroll
+            for (int e = 0; e < 4; ++e) sc[mt][nt][e] = p.softcap * tanhf(sc[mt][nt][e] * inv_cap);
         mult = kLog2e;
       }
       const int j0 = blk * kBlockN;
-      if (!(vis[0].lo <= j0 && j0 + kBlockN - 1 <= vis[0].hi && vis[1].lo <= j0 && j0 + kBlockN - 1 <= vis[1].hi)) {
+      if (!(unmasked_lo <= j0 && j0 + kBlockN - 1 <= unmasked_hi)) {  // uniform over the CTA
 #pragma unroll
-        for (int nt = 0; nt < Traits::kNTiles; ++nt) {
+        for (int i = 0; i < kRows; ++i) {
+          const int mt = i / 2, r = i % 2;
+          const int R = row_of(i);
+          const KeyInterval vis = R < packed_rows ? visible_keys(p, s, R / p.group) : KeyInterval{1, 0};
 #pragma unroll
-          for (int e = 0; e < 4; ++e) {
-            const int r = e / 2;
-            const int j = j0 + nt * Traits::kMmaN + 2 * t + (e & 1);  // key of element e
-            sc[nt][e] = (j < vis[r].lo || j > vis[r].hi) ? -INFINITY : sc[nt][e];
+          for (int nt = 0; nt < Traits::kNTiles; ++nt) {
+#pragma unroll
+            for (int c = 0; c < 2; ++c) {
+              const int j = j0 + nt * Traits::kMmaN + 2 * t + c;  // key of element 2r + c
+              sc[mt][nt][2 * r + c] = (j < vis.lo || j > vis.hi) ? -INFINITY : sc[mt][nt][2 * r + c];
+            }
           }
         }
       }
-      for (int r = 0; r < 2; ++r) {
+      // P rounded to the input type as the A fragments of P V: two adjacent S fragments (16 keys)
+      // form one A fragment (C layout == A layout), row r of it in registers r and 2 + r. Packing
+      // each row as soon as its exponentials are done frees the fp32 scores early.
+      uint32_t pa[kMTiles][Traits::kPSteps][4];
+#pragma unroll
+      for (int i = 0; i < kRows; ++i) {
+        const int mt = i / 2, r = i % 2;
         float mx = -INFINITY;
-        for (int nt = 0; nt < Traits::kNTiles; ++nt) mx = fmaxf(mx, fmaxf(sc[nt][2 * r], sc[nt][2 * r + 1]));
+#pragma unroll
+        for (int nt = 0; nt < Traits::kNTiles; ++nt)
+          mx = fmaxf(mx, fmaxf(sc[mt][nt][2 * r], sc[mt][nt][2 * r + 1]));
         // the 4 threads of a row are lanes 4g..4g+3
         mx = fmaxf(mx, __shfl_xor_sync(cuda::kFullWarpMask, mx, 1));
         mx = fmaxf(mx, __shfl_xor_sync(cuda::kFullWarpMask, mx, 2));
-        const float m_new = fmaxf(m_run[r], mx * mult);  // mult > 0: the max commutes with it
+        const float m_new = fmaxf(m_run[i], mx * mult);        // mult > 0: the max commutes with it
         const float m_use = m_new == -INFINITY ? 0.f : m_new;  // row with no visible key yet
-        const float alpha = cuda::fast_exp2(m_run[r] - m_use);
-        m_run[r] = m_new;
+        const float alpha = cuda::fast_exp2(m_run[i] - m_use);
+        m_run[i] = m_new;
         float sum = 0.f;
+#pragma unroll
         for (int nt = 0; nt < Traits::kNTiles; ++nt) {
-          sc[nt][2 * r] = cuda::fast_exp2(fmaf(sc[nt][2 * r], mult, -m_use));  // masked: -inf -> 0
-          sc[nt][2 * r + 1] = cuda::fast_exp2(fmaf(sc[nt][2 * r + 1], mult, -m_use));
-          sum += sc[nt][2 * r] + sc[nt][2 * r + 1];
+          sc[mt][nt][2 * r] = cuda::fast_exp2(fmaf(sc[mt][nt][2 * r], mult, -m_use));  // masked: -inf -> 0
+          sc[mt][nt][2 * r + 1] = cuda::fast_exp2(fmaf(sc[mt][nt][2 * r + 1], mult, -m_use));
+          sum += sc[mt][nt][2 * r] + sc[mt][nt][2 * r + 1];
+          pa[mt][nt / 2][2 * (nt % 2) + r] = Mma::pack(sc[mt][nt][2 * r], sc[mt][nt][2 * r + 1]);
         }
-        l_run[r] = l_run[r] * alpha + sum;
+        l_run[i] = l_run[i] * alpha + sum;
+#pragma unroll
         for (int dt = 0; dt < Traits::kDTiles; ++dt) {
-          o_acc[dt][2 * r] *= alpha;
-          o_acc[dt][2 * r + 1] *= alpha;
+          o_acc[mt][dt][2 * r] *= alpha;
+          o_acc[mt][dt][2 * r + 1] *= alpha;
         }
       }
 
@@ -259,20 +321,24 @@ struct TileKernel {
         cuda::cp_async_wait<0>();
       }
       __syncthreads();
-      for (int ps = 0; ps < Traits::kPSteps && warp_active; ++ps) {
-        // Two adjacent S fragments (16 keys) form the A fragment of P: C layout == A layout.
-        const uint32_t a[4] = {
-            Mma::pack(sc[2 * ps][0], sc[2 * ps][1]), Mma::pack(sc[2 * ps][2], sc[2 * ps][3]),
-            Mma::pack(sc[2 * ps + 1][0], sc[2 * ps + 1][1]), Mma::pack(sc[2 * ps + 1][2], sc[2 * ps + 1][3])};
-        for (int dt = 0; dt < Traits::kDTiles; dt += 2) {
-          // B = V (keys x head dim, transposed on load) for head-dim tiles dt, dt+1: lane l
-          // addresses key ps*16 + (l % 8) + ((l / 8) % 2) * 8, head-dim column dt*8 + (l / 16) * 8
-          uint32_t vb[4];
-          cuda::ldmatrix_x4_trans(vb,
-                                  v_s + (ps * Traits::kMmaK + lane % 8 + ((lane / 8) % 2) * 8) * kRowStride +
-                                      dt * Traits::kMmaN + (lane / 16) * 8);
-          Mma::mma(o_acc[dt], a, vb[0], vb[1]);
-          Mma::mma(o_acc[dt + 1], a, vb[2], vb[3]);
+      if (warp_active) {
+#pragma unroll
+        for (int ps = 0; ps < Traits::kPSteps; ++ps) {
+#pragma unroll
+          for (int dt = 0; dt < Traits::kDTiles; dt += 2) {
+            // B = V (keys x head dim, transposed on load) for head-dim tiles dt, dt+1: lane l
+            // addresses key ps*16 + (l % 8) + ((l / 8) % 2) * 8, head-dim column dt*8 + (l / 16) * 8.
+            // One load serves every m-tile of the warp.
+            uint32_t vb[4];
+            cuda::ldmatrix_x4_trans(
+                vb, v_s + (ps * Traits::kMmaK + lane % 8 + ((lane / 8) % 2) * 8) * kRowStride +
+                        dt * Traits::kMmaN + (lane / 16) * 8);
+#pragma unroll
+            for (int mt = 0; mt < kMTiles; ++mt) {
+              Mma::mma(o_acc[mt][dt], pa[mt][ps], vb[0], vb[1]);
+              Mma::mma(o_acc[mt][dt + 1], pa[mt][ps], vb[2], vb[3]);
+            }
+          }
         }
       }
       __syncthreads();  // every warp is done with V: refill it
@@ -284,30 +350,40 @@ struct TileKernel {
     }
     cuda::allow_dependent_launch();
 
-    // Epilogue: finish the row sums, normalise, write O and LSE (or the split's partials).
-    for (int r = 0; r < 2; ++r) {
-      float l = l_run[r];
+    // Epilogue: finish the row sums, normalise, write O and LSE (or the split's partials). The
+    // sequence's output offsets are read again rather than held in registers through the mainloop.
+    const SeqInfo so = seq_info(p, b);
+#pragma unroll
+    for (int i = 0; i < kRows; ++i) {
+      const int mt = i / 2, r = i % 2;
+      float l = l_run[i];
       l += __shfl_xor_sync(cuda::kFullWarpMask, l, 1);
       l += __shfl_xor_sync(cuda::kFullWarpMask, l, 2);
-      if (!row_valid[r]) continue;
+      const int R = row_of(i);
+      if (R >= packed_rows) continue;
+      const int token = R / p.group;  // packed row -> (token, head in group)
+      const int head = kv_group * p.group + R % p.group;
       const float inv = l > 0.f ? 1.f / l : 0.f;  // no visible key: O = 0
-      const float lse = l > 0.f ? (m_run[r] + log2f(l)) * kLn2 : -INFINITY;
-      const int64_t q_token = s.q_token0 + token[r];
+      const float lse = l > 0.f ? (m_run[i] + log2f(l)) * kLn2 : -INFINITY;
+      const int64_t q_token = so.q_token0 + token;
       if (p.num_splits == 1) {
         char* out_row = static_cast<char*>(p.out) +
-                        (s.o_offset + token[r] * p.o_row_stride + head[r] * p.o_head_stride) * sizeof(T);
+                        (so.o_offset + token * p.o_row_stride + head * p.o_head_stride) * sizeof(T);
         T* o = reinterpret_cast<T*>(out_row);
+#pragma unroll
         for (int dt = 0; dt < Traits::kDTiles; ++dt)
-          Mma::store2(o + dt * Traits::kMmaN + 2 * t, o_acc[dt][2 * r] * inv, o_acc[dt][2 * r + 1] * inv);
-        if (p.lse != nullptr && t == 0) p.lse[head[r] * p.lse_head_stride + q_token * p.lse_row_stride] = lse;
+          Mma::store2(o + dt * Traits::kMmaN + 2 * t, o_acc[mt][dt][2 * r] * inv,
+                      o_acc[mt][dt][2 * r + 1] * inv);
+        if (p.lse != nullptr && t == 0) p.lse[head * p.lse_head_stride + q_token * p.lse_row_stride] = lse;
       } else {
-        const int64_t prow = static_cast<int64_t>(split) * p.partial_rows + q_token * p.heads_q + head[r];
+        const int64_t prow = static_cast<int64_t>(split) * p.partial_rows + q_token * p.heads_q + head;
         if (t == 0) p.lse_partial[prow] = lse;
         if (l > 0.f) {  // the combine kernel reads O only of splits with a finite LSE
           float* o = p.o_partial + prow * Traits::kHeadDim;
+#pragma unroll
           for (int dt = 0; dt < Traits::kDTiles; ++dt)
             *reinterpret_cast<float2*>(o + dt * Traits::kMmaN + 2 * t) =
-                make_float2(o_acc[dt][2 * r] * inv, o_acc[dt][2 * r + 1] * inv);
+                make_float2(o_acc[mt][dt][2 * r] * inv, o_acc[mt][dt][2 * r + 1] * inv);
         }
       }
     }
@@ -315,7 +391,8 @@ struct TileKernel {
 };
 
 template <class Traits>
-__global__ void __launch_bounds__(Traits::kThreads, Traits::kMinCtasPerSm) attention_tile_kernel(const KernelParams p) {
+__global__ void __launch_bounds__(Traits::kThreads, Traits::kMinCtasPerSm)
+    attention_tile_kernel(const KernelParams p) {
   TileKernel<Traits>::run(p);
 }
 

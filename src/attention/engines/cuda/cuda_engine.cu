@@ -94,47 +94,58 @@ Geometry geometry(const AttentionParams& p) {
   return g;
 }
 
+// Packed rows (token x query head of a KV group) of the longest sequence, and the tile-kernel
+// variant (rows per CTA) they get.
+int tile_rows_for(const Geometry& g) {
+  return cuda_engine::tile_rows(static_cast<int>(g.head_dim), g.max_q * (g.heads_q / g.heads_kv));
+}
+int m_blocks_for(const Geometry& g) {
+  const int64_t rows = tile_rows_for(g);
+  return static_cast<int>((g.max_q * (g.heads_q / g.heads_kv) + rows - 1) / rows);
+}
+
 template <class T>
-int ctas_per_sm_for(int64_t d) {
+int ctas_per_sm_for(int64_t d, int tile_rows) {
   switch (d) {
     case 32:
-      return cuda_engine::tile_ctas_per_sm<T, 32>();
+      return cuda_engine::tile_ctas_per_sm<T, 32>(tile_rows);
     case 64:
-      return cuda_engine::tile_ctas_per_sm<T, 64>();
+      return cuda_engine::tile_ctas_per_sm<T, 64>(tile_rows);
     case 128:
-      return cuda_engine::tile_ctas_per_sm<T, 128>();
+      return cuda_engine::tile_ctas_per_sm<T, 128>(tile_rows);
     case 256:
-      return cuda_engine::tile_ctas_per_sm<T, 256>();
+      return cuda_engine::tile_ctas_per_sm<T, 256>(tile_rows);
     default:
       return 1;  // not reached: check_support declines other head dims
   }
 }
 
 int num_splits_for(const AttentionParams& p, const Geometry& g, int sm_count) {
-  const int64_t group = g.heads_q / g.heads_kv;
   cuda_engine::SplitProblem sp;
   sp.sm_count = sm_count;
   sp.batch = static_cast<int>(g.batch);
   sp.kv_heads = static_cast<int>(g.heads_kv);
-  sp.m_blocks = static_cast<int>((g.max_q * group + cuda_engine::kTileRows - 1) / cuda_engine::kTileRows);
+  sp.m_blocks = m_blocks_for(g);
   const int keys = cuda_engine::tile_keys(static_cast<int>(g.head_dim));
   sp.n_blocks = static_cast<int>((g.max_k + keys - 1) / keys);
-  sp.ctas_per_sm = p.q.dtype == DType::kBF16 ? ctas_per_sm_for<__nv_bfloat16>(g.head_dim)
-                                             : ctas_per_sm_for<__half>(g.head_dim);
+  const int rows = tile_rows_for(g);
+  sp.ctas_per_sm = p.q.dtype == DType::kBF16 ? ctas_per_sm_for<__nv_bfloat16>(g.head_dim, rows)
+                                             : ctas_per_sm_for<__half>(g.head_dim, rows);
   return cuda_engine::plan_num_splits(sp, p.num_splits);
 }
 
 template <class T>
-Status dispatch_head_dim(int64_t d, const KernelParams& kp, cudaStream_t stream, bool use_pdl) {
+Status dispatch_head_dim(int64_t d, const KernelParams& kp, int tile_rows, cudaStream_t stream,
+                         bool use_pdl) {
   switch (d) {
     case 32:
-      return cuda_engine::launch_attention<T, 32>(kp, stream, use_pdl);
+      return cuda_engine::launch_attention<T, 32>(kp, tile_rows, stream, use_pdl);
     case 64:
-      return cuda_engine::launch_attention<T, 64>(kp, stream, use_pdl);
+      return cuda_engine::launch_attention<T, 64>(kp, tile_rows, stream, use_pdl);
     case 128:
-      return cuda_engine::launch_attention<T, 128>(kp, stream, use_pdl);
+      return cuda_engine::launch_attention<T, 128>(kp, tile_rows, stream, use_pdl);
     case 256:
-      return cuda_engine::launch_attention<T, 256>(kp, stream, use_pdl);
+      return cuda_engine::launch_attention<T, 256>(kp, tile_rows, stream, use_pdl);
     default:
       return NotSupported("cuda engine: head dim " + std::to_string(d) +
                           " not compiled (accepted: " + list_head_dims() + ")");
@@ -221,8 +232,7 @@ class CudaAttention final : public AttentionEngine {
     GA_RETURN_IF_ERROR(cuda_device_properties(&sms, &cc));
     const Geometry g = geometry(p);
     KernelParams kp = cuda_engine::kernel_params_from(p);
-    kp.m_blocks =
-        static_cast<int>((g.max_q * kp.group + cuda_engine::kTileRows - 1) / cuda_engine::kTileRows);
+    kp.m_blocks = m_blocks_for(g);
     kp.num_splits = num_splits_for(p, g, sms);
     if (g.batch == 0 || g.max_q == 0 || kp.m_blocks == 0) return Status::Ok();  // nothing to compute
     if (kp.num_splits > 1) {
@@ -232,8 +242,9 @@ class CudaAttention final : public AttentionEngine {
     }
     const auto s = static_cast<cudaStream_t>(stream);
     const bool use_pdl = cc >= 90;
-    if (p.q.dtype == DType::kBF16) return dispatch_head_dim<__nv_bfloat16>(g.head_dim, kp, s, use_pdl);
-    return dispatch_head_dim<__half>(g.head_dim, kp, s, use_pdl);
+    const int rows = tile_rows_for(g);
+    if (p.q.dtype == DType::kBF16) return dispatch_head_dim<__nv_bfloat16>(g.head_dim, kp, rows, s, use_pdl);
+    return dispatch_head_dim<__half>(g.head_dim, kp, rows, s, use_pdl);
   }
 };
 

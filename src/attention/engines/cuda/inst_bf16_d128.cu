@@ -2,6 +2,6 @@
 #include "attention/engines/cuda/launch_impl.cuh"
 
 namespace groupattn::cuda_engine {
-template Status launch_attention<__nv_bfloat16, 128>(const KernelParams&, cudaStream_t, bool);
-template int tile_ctas_per_sm<__nv_bfloat16, 128>();
+template Status launch_attention<__nv_bfloat16, 128>(const KernelParams&, int, cudaStream_t, bool);
+template int tile_ctas_per_sm<__nv_bfloat16, 128>(int);
 }  // namespace groupattn::cuda_engine

@@ -2,6 +2,6 @@
 #include "attention/engines/cuda/launch_impl.cuh"
 
 namespace groupattn::cuda_engine {
-template Status launch_attention<__half, 32>(const KernelParams&, cudaStream_t, bool);
-template int tile_ctas_per_sm<__half, 32>();
+template Status launch_attention<__half, 32>(const KernelParams&, int, cudaStream_t, bool);
+template int tile_ctas_per_sm<__half, 32>(int);
 }  // namespace groupattn::cuda_engine
