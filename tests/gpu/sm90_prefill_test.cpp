@@ -51,7 +51,7 @@ TEST_F(Sm90Prefill, HeadRatiosCausal) {
 // (bottom-right causal: with Sq > Sk the first rows see no key).
 TEST_F(Sm90Prefill, LengthsAroundTiles) {
   for (int sq : {17, 127, 128, 129, 300}) {  // <= 16 is a decode step: declined (DeclinesWithReason)
-    for (int sk : {1, 127, 128, 129, 176, 177, 385}) {  // 176: the wide (full-attention) tile
+    for (int sk : {1, 127, 128, 129, 176, 177, 385}) {
       for (bool causal : {false, true}) check_case(prefill_case(8, 2, 1, sq, sk, causal), kEngine);
     }
   }

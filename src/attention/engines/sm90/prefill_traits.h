@@ -23,11 +23,10 @@
 namespace groupattn::sm90_engine {
 
 inline constexpr int kPrefillBlockM = 128;
-inline constexpr int kPrefillBlockN = 128;      // KV tile keys (causal, window)
-inline constexpr int kPrefillBlockNWide = 176;  // full attention (EXPERIMENTAL until measured)
+inline constexpr int kPrefillBlockN = 128;
 
-// kBlockN_: keys per KV tile. 176 (FA3's width for d 128 full attention: fewer per-tile fixed costs
-// -- O rescale, barriers, waits -- per key) needs 88 S registers and leaves room for 2 stages only.
+// kBlockN_: keys per KV tile. A 176-key tile for full attention (FA3's width at d 128; 2 stages)
+// measured 14-19 % slower than 128 keys with 3 stages (docs/PREFILL_SM90.md), so 128 it is.
 // kHeadDim_: D == Dv, 64 or 128 (one or two 64-wide, 128-byte swizzle blocks of d).
 template <class T, int kBlockN_ = kPrefillBlockN, int kHeadDim_ = 128>
 struct PrefillTraits {

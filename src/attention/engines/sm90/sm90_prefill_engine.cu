@@ -71,7 +71,7 @@ class Sm90PrefillAttention final : public AttentionEngine {
       return NotSupported("sm90-prefill engine: batch and query heads must be <= " + std::to_string(kMaxGridYZ));
     }
     const int64_t int_max = std::numeric_limits<int32_t>::max();
-    if (q_rows > int_max - sm90_engine::kPrefillBlockM || kv_rows > int_max - sm90_engine::kPrefillBlockNWide) {
+    if (q_rows > int_max - sm90_engine::kPrefillBlockM || kv_rows > int_max - sm90_engine::kPrefillBlockN) {
       return NotSupported("sm90-prefill engine: sequence lengths (total tokens if varlen) must fit in int32");
     }
     return Status::Ok();
@@ -87,11 +87,8 @@ class Sm90PrefillAttention final : public AttentionEngine {
     if (kp.batch == 0 || kp.heads_q == 0) return Status::Ok();
     CUtensorMap q_map, k_map, v_map;
     GA_RETURN_IF_ERROR(sm90_engine::encode_map_of(p.q, sm90_engine::PrefillTraits<__nv_bfloat16>::kQBoxRows, &q_map));
-    // Full attention (no causal mask, no window) may take the wide KV tile (EXPERIMENTAL).
-    const bool full = !p.causal && p.window_left < 0 && p.window_right < 0;
     const int head_dim = static_cast<int>(p.q.size(-1));
-    const int block_n = full && head_dim == 128 && sm90_engine::experimental_enabled() ? sm90_engine::kPrefillBlockNWide
-                                                                                        : sm90_engine::kPrefillBlockN;
+    const int block_n = sm90_engine::kPrefillBlockN;
     GA_RETURN_IF_ERROR(sm90_engine::encode_map_of(p.k, block_n, &k_map));
     GA_RETURN_IF_ERROR(sm90_engine::encode_map_of(p.v, block_n, &v_map));
     sm90_engine::PrefillLaunch launch;
