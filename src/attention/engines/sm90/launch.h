@@ -29,7 +29,6 @@ struct PrefillLaunch {
   const void* q_tmap = nullptr;
   const void* k_tmap = nullptr;
   const void* v_tmap = nullptr;
-  int block_n = 128;   // KV tile keys (the K/V maps' box rows): kPrefillBlockN
   int head_dim = 128;  // D == Dv: 64 or 128
 };
 

@@ -471,7 +471,7 @@ Status launch_prefill_traits(const cuda_engine::KernelParams& p, const PrefillLa
 
 template <class T>
 Status launch_prefill(const cuda_engine::KernelParams& p, const PrefillLaunch& l, cudaStream_t stream) {
-  if (l.head_dim == 64) return launch_prefill_traits<PrefillTraits<T, kPrefillBlockN, 64>>(p, l, stream);
+  if (l.head_dim == 64) return launch_prefill_traits<PrefillTraits<T, 64>>(p, l, stream);
   return launch_prefill_traits<PrefillTraits<T>>(p, l, stream);
 }
 

@@ -25,18 +25,18 @@ namespace groupattn::sm90_engine {
 inline constexpr int kPrefillBlockM = 128;
 inline constexpr int kPrefillBlockN = 128;
 
-// kBlockN_: keys per KV tile. A 176-key tile for full attention (FA3's width at d 128; 2 stages)
-// measured 14-19 % slower than 128 keys with 3 stages (docs/PREFILL_SM90.md), so 128 it is.
-// kHeadDim_: D == Dv, 64 or 128 (one or two 64-wide, 128-byte swizzle blocks of d).
-template <class T, int kBlockN_ = kPrefillBlockN, int kHeadDim_ = 128>
+// kHeadDim_: D == Dv, 64 or 128 (one or two 64-wide, 128-byte swizzle blocks of d). The KV tile
+// stays at 128 keys: a 176-key tile for full attention (FA3's width at d 128, 2 stages) measured
+// 14-19 % slower (docs/PREFILL_SM90.md).
+template <class T, int kHeadDim_ = 128>
 struct PrefillTraits {
   using Element = T;
   static constexpr int kHeadDim = kHeadDim_;
   static constexpr int kBlockM = kPrefillBlockM;
-  static constexpr int kBlockN = kBlockN_;
+  static constexpr int kBlockN = kPrefillBlockN;
   static constexpr int kRowsPerWg = 64;
   static constexpr int kConsumerWgs = kBlockM / kRowsPerWg;  // 2
-  static constexpr int kStages = kBlockN <= 128 ? 3 : 2;
+  static constexpr int kStages = 3;
   static constexpr int kConsumerWarps = 4 * kConsumerWgs;
   static constexpr int kConsumerThreads = 32 * kConsumerWarps;
   static constexpr int kThreads = kConsumerThreads + 128;  // + the producer warpgroup

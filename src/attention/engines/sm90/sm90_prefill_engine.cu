@@ -88,14 +88,12 @@ class Sm90PrefillAttention final : public AttentionEngine {
     CUtensorMap q_map, k_map, v_map;
     GA_RETURN_IF_ERROR(sm90_engine::encode_map_of(p.q, sm90_engine::PrefillTraits<__nv_bfloat16>::kQBoxRows, &q_map));
     const int head_dim = static_cast<int>(p.q.size(-1));
-    const int block_n = sm90_engine::kPrefillBlockN;
-    GA_RETURN_IF_ERROR(sm90_engine::encode_map_of(p.k, block_n, &k_map));
-    GA_RETURN_IF_ERROR(sm90_engine::encode_map_of(p.v, block_n, &v_map));
+    GA_RETURN_IF_ERROR(sm90_engine::encode_map_of(p.k, sm90_engine::kPrefillBlockN, &k_map));
+    GA_RETURN_IF_ERROR(sm90_engine::encode_map_of(p.v, sm90_engine::kPrefillBlockN, &v_map));
     sm90_engine::PrefillLaunch launch;
     launch.q_tmap = &q_map;
     launch.k_tmap = &k_map;
     launch.v_tmap = &v_map;
-    launch.block_n = block_n;
     launch.head_dim = head_dim;
     const auto s = static_cast<cudaStream_t>(stream);
     if (p.q.dtype == DType::kBF16) return sm90_engine::launch_prefill<__nv_bfloat16>(kp, launch, s);
