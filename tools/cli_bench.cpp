@@ -129,13 +129,28 @@ SampleCheck sample_check_attention(const AttnData& x, const Options& o, bool dec
   for (int64_t h : {Hq / 2, Hq - 1}) {
     if (h != heads.back()) heads.push_back(h);
   }
+  // --varlen: the packed [B * S, H, D] tensors seen as the batched [B, S, H, D] they equal (every
+  // sequence S tokens), so one slicing serves both; the sliced problem is batched.
+  const bool varlen = x.cu_seqlens.defined();
+  auto batched = [&](const TensorView& t, int64_t rows) {
+    if (!varlen) return t;
+    return make_strided_view(t.data, t.dtype, {B, rows, t.shape[1], t.shape[2]},
+                             {rows * t.stride[0], t.stride[0], t.stride[1], t.stride[2]}, t.device, t.device_id);
+  };
+  const TensorView q4 = batched(x.q.view(), Sq), out4 = batched(x.out.view(), Sq);
+  const TensorView k4 = batched(x.k.view(), Sk), v4 = batched(x.v.view(), Sk);
+  auto out_at = [&](int64_t b, int64_t row, int64_t h, int64_t c) {
+    return varlen ? x.out.at({b * Sq + row, h, c}) : x.out.at({b, row, h, c});
+  };
   std::vector<double> o_all, ref_o_all, lse_all, ref_lse_all;
   for (int64_t b : seqs) {
     for (int64_t h : heads) {
       const int64_t g = h / G;  // its KV head
       AttentionParams p = x.params;
-      p.q = slice(x.q.view(), {b, Sq - n, h, 0}, {1, n, 1, D});
-      p.out = slice(x.out.view(), {b, Sq - n, h, 0}, {1, n, 1, Dv});
+      p.cu_seqlens_q = p.cu_seqlens_k = TensorView{};
+      p.max_seqlen_q = p.max_seqlen_k = 0;
+      p.q = slice(q4, {b, Sq - n, h, 0}, {1, n, 1, D});
+      p.out = slice(out4, {b, Sq - n, h, 0}, {1, n, 1, Dv});
       p.lse = slice(x.lse.view(), {h, b * Sq + Sq - n}, {1, n});
       if (x.block_table.defined()) {
         const TensorView& k = x.k.view();
@@ -144,8 +159,8 @@ SampleCheck sample_check_attention(const AttnData& x, const Options& o, bool dec
         p.block_table = slice(x.block_table.view(), {b, 0}, {1, x.block_table.view().shape[1]});
         p.seqlens_k = slice(x.seqlens_k.view(), {b}, {1});
       } else {
-        p.k = slice(x.k.view(), {b, 0, g, 0}, {1, Sk, 1, D});
-        p.v = slice(x.v.view(), {b, 0, g, 0}, {1, Sk, 1, Dv});
+        p.k = slice(k4, {b, 0, g, 0}, {1, Sk, 1, D});
+        p.v = slice(v4, {b, 0, g, 0}, {1, Sk, 1, Dv});
       }
       if (x.k_scale.defined()) {  // fp8 cache: the scales of this sequence (or of every page), KV head g
         const TensorView& ks = x.k_scale.view();
@@ -159,7 +174,7 @@ SampleCheck sample_check_attention(const AttnData& x, const Options& o, bool dec
       ref_o_all.insert(ref_o_all.end(), ref_o.begin(), ref_o.end());
       ref_lse_all.insert(ref_lse_all.end(), ref_lse.begin(), ref_lse.end());
       for (int64_t i = 0; i < n; ++i) {
-        for (int64_t c = 0; c < Dv; ++c) o_all.push_back(x.out.at({b, Sq - n + i, h, c}));
+        for (int64_t c = 0; c < Dv; ++c) o_all.push_back(out_at(b, Sq - n + i, h, c));
         lse_all.push_back(x.lse.at({h, b * Sq + Sq - n + i}));
       }
     }
@@ -504,12 +519,13 @@ int bench_attention(Options o, const BenchOptions& bo, bool decode) {
   AttentionParams hp = x.params;
   // fp8 caches: make_attention drew the scales on the host; one copy serves every input set.
   for (auto [h, f] : {std::pair{&x.block_table, &hp.block_table}, {&x.seqlens_k, &hp.seqlens_k},
-                      {&x.k_scale, &hp.k_scale}, {&x.v_scale, &hp.v_scale}}) {
+                      {&x.k_scale, &hp.k_scale}, {&x.v_scale, &hp.v_scale}, {&x.cu_seqlens, &hp.cu_seqlens_q}}) {
     if (Status s = upload_shared(&res, *h, dev, f); !s.ok()) {
       std::printf("%s\n  %s\nbench: FAIL\n", label.c_str(), s.to_string().c_str());
       return 1;
     }
   }
+  hp.cu_seqlens_k = hp.cu_seqlens_q;  // --varlen: one cu_seqlens for Q and K/V (absent otherwise)
   std::vector<Slot> slots = {{&x.q, 0, Slot::kNormal, 0, 1}, {&x.k, 1, Slot::kNormal, 0, 1},
                              {&x.v, 2, Slot::kNormal, 0, 1}, {&x.out, 3, Slot::kNone},
                              {&x.lse, 4, Slot::kNone}};

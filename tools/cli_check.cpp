@@ -101,15 +101,17 @@ Result run_attention_engine(AttnData& x, const std::string& engine, int64_t repe
   ro.engine = engine.empty() ? nullptr : engine.c_str();
   const bool device = cuda_device_available() && !(engine.empty() ? false : is_host_engine(engine));
   AttentionParams p = x.params;
-  DeviceMirror dq, dk, dv, dout, dlse, dseq, dbt, dks, dvs;
+  DeviceMirror dq, dk, dv, dout, dlse, dseq, dbt, dks, dvs, dcu;
   if (device) {
     for (auto [m, h] : {std::pair{&dq, &x.q}, {&dk, &x.k}, {&dv, &x.v}, {&dout, &x.out}, {&dlse, &x.lse},
-                        {&dseq, &x.seqlens_k}, {&dbt, &x.block_table}, {&dks, &x.k_scale}, {&dvs, &x.v_scale}}) {
+                        {&dseq, &x.seqlens_k}, {&dbt, &x.block_table}, {&dks, &x.k_scale}, {&dvs, &x.v_scale},
+                        {&dcu, &x.cu_seqlens}}) {
       r.status = m->upload(*h);
       if (!r.status.ok()) return r;
     }
     p.q = dq.view(), p.k = dk.view(), p.v = dv.view(), p.out = dout.view(), p.lse = dlse.view();
     p.seqlens_k = dseq.view(), p.block_table = dbt.view(), p.k_scale = dks.view(), p.v_scale = dvs.view();
+    p.cu_seqlens_q = p.cu_seqlens_k = dcu.view();  // --varlen: one cu_seqlens for Q and K/V
   }
   const char* chosen = nullptr;
   r.status = attention_engine_for(p, ro, &chosen);

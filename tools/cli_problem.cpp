@@ -20,6 +20,7 @@ std::vector<FlagSpec> shape_flags() {
       {"kv-len", true, "decode: KV cache length"},
       {"new-tokens", true, "decode: new query tokens per sequence (1..16)"},
       {"paged", true, "decode: page size of a paged KV cache (pages shuffled)"},
+      {"varlen", false, "prefill: pack the batch as one varlen batch (cu_seqlens; every sequence --seq-len tokens)"},
       {"causal", false, "causal mask (bottom-right aligned); default for prefill and decode"},
       {"no-causal", false, "no causal mask"},
       {"window", true, "sliding window LEFT,RIGHT (-1 = unbounded)"},
@@ -70,11 +71,17 @@ bool read_options(const Args& a, Options* o, std::string* err) {
   o->beta_sigmoid = !a.has("no-beta-sigmoid");
   o->initial_state = !a.has("no-initial-state");
   o->k_first = a.has("k-first");
+  o->varlen = a.has("varlen");
   // Shape flags imply the op when --op is not given.
   if (!a.has("op")) {
     if (a.has("new-tokens") || a.has("kv-len") || a.has("paged") || a.has("splits")) o->op = "decode";
     else if (a.has("gate") || a.has("lower-bound")) o->op = "kda";
-    else if (a.has("seq-len") || a.has("heads") || a.has("head-dim") || a.has("batch")) o->op = "prefill";
+    else if (a.has("seq-len") || a.has("heads") || a.has("head-dim") || a.has("batch") || a.has("varlen"))
+      o->op = "prefill";
+  }
+  if (o->varlen && o->op != "prefill") {
+    *err = "--varlen: prefill only (--op prefill; got --op " + o->op + ")";
+    return false;
   }
   const std::vector<std::pair<const char*, int64_t>> positive = {
       {"heads", o->hq}, {"heads", o->hkv}, {"head-dim", o->d}, {"head-dim-v", o->dv}, {"batch", o->batch}, {"seq-len", o->seq_len},
@@ -136,6 +143,7 @@ std::string attention_label(const Options& o, bool decode) {
     shape.append("S ").append(std::to_string(o.seq_len));
   }
   if (o.page > 0) paged.append(" paged ").append(std::to_string(o.page));
+  if (o.varlen && !decode) paged.append(" varlen");
   char label[256];
   std::snprintf(label, sizeof label, "%s %s heads %lld/%lld d%lld%s B%lld %s%s%s%s", decode ? "decode" : "prefill",
                 dtype_name(o.dtype), static_cast<long long>(o.hq), static_cast<long long>(o.hkv),
@@ -190,6 +198,18 @@ AttnData make_attention(const Options& o, bool decode, bool fill_inputs) {
     p.block_table = x.block_table.view();
     p.seqlens_k = x.seqlens_k.view();
     p.max_seqlen_k = Sk;  // device engines size their plan by it (else by the table's width)
+  } else if (o.varlen && !decode) {
+    // Packed: [B * S, H, D] tensors over the batched problem's memory; one cu_seqlens for Q and K/V.
+    x.q = HostTensor(o.dtype, {B * Sq, Hq, D});
+    x.out = HostTensor(o.dtype, {B * Sq, Hq, Dv});
+    x.k = HostTensor(kv_dtype, {B * Sk, Hkv, D});
+    x.v = HostTensor(kv_dtype, {B * Sk, Hkv, Dv});
+    x.cu_seqlens = HostTensor(DType::kI32, {B + 1});
+    for (int64_t b = 0; b <= B; ++b) x.cu_seqlens.set({b}, static_cast<double>(b * Sq));
+    p.cu_seqlens_q = x.cu_seqlens.view();
+    p.cu_seqlens_k = x.cu_seqlens.view();
+    p.max_seqlen_q = Sq;
+    p.max_seqlen_k = Sk;
   } else {
     x.k = HostTensor(kv_dtype, {B, Sk, Hkv, D});
     x.v = HostTensor(kv_dtype, {B, Sk, Hkv, Dv});

@@ -23,6 +23,7 @@ struct Options {
   double softcap = 0, scale = NAN, lower_bound = -5;
   DType dtype = DType::kBF16;
   bool kv_fp8 = false;  // --kv-dtype f8e4m3: an fp8 KV cache with fp32 scales per (sequence, KV head)
+  bool varlen = false;  // --varlen (prefill): the batch packed as one varlen batch, cu_seqlens_q/k
   std::string gate = "lower-bound";
   bool l2norm = true, beta_sigmoid = true, initial_state = true, k_first = false;
 };
@@ -42,10 +43,12 @@ std::string attention_label(const Options& o, bool decode);
 std::string kda_label(const Options& o);
 
 struct AttnData {
-  test::HostTensor q, k, v, out, lse, seqlens_k, block_table, k_scale, v_scale;
+  test::HostTensor q, k, v, out, lse, seqlens_k, block_table, k_scale, v_scale, cu_seqlens;
   AttentionParams params;  // host views
 };
-// Batched (prefill, decode) or paged (decode with --paged: pages of a shuffled pool) problem.
+// Batched (prefill, decode), paged (decode with --paged: pages of a shuffled pool) or varlen
+// (prefill with --varlen: B sequences of --seq-len tokens packed as [B * S, H, D], one cu_seqlens
+// serving Q and K/V; the same memory and, for one seed, the same values as the batched problem).
 // fill_inputs = false leaves q/k/v unfilled (bench fills them on the device).
 AttnData make_attention(const Options& o, bool decode, bool fill_inputs = true);
 

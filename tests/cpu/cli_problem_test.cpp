@@ -6,6 +6,8 @@
 
 #include <gtest/gtest.h>
 
+#include "groupattn/groupattn.h"
+
 #include <string>
 #include <vector>
 
@@ -40,6 +42,35 @@ TEST(CliProblem, RefusesAKvTensorPast2To32ElementsNamingTheFlags) {
   EXPECT_NE(error.find("accepted: up to 4294967296"), std::string::npos) << error;
   // The query side alone: 2 x 2^20 rows x 64 heads x 128 = 1.7e10 elements in Q.
   EXPECT_FALSE(read({"--op", "prefill", "--heads", "64/8", "--batch", "2", "--seq-len", "1048576"}, &o, &error));
+}
+
+// --varlen packs the batched prefill problem as [B * S, H, D] with one cu_seqlens for Q and K/V:
+// the same values as the batched problem of the same seed, and a problem validation accepts.
+TEST(CliProblem, VarlenPacksTheBatchedPrefill) {
+  Options o;
+  std::string error;
+  ASSERT_TRUE(read({"--varlen", "--heads", "8/2", "--batch", "3", "--seq-len", "40"}, &o, &error)) << error;
+  EXPECT_EQ(o.op, "prefill");
+  EXPECT_TRUE(o.varlen);
+  apply_attention_defaults(&o, false);
+  const AttnData v = make_attention(o, false);
+  o.varlen = false;
+  const AttnData b = make_attention(o, false);
+  ASSERT_EQ(v.q.view().rank, 3);
+  EXPECT_EQ(v.q.view().shape[0], 3 * 40);
+  EXPECT_EQ(v.params.max_seqlen_q, 40);
+  EXPECT_EQ(v.cu_seqlens.at({3}), 120.0);
+  EXPECT_TRUE(validate_attention(v.params).ok());
+  EXPECT_EQ(v.q.values(), b.q.values());
+  EXPECT_EQ(v.k.values(), b.k.values());
+  EXPECT_EQ(v.v.values(), b.v.values());
+}
+
+TEST(CliProblem, VarlenIsPrefillOnly) {
+  Options o;
+  std::string error;
+  EXPECT_FALSE(read({"--varlen", "--op", "decode", "--kv-len", "100"}, &o, &error));
+  EXPECT_NE(error.find("--varlen: prefill only"), std::string::npos) << error;
 }
 
 }  // namespace
