@@ -10,7 +10,7 @@
 // after setmaxnreg), warps 8-11 the producer warpgroup (24 registers; one thread issues the
 // copies). Per KV tile, each consumer warpgroup: S = Q K^T (wgmma m64n128k16, fp32); scale /
 // softcap / mask; online softmax along its rows (thread-local, then the quad); O += P V with P
-// packed in registers as the A operand (RS, m64n128k16). Overlap: inside a warpgroup, tile i's
+// packed in registers as the A operand (RS, m64nDk16). Overlap: inside a warpgroup, tile i's
 // S product and tile i-1's O product are issued together and tile i's softmax runs under the O
 // product; across the two warpgroups, named-barrier turns order their GEMM issues (pingpong), so
 // one's softmax runs under the other's products. Every warp arrives on the stage's empty barrier
