@@ -24,6 +24,7 @@ inline bool experimental_enabled() {
   const char* flag = std::getenv("GROUPATTN_EXPERIMENTAL");
   return flag != nullptr && std::strcmp(flag, "1") == 0;
 }
+
 // available() of an sm90 engine: a compute capability 9.0 device is current.
 inline Status sm90_device_available(const char* engine) {
   if (cuda_device_count() <= 0) return NotSupported("no CUDA device visible");
@@ -67,29 +68,23 @@ inline bool nested_strides(const TensorView& t) {
   return true;
 }
 
-// What both sm90 engines' kernels take: 16-bit q (k, v and out follow it, or k/v are fp8), head
-// dim 128 for Q/K and V/O.
-inline Status check_16bit_d128(const AttentionParams& p, const char* engine) {
-  if (p.q.dtype != DType::kBF16 && p.q.dtype != DType::kF16) {
-    return NotSupported(std::string(engine) + " engine: dtype " + dtype_name(p.q.dtype) +
-                        " not supported (accepted: bf16, f16)");
-  }
-  if (p.q.size(-1) != kHeadDim || p.v.size(-1) != kHeadDim) {
-    return NotSupported(std::string(engine) + " engine: head dim 128 only (D == Dv == 128); got D " +
-                        std::to_string(p.q.size(-1)) + ", Dv " + std::to_string(p.v.size(-1)));
-  }
-  return Status::Ok();
-}
-
-// The sm90 prefill kernel: 16-bit q/k/v, D == Dv of 64 or 128.
-inline Status check_16bit_prefill_dims(const AttentionParams& p, const char* engine) {
+// What the sm90 kernels take: 16-bit q (k, v and out follow it, or k/v are fp8) and D == Dv, one
+// of `head_dims` (decode: 128; prefill: 64 or 128).
+inline Status check_16bit_head_dims(const AttentionParams& p, const char* engine,
+                                    std::initializer_list<int64_t> head_dims) {
   if (p.q.dtype != DType::kBF16 && p.q.dtype != DType::kF16) {
     return NotSupported(std::string(engine) + " engine: dtype " + dtype_name(p.q.dtype) +
                         " not supported (accepted: bf16, f16)");
   }
   const int64_t d = p.q.size(-1), dv = p.v.size(-1);
-  if (d != dv || (d != 64 && d != 128)) {
-    return NotSupported(std::string(engine) + " engine: head dim 64 or 128 only (D == Dv); got D " +
+  bool accepted = false;
+  std::string list;
+  for (int64_t h : head_dims) {
+    accepted = accepted || d == h;
+    list += (list.empty() ? "" : " or ") + std::to_string(h);
+  }
+  if (d != dv || !accepted) {
+    return NotSupported(std::string(engine) + " engine: head dim " + list + " only (D == Dv); got D " +
                         std::to_string(d) + ", Dv " + std::to_string(dv));
   }
   return Status::Ok();
@@ -110,8 +105,9 @@ inline Status check_tma_layouts(const AttentionParams& p, const char* engine,
   for (const auto& [t, what] : mapped) {
     if (!nested_strides(*t)) {
       return NotSupported(std::string(engine) + " engine: " + what +
-                          " must be laid out [batch|page][row][head][d] (or [token][head][d]) with each stride spanning the dims "
-                          "inside it (a TMA tensor map's nesting); other layouts are not supported yet");
+                          " must be laid out [batch|page][row][head][d] (or [token][head][d]) with each stride "
+                          "spanning the dims inside it (a TMA tensor map's nesting); other layouts are not "
+                          "supported yet");
     }
   }
   return Status::Ok();

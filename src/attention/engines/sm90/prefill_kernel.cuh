@@ -63,7 +63,7 @@ struct Smem {
 // on every load (a work without KV tiles loads nothing, not even Q).
 struct Work {
   SeqInfo s;
-  int h, b, kvh, m0, blk_begin, blk_end;
+  int h, kvh, m0, blk_begin, blk_end;
   // Tensor-map coordinates of the sequence's first row: batched views are rank-4 maps (row 0 of
   // outer index b), varlen ones rank-3 views mapped with outer = 1 (row cu_seqlens[b] of outer 0).
   int q_row0, q_outer, kv_row0, kv_outer;
@@ -71,19 +71,21 @@ struct Work {
   __device__ bool has_tiles() const { return blk_begin < blk_end; }
 };
 
+// The grid is (query tile, head, sequence), the last query tiles launched first (causal: they see
+// the most keys).
 template <class Traits>
-__device__ __forceinline__ Work work_at(const KernelParams& p, int m_block, int h, int b) {
+__device__ __forceinline__ Work cta_work(const KernelParams& p) {
+  const int b = static_cast<int>(blockIdx.z);
   Work w;
   w.s = cuda_engine::seq_info(p, b);
-  w.h = h;
-  w.b = b;
-  w.kvh = cuda_engine::kv_head_of(h, p.group, p.heads_kv);
+  w.h = static_cast<int>(blockIdx.y);
+  w.kvh = cuda_engine::kv_head_of(w.h, p.group, p.heads_kv);
   const bool q_varlen = p.cu_seqlens_q != nullptr, kv_varlen = p.cu_seqlens_k != nullptr;
   w.q_row0 = q_varlen ? static_cast<int>(w.s.q_token0) : 0;
   w.q_outer = q_varlen ? 0 : b;
   w.kv_row0 = kv_varlen ? p.cu_seqlens_k[b] : 0;
   w.kv_outer = kv_varlen ? 0 : b;
-  w.m0 = m_block * Traits::kBlockM;
+  w.m0 = (static_cast<int>(gridDim.x) - 1 - static_cast<int>(blockIdx.x)) * Traits::kBlockM;
   w.has_rows = w.m0 < w.s.q_len;
   w.blk_begin = w.blk_end = 0;
   if (w.has_rows) {
@@ -97,14 +99,6 @@ __device__ __forceinline__ Work work_at(const KernelParams& p, int m_block, int 
     }
   }
   return w;
-}
-
-// This CTA's work: the grid is (query tile, head, sequence), the last query tiles launched first
-// (causal: they see the most keys).
-template <class Traits>
-__device__ __forceinline__ Work cta_work(const KernelParams& p) {
-  return work_at<Traits>(p, static_cast<int>(gridDim.x) - 1 - static_cast<int>(blockIdx.x),
-                         static_cast<int>(blockIdx.y), static_cast<int>(blockIdx.z));
 }
 
 // Pins A-fragment registers around the asynchronous wgmma region (as hw::fence_regs does for
@@ -165,9 +159,9 @@ __device__ __forceinline__ void issue_scores(float (&s)[Traits::kBlockN / 2], co
 }
 
 // O += P V, RS form, issued only: A = P from registers (k-step kk = accumulator registers
-// 8kk..8kk+7 of S, packed pairwise: pfrag[kk]), B = V read MN-major over all 128 d at once (the
-// two 64-wide d boxes kKvBoxBytes apart = the descriptor's LBO; k-step kk = 16 key rows = +2048
-// bytes).
+// 8kk..8kk+7 of S, packed pairwise: pfrag[kk]), B = V read MN-major over all D at once (at D 128
+// the two 64-wide d boxes kKvBoxBytes apart = the descriptor's LBO; k-step kk = 16 key rows =
+// +2048 bytes).
 template <class Traits>
 __device__ __forceinline__ void issue_output(float (&o)[Traits::kDBlocks][32],
                                              const uint32_t (&pfrag)[Traits::kBlockN / 16][4], const Smem<Traits>& sm,

@@ -100,7 +100,7 @@ class Sm90Attention final : public AttentionEngine {
                             "sequence and KV head only)");
       }
     }
-    GA_RETURN_IF_ERROR(sm90_engine::check_16bit_d128(p, "sm90"));
+    GA_RETURN_IF_ERROR(sm90_engine::check_16bit_head_dims(p, "sm90", {sm90_engine::kHeadDim}));
     if (q_is_varlen(p)) return NotSupported("sm90 engine: varlen Q not supported yet (batched Q only)");
     const KvLayout layout = kv_layout(p);
     if (layout == KvLayout::kVarlen) {

@@ -26,7 +26,7 @@ namespace groupattn {
 namespace {
 
 using sm90_engine::kMaxGridYZ;
-constexpr int64_t kDecodeMaxQuery = 16;
+using sm90_engine::kMaxNewTokens;
 
 class Sm90PrefillAttention final : public AttentionEngine {
  public:
@@ -43,13 +43,13 @@ class Sm90PrefillAttention final : public AttentionEngine {
   Status check_support(const AttentionParams& p) const override {
     GA_RETURN_IF_ERROR(sm90_engine::all_on_device(p, "sm90-prefill"));
     if (kv_is_fp8(p)) return NotSupported("sm90-prefill engine: fp8 (f8e4m3) KV caches are not supported");
-    GA_RETURN_IF_ERROR(sm90_engine::check_16bit_prefill_dims(p, "sm90-prefill"));
+    GA_RETURN_IF_ERROR(sm90_engine::check_16bit_head_dims(p, "sm90-prefill", {64, 128}));
     // A decode step (<= 16 query tokens per sequence) on 128-row query tiles without split-KV
     // would leave most of the GPU idle: the sm90 decode engine or the portable engine's split-KV
     // path serves it.
     const int64_t max_q = q_is_varlen(p) ? p.max_seqlen_q : p.q.size(1);
-    if (max_q <= kDecodeMaxQuery) {
-      return NotSupported("sm90-prefill engine: <= " + std::to_string(kDecodeMaxQuery) +
+    if (max_q <= kMaxNewTokens) {
+      return NotSupported("sm90-prefill engine: <= " + std::to_string(kMaxNewTokens) +
                           " query tokens per sequence is a decode step (the sm90 decode engine or the portable "
                           "engine's split-KV path serves it)");
     }
@@ -87,14 +87,13 @@ class Sm90PrefillAttention final : public AttentionEngine {
     if (kp.batch == 0 || kp.heads_q == 0) return Status::Ok();
     CUtensorMap q_map, k_map, v_map;
     GA_RETURN_IF_ERROR(sm90_engine::encode_map_of(p.q, sm90_engine::PrefillTraits<__nv_bfloat16>::kQBoxRows, &q_map));
-    const int head_dim = static_cast<int>(p.q.size(-1));
     GA_RETURN_IF_ERROR(sm90_engine::encode_map_of(p.k, sm90_engine::kPrefillBlockN, &k_map));
     GA_RETURN_IF_ERROR(sm90_engine::encode_map_of(p.v, sm90_engine::kPrefillBlockN, &v_map));
     sm90_engine::PrefillLaunch launch;
     launch.q_tmap = &q_map;
     launch.k_tmap = &k_map;
     launch.v_tmap = &v_map;
-    launch.head_dim = head_dim;
+    launch.head_dim = static_cast<int>(p.q.size(-1));
     const auto s = static_cast<cudaStream_t>(stream);
     if (p.q.dtype == DType::kBF16) return sm90_engine::launch_prefill<__nv_bfloat16>(kp, launch, s);
     return sm90_engine::launch_prefill<__half>(kp, launch, s);

@@ -51,8 +51,8 @@ struct KvMapShape {
 inline Status encode_kv_map(const KvMapShape& s, int box_rows, CUtensorMap* map) {
   const PFN_cuTensorMapEncodeTiled_v12000 encode = tensor_map_encoder();
   if (encode == nullptr) return Status(StatusCode::kCudaError, "sm90 engine: cuTensorMapEncodeTiled not found");
-  const cuuint64_t dims[4] = {static_cast<cuuint64_t>(s.d), static_cast<cuuint64_t>(s.heads), static_cast<cuuint64_t>(s.rows),
-                              static_cast<cuuint64_t>(s.outer)};
+  const cuuint64_t dims[4] = {static_cast<cuuint64_t>(s.d), static_cast<cuuint64_t>(s.heads),
+                              static_cast<cuuint64_t>(s.rows), static_cast<cuuint64_t>(s.outer)};
   const cuuint64_t esize = s.fp8 ? 1 : 2;
   const cuuint64_t strides[3] = {static_cast<cuuint64_t>(s.head_stride) * esize,
                                  static_cast<cuuint64_t>(s.row_stride) * esize,
