@@ -61,6 +61,9 @@ struct Geometry {
   int64_t heads_q = 0, heads_kv = 0, head_dim = 0, head_dim_v = 0;
   bool q_varlen = false;
   KvLayout layout = KvLayout::kBatched;
+  // Packed rows (token x query head of a KV group) of the longest sequence decide the tile-kernel
+  // variant (rows per CTA) and the query tiles per (sequence, KV head).
+  int tile_rows = 0, m_blocks = 0;
 };
 
 Geometry geometry(const AttentionParams& p) {
@@ -91,17 +94,10 @@ Geometry geometry(const AttentionParams& p) {
       g.max_k = p.max_seqlen_k > 0 ? p.max_seqlen_k : p.block_table.size(1) * p.k.size(1);
       break;
   }
+  const int64_t packed_rows = g.heads_kv > 0 ? g.max_q * (g.heads_q / g.heads_kv) : 0;
+  g.tile_rows = cuda_engine::tile_rows(static_cast<int>(g.head_dim), packed_rows);
+  g.m_blocks = static_cast<int>((packed_rows + g.tile_rows - 1) / g.tile_rows);
   return g;
-}
-
-// Packed rows (token x query head of a KV group) of the longest sequence, and the tile-kernel
-// variant (rows per CTA) they get.
-int tile_rows_for(const Geometry& g) {
-  return cuda_engine::tile_rows(static_cast<int>(g.head_dim), g.max_q * (g.heads_q / g.heads_kv));
-}
-int m_blocks_for(const Geometry& g) {
-  const int64_t rows = tile_rows_for(g);
-  return static_cast<int>((g.max_q * (g.heads_q / g.heads_kv) + rows - 1) / rows);
 }
 
 template <class T>
@@ -125,12 +121,11 @@ int num_splits_for(const AttentionParams& p, const Geometry& g, int sm_count) {
   sp.sm_count = sm_count;
   sp.batch = static_cast<int>(g.batch);
   sp.kv_heads = static_cast<int>(g.heads_kv);
-  sp.m_blocks = m_blocks_for(g);
+  sp.m_blocks = g.m_blocks;
   const int keys = cuda_engine::tile_keys(static_cast<int>(g.head_dim));
   sp.n_blocks = static_cast<int>((g.max_k + keys - 1) / keys);
-  const int rows = tile_rows_for(g);
-  sp.ctas_per_sm = p.q.dtype == DType::kBF16 ? ctas_per_sm_for<__nv_bfloat16>(g.head_dim, rows)
-                                             : ctas_per_sm_for<__half>(g.head_dim, rows);
+  sp.ctas_per_sm = p.q.dtype == DType::kBF16 ? ctas_per_sm_for<__nv_bfloat16>(g.head_dim, g.tile_rows)
+                                             : ctas_per_sm_for<__half>(g.head_dim, g.tile_rows);
   return cuda_engine::plan_num_splits(sp, p.num_splits);
 }
 
@@ -232,7 +227,7 @@ class CudaAttention final : public AttentionEngine {
     GA_RETURN_IF_ERROR(cuda_device_properties(&sms, &cc));
     const Geometry g = geometry(p);
     KernelParams kp = cuda_engine::kernel_params_from(p);
-    kp.m_blocks = m_blocks_for(g);
+    kp.m_blocks = g.m_blocks;
     kp.num_splits = num_splits_for(p, g, sms);
     if (g.batch == 0 || g.max_q == 0 || kp.m_blocks == 0) return Status::Ok();  // nothing to compute
     if (kp.num_splits > 1) {
@@ -242,9 +237,10 @@ class CudaAttention final : public AttentionEngine {
     }
     const auto s = static_cast<cudaStream_t>(stream);
     const bool use_pdl = cc >= 90;
-    const int rows = tile_rows_for(g);
-    if (p.q.dtype == DType::kBF16) return dispatch_head_dim<__nv_bfloat16>(g.head_dim, kp, rows, s, use_pdl);
-    return dispatch_head_dim<__half>(g.head_dim, kp, rows, s, use_pdl);
+    if (p.q.dtype == DType::kBF16) {
+      return dispatch_head_dim<__nv_bfloat16>(g.head_dim, kp, g.tile_rows, s, use_pdl);
+    }
+    return dispatch_head_dim<__half>(g.head_dim, kp, g.tile_rows, s, use_pdl);
   }
 };
 
