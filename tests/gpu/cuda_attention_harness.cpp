@@ -295,6 +295,16 @@ void expect_matches_reference(const Problem& p, const HostTensor& got_out, const
   EXPECT_LT(worst, kLseAbsTol) << label << ": LSE abs error";
 }
 
+void expect_gqa_equals_copied_up(const Case& c, const char* engine) {
+  auto gqa = make_problem(c);
+  auto mha = make_copied_up(*gqa);
+  HostTensor o1 = like(gqa->out), l1 = like(gqa->lse), o2 = like(mha->out), l2 = like(mha->lse);
+  ASSERT_TRUE(run_cuda(*gqa, &o1, &l1, engine).ok()) << describe(c);
+  ASSERT_TRUE(run_cuda(*mha, &o2, &l2, engine).ok()) << describe(c);
+  EXPECT_TRUE(bitwise_equal(o1, o2)) << describe(c) << ": O differs";
+  EXPECT_TRUE(bitwise_equal(l1, l2)) << describe(c) << ": LSE differs";
+}
+
 void check_case(const Case& c, const char* engine) {
   const std::string label = describe(c);
   auto p = make_problem(c);

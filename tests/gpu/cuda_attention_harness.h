@@ -77,6 +77,10 @@ Status run_reference(Problem& p);
 void expect_matches_reference(const Problem& p, const HostTensor& got_out, const HostTensor& got_lse,
                               const std::string& label);
 
+// Native GQA == the same engine on K/V copied up to every query head (make_copied_up): O and LSE
+// bitwise equal (the head mapping reads the right KV head, and nothing depends on the group size).
+void expect_gqa_equals_copied_up(const Case& c, const char* engine = "cuda");
+
 // Whole check: reference vs the pinned device engine (default "cuda"), guards, NaN-free.
 void check_case(const Case& c, const char* engine = "cuda");
 

@@ -244,13 +244,7 @@ TEST_F(CudaAttention, GqaEqualsCopiedUpBitwise) {
     decode.num_splits = 3;
     cases.push_back(decode);
     for (const Case& c : cases) {
-      auto gqa = make_problem(c);
-      auto mha = make_copied_up(*gqa);
-      HostTensor o1 = like(gqa->out), l1 = like(gqa->lse), o2 = like(mha->out), l2 = like(mha->lse);
-      ASSERT_TRUE(run_cuda(*gqa, &o1, &l1).ok()) << describe(c);
-      ASSERT_TRUE(run_cuda(*mha, &o2, &l2).ok()) << describe(c);
-      EXPECT_TRUE(bitwise_equal(o1, o2)) << describe(c) << ": O differs";
-      EXPECT_TRUE(bitwise_equal(l1, l2)) << describe(c) << ": LSE differs";
+      expect_gqa_equals_copied_up(c);
     }
   }
 }
