@@ -66,7 +66,9 @@ __device__ void write_output(const KernelParams& p, const CtaWork& w, ColumnSoft
 #pragma unroll
     for (int h = 0; h < 2; ++h) {
       int d = 64 * h + Softmax::row_of(i, warp, lane);
-      if constexpr (Traits::kFp8) d = 32 * warp + 4 * (lane / 4) + 2 * h + ((i >> 1) & 1);  // decode_mainloop.cuh
+      if constexpr (Traits::kFp8) {  // O^T rows permuted (decode_mainloop.cuh)
+        d = 32 * warp + 4 * (lane / 4) + 2 * h + ((i >> 1) & 1);
+      }
       float val = o[h][i] * inv[c];
       if constexpr (Traits::kFp8) val *= v_scale;  // the values were the stored fp8 ones
       if (p.num_splits == 1) {
