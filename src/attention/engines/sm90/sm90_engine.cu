@@ -67,6 +67,11 @@ int num_splits_for(const AttentionParams& p, const Geometry& g, int sm_count) {
   sp.m_blocks = g.m_blocks;
   sp.n_blocks = g.n_blocks;
   if (p.num_splits > 0) return cuda_engine::plan_num_splits(sp, p.num_splits);
+  // fp8 K/V: up to a wave of kCtasPerSm CTAs per SM, not one. Its tiles carry half the bytes, so
+  // per byte the consumer warpgroup's per-tile chain (latency-bound, DECODE_SM90.md section 2)
+  // costs twice as much; a second CTA on the SM gives each scheduler a second, independent chain.
+  // (16-bit: one CTA per SM measured as fast or faster, section 8.) UNVERIFIED on GPU for fp8.
+  if (kv_is_fp8(p)) sp.sm_count = sm_count * sm90_engine::kCtasPerSm;
   // At least 8 KV tiles (512 keys) per split: below that the per-split fixed cost and the combine
   // outweigh the extra parallelism (split sweeps on the H200, cuda/split_planner.h).
   return cuda_engine::balanced_num_splits(sp, 8);
