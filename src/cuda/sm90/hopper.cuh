@@ -139,6 +139,14 @@ __device__ __forceinline__ void fence_regs(float (&r)[n]) {
 #pragma unroll
   for (int i = 0; i < n; ++i) asm volatile("" : "+f"(r[i])::"memory");
 }
+// The same for RS-form A fragments (registers wgmma reads asynchronously): call before
+// wgmma_fence and after the wgmma_wait that covers their last use, so the compiler neither moves
+// their definitions past the fence nor reuses them while the wgmma is in flight.
+template <int n>
+__device__ __forceinline__ void fence_regs(uint32_t (&r)[n]) {
+#pragma unroll
+  for (int i = 0; i < n; ++i) asm volatile("" : "+r"(r[i])::"memory");
+}
 
 }  // namespace groupattn::cuda::sm90
 

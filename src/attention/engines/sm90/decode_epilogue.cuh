@@ -3,7 +3,8 @@
 // fp32 partials in the portable engine's workspace layout so its combine kernel runs unchanged:
 //   lse_partial[split * partial_rows + q_token * Hq + head], o_partial[(same row) * 128 + d].
 // O^T register i of d half h holds d = 64h + 16 * warp + lane / 4 + 8 * ((i / 2) % 2) and column
-// 8 * (i / 4) + 2 * (lane % 4) + i % 2 (the wgmma accumulator map).
+// 8 * (i / 4) + 2 * (lane % 4) + i % 2 (the wgmma accumulator map); with an fp8 cache the O^T rows
+// are permuted, d = 32 * warp + 4 * (lane / 4) + 2h + (i / 2) % 2 (decode_mainloop.cuh).
 #pragma once
 
 #include "attention/engines/sm90/decode_softmax.cuh"
@@ -64,7 +65,10 @@ __device__ void write_output(const KernelParams& p, const CtaWork& w, ColumnSoft
     const int token = n / p.group, head = w.kv_group * p.group + n % p.group;
 #pragma unroll
     for (int h = 0; h < 2; ++h) {
-      const int d = 64 * h + Softmax::row_of(i, warp, lane);
+      int d = 64 * h + Softmax::row_of(i, warp, lane);
+      if constexpr (Traits::kFp8) {  // O^T rows permuted (decode_mainloop.cuh)
+        d = 32 * warp + 4 * (lane / 4) + 2 * h + ((i >> 1) & 1);
+      }
       float val = o[h][i] * inv[c];
       if constexpr (Traits::kFp8) val *= v_scale;  // the values were the stored fp8 ones
       if (p.num_splits == 1) {

@@ -14,6 +14,9 @@
 //   consumer   waits full[stage]; S^T = K Q^T (wgmma, fp32); scale / softcap / mask; column max
 //              across the warpgroup; P = exp2(S - max) (fp32), stored to smem as bf16/f16 P^T;
 //              O^T = O^T * alpha + V^T P^T (wgmma); arrives on empty[stage]
+//   fp8 K/V    16 KB stages, 6 of them; the consumer loads its fragment bytes of both tiles into
+//              registers, converts them there, arrives on empty[stage] before the softmax, and
+//              runs both GEMMs in the RS form (decode_mainloop.cuh)
 // then the epilogue (decode_epilogue.cuh). The mainloop's GEMM operand layouts and why they are
 // what they are: decode_mainloop.cuh. No setmaxnreg: with one consumer warpgroup of kN <= 32
 // columns the register file is not the limit (160 threads).
@@ -101,28 +104,39 @@ __device__ void decode_cta(const KernelParams& p, const CUtensorMap* tmap_k, con
   for (int blk = w.blk_begin, it = 0; blk < w.blk_end; ++blk, ++it) {
     const int stage = it % Traits::kStages;
     hw::mbar_wait(sm.full(stage), static_cast<uint32_t>(it / Traits::kStages) & 1u);
+    const int j0 = blk * kBlockKV;
+    [[maybe_unused]] uint32_t v_frag[2][4][4];
     if constexpr (Traits::kFp8) {
-      // Every warp finished the previous tile's GEMMs (which read the converted tiles), convert,
-      // free the fp8 stage for the producer, and make the conversions visible to the wgmma.
-      hw::named_bar_sync(kBarConvert, Traits::kConsumerThreads);
-      convert_fp8_tiles<Traits>(sm, stage, tid);
-      hw::fence_proxy_async_smem();
+      // The thread's bytes of both tiles into registers, converted there (V while the S^T
+      // wgmma runs); once every loaded word has been consumed the stage goes back to the
+      // producer (the arrive releases the loads; __syncwarp orders the other lanes' before it).
+      Fp8Words words;
+      load_fp8_words<Traits>(words, sm, stage, warp, lane);
+      if (j0 + kBlockKV > w.s.k_len) zero_fp8_v_tail(words, w.s.k_len - j0, lane);
+      uint32_t k_frag[8][4];
+      k_fragments<Traits>(k_frag, words);
+      issue_scores_rs<Traits>(s, k_frag, sm);
+      v_fragments<Traits>(v_frag, words);
       __syncwarp();
       if (lane == 0) hw::mbar_arrive(sm.empty(stage));
-      hw::named_bar_sync(kBarConvert, Traits::kConsumerThreads);
+      wait_scores_rs<Traits>(s, k_frag);
+    } else {
+      gemm_scores<Traits>(s, sm, stage);
     }
-    gemm_scores<Traits>(s, sm, stage);
-    const int j0 = blk * kBlockKV;
     const bool full_tile = j0 >= w.common_lo && j0 + kBlockKV - 1 <= w.common_hi;
     softmax.scale_and_mask(s, p, w, blk, full_tile, warp, lane, k_scale);
     softmax.update(s, o, sm.red_max(it), warp, lane);  // named barrier kBarMax inside
     // Every warp passed kBarMax, hence finished the previous tile's O^T wgmma: P^T is free.
     softmax.store_probabilities(s, sm.p(), warp, lane);
-    if (j0 + kBlockKV > w.s.k_len) zero_v_tail<Traits>(sm, stage, w.s.k_len - j0, tid);
+    if constexpr (!Traits::kFp8) {  // (fp8 zeroed its V tail in registers)
+      if (j0 + kBlockKV > w.s.k_len) zero_v_tail<Traits>(sm, stage, w.s.k_len - j0, tid);
+    }
     hw::fence_proxy_async_smem();
     hw::named_bar_sync(kBarOperands, Traits::kConsumerThreads);
-    gemm_output<Traits>(o, sm, stage);
-    if constexpr (!Traits::kFp8) {  // (fp8 freed its stage after the conversion)
+    if constexpr (Traits::kFp8) {  // (fp8 freed its stage after loading it)
+      gemm_output_rs<Traits>(o, v_frag, sm);
+    } else {
+      gemm_output<Traits>(o, sm, stage);
       __syncwarp();
       if (lane == 0) hw::mbar_arrive(sm.empty(stage));
     }

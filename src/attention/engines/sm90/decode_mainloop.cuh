@@ -21,6 +21,21 @@
 //   not probed: the first thing to check on hardware. Fallback using verified forms only: O =
 //   P V with A = P [64 query rows, zero-padded][64 keys] (the same P smem buffer, K-major) and
 //   B = V MN-major (tB = 1, N = 128), at the cost of padding the query side to 64 rows.
+//
+// fp8 (e4m3) K/V: both A operands come from registers (the RS form, which takes 16-bit A only):
+// each thread loads its fragment's bytes of the fp8 tile straight from the 128B-swizzled TMA box
+// and converts e4m3 pairs to Element pairs in registers (exact), so no converted copy of the tile
+// is written to shared memory and no barrier is spent on one. The B operands (Q, P^T) and the
+// accumulator maps stay as above; two permutations, free because a sum does not care about the
+// order of its terms, make every thread's loads contiguous:
+//   S^T: k-step kk, fragment column c = 8 hi + 2 q + e (q = lane % 4) is head dim
+//        d = 32 q + 4 kk + 2 hi + e, so a thread's k-steps are 32 contiguous bytes of each of its
+//        two key rows (two 16-byte loads per row); load_q stores Q in the same d order.
+//   O^T: accumulator row m = 16 w + g + 8 t of d half h (w = warp, g = lane / 4) is head dim
+//        d = 32 w + 4 g + 2 h + t, so a thread's four d of a key are one 4-byte word; keys stay in
+//        order (P^T unchanged) and byte permutes pair the words of keys 2 q, 2 q + 1 (and + 8, + 9)
+//        into fragments. The epilogue writes row m of half h to that d.
+//   Both load patterns touch 32 distinct banks per warp instruction thanks to the swizzle.
 #pragma once
 
 #include <cuda_bf16.h>
@@ -60,15 +75,11 @@ struct CtaWork {
 template <class Traits>
 struct SmemMap {
   unsigned char* base;  // 1024-byte aligned
-  // The K and V tiles the GEMMs read: the ring's stage, or (fp8) the one converted set.
-  __device__ unsigned char* k(int stage) const {
-    if constexpr (Traits::kFp8) return base + Traits::kConvertedOffset;
-    return base + stage * Traits::kStageBytes;
+  // The stage's K and V tiles (16-bit: two [64][64] boxes each; fp8: one [64][128] byte box each).
+  __device__ unsigned char* k(int stage) const { return base + stage * Traits::kRingStageBytes; }
+  __device__ unsigned char* v(int stage) const {
+    return k(stage) + (Traits::kFp8 ? Traits::kFp8TileBytes : Traits::kTileBytes);
   }
-  __device__ unsigned char* v(int stage) const { return k(stage) + Traits::kTileBytes; }
-  // fp8: where the TMA ring's K and V tiles land.
-  __device__ unsigned char* ring_k(int stage) const { return base + stage * Traits::kRingStageBytes; }
-  __device__ unsigned char* ring_v(int stage) const { return ring_k(stage) + Traits::kFp8TileBytes; }
   __device__ unsigned char* q() const { return base + Traits::kQOffset; }
   __device__ unsigned char* p() const { return base + Traits::kPOffset; }
   // [3][warps][kN] floats: two buffers of per-warp column maxima (alternating tiles), then sums
@@ -101,10 +112,10 @@ __device__ void produce(const KernelParams& p, const CtaWork& w, const SmemMap<T
       row = j0 % p.page_size;
     }
     if constexpr (Traits::kFp8) {
-      // One unswizzled box of [64 keys][128 d] bytes per tile.
+      // One 128B-swizzled box of [64 keys][128 d] bytes per tile.
       hw::mbar_arrive_expect_tx(sm.full(stage), static_cast<uint32_t>(Traits::kRingStageBytes));
-      hw::tma_load_4d(sm.ring_k(stage), tmap_k, 0, w.kvh, row, outer, sm.full(stage));
-      hw::tma_load_4d(sm.ring_v(stage), tmap_v, 0, w.kvh, row, outer, sm.full(stage));
+      hw::tma_load_4d(sm.k(stage), tmap_k, 0, w.kvh, row, outer, sm.full(stage));
+      hw::tma_load_4d(sm.v(stage), tmap_v, 0, w.kvh, row, outer, sm.full(stage));
       continue;
     }
     hw::mbar_arrive_expect_tx(sm.full(stage), static_cast<uint32_t>(Traits::kStageBytes));
@@ -120,6 +131,8 @@ __device__ void produce(const KernelParams& p, const CtaWork& w, const SmemMap<T
 // Consumer threads copy the CTA's packed Q rows into the swizzled K-major B layout: row n (column
 // of S^T) = token (col0 + n) / group, head kv_group * group + (col0 + n) % group; rows past the
 // CTA's columns are zero. 16-byte chunk c of row n lands at chunk c ^ (n % 8) (128B swizzle).
+// fp8: the row's head dims in the order of the S^T fragment columns (see the header): logical
+// chunk ch (k-step ch / 2, half hi = ch % 2) holds d = 32 q + 4 (ch / 2) + 2 hi + {0, 1}, q = 0..3.
 template <class Traits>
 __device__ void load_q(const KernelParams& p, const CtaWork& w, const SmemMap<Traits>& sm, int tid) {
   using T = typename Traits::Element;
@@ -132,8 +145,16 @@ __device__ void load_q(const KernelParams& p, const CtaWork& w, const SmemMap<Tr
     if (n < w.cols) {
       const int col = w.col0 + n;
       const int token = col / p.group, head = w.kv_group * p.group + col % p.group;
-      val = *reinterpret_cast<const uint4*>(q + w.s.q_offset + static_cast<int64_t>(token) * p.q_row_stride +
-                                            static_cast<int64_t>(head) * p.q_head_stride + ch * 8);
+      const T* row = q + w.s.q_offset + static_cast<int64_t>(token) * p.q_row_stride +
+                     static_cast<int64_t>(head) * p.q_head_stride;
+      if constexpr (Traits::kFp8) {
+        const int d0 = 4 * (ch / 2) + 2 * (ch % 2);
+        val = make_uint4(*reinterpret_cast<const uint32_t*>(row + d0), *reinterpret_cast<const uint32_t*>(row + d0 + 32),
+                         *reinterpret_cast<const uint32_t*>(row + d0 + 64),
+                         *reinterpret_cast<const uint32_t*>(row + d0 + 96));
+      } else {
+        val = *reinterpret_cast<const uint4*>(row + ch * 8);
+      }
     }
     const int db = ch / kChunksPerBlock, cc = ch % kChunksPerBlock;
     *reinterpret_cast<uint4*>(sm.q() + db * Traits::kQBlockBytes + n * 128 + ((cc ^ (n % 8)) * 16)) = val;
@@ -141,38 +162,107 @@ __device__ void load_q(const KernelParams& p, const CtaWork& w, const SmemMap<Tr
   hw::fence_proxy_async_smem();  // generic stores -> wgmma operand reads (a barrier follows)
 }
 
-// fp8: the stage's f8e4m3 K and V tiles -> the Element tiles the GEMMs read, in the layout the
-// 16-bit path's TMA writes ([64 keys][64 d] boxes, 128-byte rows, 16-byte chunk c of row r at
-// chunk c ^ (r % 8)). Every e4m3 value is exact in f16 and bf16, so the conversion is exact;
-// the scales are applied elsewhere (score scale, output). Each thread converts 8 elements (one
-// 8-byte load, one 16-byte store) per step.
+// fp8: one tile's bytes a thread needs, loaded straight from the stage (then the stage can be
+// freed), as 32-bit words of four e4m3 values each.
+//   k[r][kk]   key row 16 w + g + 8 r, d = 32 q + 4 kk .. + 3 (S^T k-step kk; two 16-byte loads per row)
+//   v[kk][i]   key 16 kk + 2 q + {0, 1, 8, 9}[i], d = 32 w + 4 g .. + 3 (O^T k-step kk)
+struct Fp8Words {
+  uint32_t k[2][8];
+  uint32_t v[4][4];
+};
+
 template <class Traits>
-__device__ void convert_fp8_tiles(const SmemMap<Traits>& sm, int stage, int tid) {
-  using T = typename Traits::Element;
-  constexpr int kChunksPerRow = Traits::kHeadDim / 8;  // 8-element chunks
-  constexpr int kChunks = 2 * Traits::kBlockKV * kChunksPerRow;  // K then V
-  for (int c = tid; c < kChunks; c += Traits::kConsumerThreads) {
-    const int tile = c / (Traits::kBlockKV * kChunksPerRow);
-    const int row = (c / kChunksPerRow) % Traits::kBlockKV, ch = c % kChunksPerRow;
-    const unsigned char* src = (tile == 0 ? sm.ring_k(stage) : sm.ring_v(stage)) + row * Traits::kHeadDim + ch * 8;
-    const uint2 raw = *reinterpret_cast<const uint2*>(src);
-    uint32_t out[4];
+__device__ __forceinline__ void load_fp8_words(Fp8Words& f, const SmemMap<Traits>& sm, int stage, int warp,
+                                               int lane) {
+  const int g = lane / 4, q = lane % 4;
+  const unsigned char* k = sm.k(stage);
+  const unsigned char* v = sm.v(stage);
+#pragma unroll
+  for (int r = 0; r < 2; ++r) {
+    const int row = 16 * warp + g + 8 * r;  // row % 8 == g
+#pragma unroll
+    for (int c = 0; c < 2; ++c) {
+      const uint4 x = *reinterpret_cast<const uint4*>(k + row * 128 + (((2 * q + c) ^ g) << 4));
+      f.k[r][4 * c + 0] = x.x;
+      f.k[r][4 * c + 1] = x.y;
+      f.k[r][4 * c + 2] = x.z;
+      f.k[r][4 * c + 3] = x.w;
+    }
+  }
+  const int chunk = 2 * warp + g / 4, in_chunk = 4 * (g % 4);  // byte 32 w + 4 g of a row
+#pragma unroll
+  for (int kk = 0; kk < 4; ++kk) {
 #pragma unroll
     for (int i = 0; i < 4; ++i) {
-      const uint32_t word = i < 2 ? raw.x : raw.y;
-      const auto pair = static_cast<__nv_fp8x2_storage_t>((word >> (16 * (i % 2))) & 0xffffu);
-      const __half2 h2 = __half2(__nv_cvt_fp8x2_to_halfraw2(pair, __NV_E4M3));  // low byte -> .x
-      if constexpr (std::is_same_v<T, __nv_bfloat16>) {
-        const __nv_bfloat162 b2 = __float22bfloat162_rn(__half22float2(h2));
-        out[i] = *reinterpret_cast<const uint32_t*>(&b2);
-      } else {
-        out[i] = *reinterpret_cast<const uint32_t*>(&h2);
-      }
+      const int key = 16 * kk + 2 * q + (i % 2) + 8 * (i / 2);
+      f.v[kk][i] = *reinterpret_cast<const uint32_t*>(v + key * 128 + ((chunk ^ (key % 8)) << 4) + in_chunk);
     }
-    const int db = ch / 8, cc = ch % 8;  // 64-wide d block, 16-byte chunk inside its row
-    unsigned char* dst = (tile == 0 ? sm.k(stage) : sm.v(stage)) + db * Traits::kBoxBytes + row * 128 +
-                         ((cc ^ (row % 8)) * 16);
-    *reinterpret_cast<uint4*>(dst) = make_uint4(out[0], out[1], out[2], out[3]);
+  }
+}
+
+// Keys [valid, 64) of the tile lie past the sequence (the next sequence's rows, a page's unused
+// slots, anything, possibly fp8 NaNs): their V words become 0 so 0 * V stays 0 in O^T. The K side
+// needs nothing: those scores are masked by selection.
+__device__ __forceinline__ void zero_fp8_v_tail(Fp8Words& f, int valid, int lane) {
+  const int q = lane % 4;
+#pragma unroll
+  for (int kk = 0; kk < 4; ++kk) {
+#pragma unroll
+    for (int i = 0; i < 4; ++i) {
+      const int key = 16 * kk + 2 * q + (i % 2) + 8 * (i / 2);
+      if (key >= valid) f.v[kk][i] = 0u;
+    }
+  }
+}
+
+// Two e4m3 values (bits 0-7, 8-15 of `pair`) -> an Element pair (low half = bits 0-7). Exact:
+// every e4m3 value (subnormals included) is an f16 (a normal one, or zero) and a bf16 (at most 4
+// significant bits, exponent -9..8), so no hop (e4m3 -> f16, and for bf16 f16 -> f32 -> bf16)
+// rounds.
+template <class T>
+__device__ __forceinline__ uint32_t e4m3x2_to(uint32_t pair) {
+  const __half2 h2 = __half2(__nv_cvt_fp8x2_to_halfraw2(static_cast<__nv_fp8x2_storage_t>(pair & 0xffffu), __NV_E4M3));
+  if constexpr (std::is_same_v<T, __nv_bfloat16>) {
+    const __nv_bfloat162 b2 = __float22bfloat162_rn(__half22float2(h2));
+    return *reinterpret_cast<const uint32_t*>(&b2);
+  } else {
+    return *reinterpret_cast<const uint32_t*>(&h2);
+  }
+}
+
+// S^T A fragments of the 8 k-steps (HOPPER-PRIMITIVES.md section 2, RS map): register 0 / 1 =
+// rows r / r + 8, columns 2q, 2q + 1 = the low two bytes of word kk; registers 2 / 3 = columns
+// 2q + 8, 2q + 9 = its high two bytes.
+template <class Traits>
+__device__ __forceinline__ void k_fragments(uint32_t (&a)[8][4], const Fp8Words& f) {
+  using T = typename Traits::Element;
+#pragma unroll
+  for (int kk = 0; kk < 8; ++kk) {
+    a[kk][0] = e4m3x2_to<T>(f.k[0][kk]);
+    a[kk][1] = e4m3x2_to<T>(f.k[1][kk]);
+    a[kk][2] = e4m3x2_to<T>(f.k[0][kk] >> 16);
+    a[kk][3] = e4m3x2_to<T>(f.k[1][kk] >> 16);
+  }
+}
+
+// O^T A fragments of d half h, k-step kk: register 0 / 1 = rows m / m + 8 (d bytes 2h / 2h + 1 of
+// the words), keys 2q, 2q + 1; registers 2 / 3 the same for keys 2q + 8, 2q + 9. __byte_perm
+// 0x5140 pairs bytes 0 and 1 of two keys' words, 0x7362 bytes 2 and 3.
+template <class Traits>
+__device__ __forceinline__ void v_fragments(uint32_t (&a)[2][4][4], const Fp8Words& f) {
+  using T = typename Traits::Element;
+#pragma unroll
+  for (int kk = 0; kk < 4; ++kk) {
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      const uint32_t sel = h == 0 ? 0x5140u : 0x7362u;
+      const uint32_t lo = __byte_perm(f.v[kk][0], f.v[kk][1], sel);  // keys 2q, 2q + 1
+      const uint32_t hi = __byte_perm(f.v[kk][2], f.v[kk][3], sel);  // keys 2q + 8, 2q + 9
+      a[h][kk][0] = e4m3x2_to<T>(lo);
+      a[h][kk][1] = e4m3x2_to<T>(lo >> 16);
+      a[h][kk][2] = e4m3x2_to<T>(hi);
+      a[h][kk][3] = e4m3x2_to<T>(hi >> 16);
+    }
   }
 }
 
@@ -239,6 +329,63 @@ __device__ __forceinline__ void gemm_output(float (&o)[2][Traits::kN / 2], const
   hw::wgmma_wait<0>();
   hw::fence_regs(o[0]);
   hw::fence_regs(o[1]);
+}
+
+template <class Traits>
+using WgmmaRsOf = hw::WgmmaRs<std::is_same_v<typename Traits::Element, __nv_bfloat16>, Traits::kN, 0>;
+
+// fp8: S^T = K Q^T with A = the K fragments (RS form), B = Q as in gemm_scores. Issues and
+// commits only: the caller waits (wait_scores) after converting the V fragments meanwhile.
+template <class Traits>
+__device__ __forceinline__ void issue_scores_rs(float (&s)[Traits::kN / 2], uint32_t (&a)[8][4],
+                                                const SmemMap<Traits>& sm) {
+  hw::fence_regs(s);
+#pragma unroll
+  for (int kk = 0; kk < 8; ++kk) hw::fence_regs(a[kk]);
+  hw::wgmma_fence();
+#pragma unroll
+  for (int kk = 0; kk < Traits::kHeadDim / 16; ++kk) {
+    const uint64_t db = hw::desc_kmajor_sw128(sm.q() + (kk / 4) * Traits::kQBlockBytes) + 2 * (kk % 4);
+    WgmmaRsOf<Traits>::mma(s, a[kk], db, kk > 0 ? 1 : 0);
+  }
+  hw::wgmma_commit();
+}
+
+template <class Traits>
+__device__ __forceinline__ void wait_scores_rs(float (&s)[Traits::kN / 2], uint32_t (&a)[8][4]) {
+  hw::wgmma_wait<0>();
+  hw::fence_regs(s);
+#pragma unroll
+  for (int kk = 0; kk < 8; ++kk) hw::fence_regs(a[kk]);
+}
+
+// fp8: O^T += V^T P^T with A = the V fragments (RS form), B = P^T as in gemm_output.
+template <class Traits>
+__device__ __forceinline__ void gemm_output_rs(float (&o)[2][Traits::kN / 2], uint32_t (&a)[2][4][4],
+                                               const SmemMap<Traits>& sm) {
+  hw::fence_regs(o[0]);
+  hw::fence_regs(o[1]);
+#pragma unroll
+  for (int h = 0; h < 2; ++h)
+#pragma unroll
+    for (int kk = 0; kk < 4; ++kk) hw::fence_regs(a[h][kk]);
+  hw::wgmma_fence();
+#pragma unroll
+  for (int h = 0; h < 2; ++h) {
+#pragma unroll
+    for (int kk = 0; kk < Traits::kBlockKV / 16; ++kk) {
+      const uint64_t db = hw::desc_kmajor_sw128(sm.p()) + 2 * kk;
+      WgmmaRsOf<Traits>::mma(o[h], a[h][kk], db, 1);
+    }
+  }
+  hw::wgmma_commit();
+  hw::wgmma_wait<0>();
+  hw::fence_regs(o[0]);
+  hw::fence_regs(o[1]);
+#pragma unroll
+  for (int h = 0; h < 2; ++h)
+#pragma unroll
+    for (int kk = 0; kk < 4; ++kk) hw::fence_regs(a[h][kk]);
 }
 
 }  // namespace groupattn::sm90_engine

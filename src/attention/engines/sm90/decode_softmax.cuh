@@ -18,7 +18,7 @@ inline constexpr float kLog2e = 1.4426950408889634f;
 inline constexpr float kLn2 = 0.6931471805599453f;
 inline constexpr uint32_t kFullMask = 0xffffffffu;
 // Named barriers of the consumer warpgroup (0 is __syncthreads).
-inline constexpr uint32_t kBarMax = 1, kBarOperands = 2, kBarSum = 3, kBarConvert = 4;
+inline constexpr uint32_t kBarMax = 1, kBarOperands = 2, kBarSum = 3;
 
 template <class Traits>
 struct ColumnSoftmax {

@@ -35,11 +35,12 @@ constexpr int column_tile(int64_t cols) {
   return n;
 }
 
-// kFp8_: the K/V cache is f8e4m3 (EXPERIMENTAL: correct on the H200, slower than bf16 so far): the ring holds fp8 K
-// and V tiles ([64 keys][128 d], one unswizzled TMA box each) and the consumer warpgroup converts
-// each into one set of Element K/V tiles in exactly the layout the 16-bit path's TMA writes, so
-// the GEMMs are unchanged. Per-(sequence, KV head) scales fold into the score scale (k) and the
-// output (v).
+// kFp8_: the K/V cache is f8e4m3 (EXPERIMENTAL until measured faster than bf16): the ring holds
+// fp8 K and V tiles ([64 keys][128 d] bytes, one 128B-swizzled TMA box each, half the bytes of a
+// 16-bit stage, so twice the stages in the same shared memory). The consumer threads load them
+// straight into wgmma's register A fragments, converting e4m3 -> Element in registers (exact),
+// and run the RS form of both GEMMs (decode_mainloop.cuh); no converted copy in shared memory.
+// Per-(sequence, KV head) scales fold into the score scale (k) and the output (v).
 template <class T, int kN_, bool kFp8_ = false>
 struct DecodeTraits {
   using Element = T;
@@ -47,7 +48,7 @@ struct DecodeTraits {
   static constexpr bool kFp8 = kFp8_;
   static constexpr int kHeadDim = sm90_engine::kHeadDim;
   static constexpr int kBlockKV = sm90_engine::kBlockKV;
-  static constexpr int kStages = 3;
+  static constexpr int kStages = kFp8_ ? 6 : 3;
   static constexpr int kConsumerWarps = 4;  // one warpgroup
   static constexpr int kConsumerThreads = kConsumerWarps * 32;
   static constexpr int kThreads = kConsumerThreads + 32;  // + the producer warp
@@ -59,11 +60,9 @@ struct DecodeTraits {
   static constexpr int kBoxBytes = kBlockKV * 128;
   static constexpr int kTileBytes = kDBlocks * kBoxBytes;
   static constexpr int kStageBytes = 2 * kTileBytes;  // K then V, as the GEMMs read them
-  // The TMA ring: 16-bit K and V tiles, or (kFp8) fp8 ones, then (kFp8) the converted tiles.
-  static constexpr int kFp8TileBytes = kBlockKV * kHeadDim;  // 1 byte per element
+  // The TMA ring: 16-bit K and V tiles, or (kFp8) fp8 ones.
+  static constexpr int kFp8TileBytes = kBlockKV * kHeadDim;  // 1 byte per element, 128-byte rows
   static constexpr int kRingStageBytes = kFp8 ? 2 * kFp8TileBytes : kStageBytes;
-  static constexpr int kConvertedOffset = kStages * kRingStageBytes;
-  static constexpr int kConvertedBytes = kFp8 ? kStageBytes : 0;
   // Q: kN rows (columns of S^T) K-major over d, as kDBlocks blocks of [kN][64].
   static constexpr int kQBlockBytes = kN * 128;
   static constexpr int kQBytes = kDBlocks * kQBlockBytes;
@@ -72,7 +71,7 @@ struct DecodeTraits {
   // Cross-warp exchange: per-warp column maxima (double buffered) and the final sums.
   static constexpr int kRedBytes = 3 * kConsumerWarps * kN * 4;
 
-  static constexpr int kQOffset = kConvertedOffset + kConvertedBytes;
+  static constexpr int kQOffset = kStages * kRingStageBytes;
   static constexpr int kPOffset = kQOffset + kQBytes;
   static constexpr int kRedOffset = kPOffset + kPBytes;
   static constexpr int kBarOffset = kRedOffset + kRedBytes;
@@ -83,7 +82,7 @@ struct DecodeTraits {
   static_assert(kN >= 8 && kN <= kMaxCols && kN % 8 == 0, "wgmma N: a multiple of 8, here at most kMaxCols");
   static_assert(kHeadDim % kSwizzleElems == 0 && kDBlocks == 2, "O^T = V^T P^T uses two m64 halves of d = 128");
   static_assert(kBlockKV == 64, "the KV tile is wgmma's M = 64");
-  static_assert(kConvertedOffset % 1024 == 0, "the converted fp8 tiles are 128B-swizzled operands too");
+  static_assert(kFp8TileBytes % 1024 == 0, "fp8 tiles are 128B-swizzled TMA boxes (1024-byte aligned)");
   static_assert(kBoxBytes % 1024 == 0 && kQBlockBytes % 1024 == 0 && kPBytes % 1024 == 0,
                 "128B-swizzled operands start on 1024-byte boundaries (descriptor base offset 0)");
   static_assert(kRedOffset % 16 == 0 && kBarOffset % 8 == 0, "exchange buffer and mbarrier alignment");

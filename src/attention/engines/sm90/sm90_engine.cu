@@ -67,6 +67,11 @@ int num_splits_for(const AttentionParams& p, const Geometry& g, int sm_count) {
   sp.m_blocks = g.m_blocks;
   sp.n_blocks = g.n_blocks;
   if (p.num_splits > 0) return cuda_engine::plan_num_splits(sp, p.num_splits);
+  // fp8 K/V: up to a wave of kCtasPerSm CTAs per SM, not one. Its tiles carry half the bytes, so
+  // per byte the consumer warpgroup's per-tile chain (latency-bound, DECODE_SM90.md section 2)
+  // costs twice as much; a second CTA on the SM gives each scheduler a second, independent chain.
+  // (16-bit: one CTA per SM measured as fast or faster, section 8.) UNVERIFIED on GPU for fp8.
+  if (kv_is_fp8(p)) sp.sm_count = sm_count * sm90_engine::kCtasPerSm;
   // At least 8 KV tiles (512 keys) per split: below that the per-split fixed cost and the combine
   // outweigh the extra parallelism (split sweeps on the H200, cuda/split_planner.h).
   return cuda_engine::balanced_num_splits(sp, 8);
@@ -82,17 +87,17 @@ class Sm90Attention final : public AttentionEngine {
     return "device tensors, bf16/f16, head dim 128 (D == Dv), decode of 1.." + std::to_string(sm90_engine::kMaxNewTokens) +
            " new tokens (batched Q); batched K/V (optional seqlens_k) or paged K/V with page_size a multiple "
            "of 64; causal, window, softcap, scale, split-KV, partial-output mode; f8e4m3 K/V with per-sequence "
-           "scales only with GROUPATTN_EXPERIMENTAL=1 (correct on the H200, slower than bf16 so far)";
+           "scales only with GROUPATTN_EXPERIMENTAL=1 (not yet measured faster than bf16)";
   }
   Status available() const override { return sm90_engine::sm90_device_available("sm90"); }
 
   Status check_support(const AttentionParams& p) const override {
     GA_RETURN_IF_ERROR(sm90_engine::all_on_device(p, "sm90"));
     if (kv_is_fp8(p)) {
-      // The fp8 path is correct on the H200 but slower than bf16 (DECODE_SM90.md section 5): opt in only.
+      // The fp8 path is opt-in until the H200 measures it faster than bf16 (DECODE_SM90.md sections 5, 9).
       if (!sm90_engine::experimental_enabled()) {
         return NotSupported(
-            "sm90 engine: its fp8 (f8e4m3) KV cache path is experimental (correct, but slower than bf16 so far); set "
+            "sm90 engine: its fp8 (f8e4m3) KV cache path is experimental (not yet measured faster than bf16); set "
             "GROUPATTN_EXPERIMENTAL=1 to try it (the reference engine serves fp8 caches on the host)");
       }
       if (p.kv_scale_per_page) {

@@ -40,8 +40,9 @@ inline PFN_cuTensorMapEncodeTiled_v12000 tensor_map_encoder() {
 struct KvMapShape {
   const void* base = nullptr;
   bool bf16 = true;
-  // f8e4m3 (EXPERIMENTAL): 1-byte elements, box {128, 1, rows, 1} (one whole head row of 128
-  // bytes), no swizzle -- the consumers convert it into the 16-bit swizzled layout themselves.
+  // f8e4m3 (EXPERIMENTAL): 1-byte elements, box {128, 1, rows, 1}: one whole head row is 128
+  // bytes, exactly one 128B-swizzle row, so the tile lands as [rows][128 d] with 16-byte chunk c
+  // of row r at chunk c ^ (r % 8); the consumers' register loads index it with the same XOR.
   bool fp8 = false;
   int64_t d = 128;                                    // head dim (a multiple of 64 for 16-bit maps)
   int64_t heads = 0, rows = 0, outer = 0;             // Hkv, Sk or page_size, B or pages
@@ -63,7 +64,7 @@ inline Status encode_kv_map(const KvMapShape& s, int box_rows, CUtensorMap* map)
                                    : s.bf16 ? CU_TENSOR_MAP_DATA_TYPE_BFLOAT16
                                             : CU_TENSOR_MAP_DATA_TYPE_FLOAT16;
   const CUresult r = encode(map, type, 4, const_cast<void*>(s.base), dims, strides, box, elem_strides,
-                            CU_TENSOR_MAP_INTERLEAVE_NONE, s.fp8 ? CU_TENSOR_MAP_SWIZZLE_NONE : CU_TENSOR_MAP_SWIZZLE_128B,
+                            CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B,
                             CU_TENSOR_MAP_L2_PROMOTION_L2_128B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
   if (r != CUDA_SUCCESS)
     return Status(StatusCode::kCudaError, "sm90 engine: cuTensorMapEncodeTiled failed (CUresult " +
