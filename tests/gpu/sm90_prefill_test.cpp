@@ -163,7 +163,8 @@ TEST_F(Sm90Prefill, HeadDims64And256) {
     const auto ratios = d == 64 ? std::vector<std::pair<int64_t, int64_t>>{{8, 4}, {8, 2}, {64, 8}, {8, 1}}
                                 : std::vector<std::pair<int64_t, int64_t>>{{8, 2}, {16, 2}, {8, 1}, {12, 4}};
     for (auto [hq, hkv] : ratios) {
-      for (bool causal : {false, true}) check_case(with_d(prefill_case(hq, hkv, 2, 200, 200, causal)), kEngine);
+      for (bool causal : {false, true})
+        check_case(with_d(prefill_case(hq, hkv, 2, 200, 200, causal)), kEngine);
     }
     const int n = sm90_engine::prefill_tile(d).block_n;
     for (int sq : {17, 127, 129}) {

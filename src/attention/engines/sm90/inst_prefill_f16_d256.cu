@@ -4,5 +4,5 @@
 
 namespace groupattn::sm90_engine {
 template Status launch_prefill_head_dim<__half, 256>(const cuda_engine::KernelParams&, const PrefillLaunch&,
-                                                   cudaStream_t);
+                                                     cudaStream_t);
 }  // namespace groupattn::sm90_engine

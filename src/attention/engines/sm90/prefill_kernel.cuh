@@ -466,7 +466,8 @@ Status launch_prefill_traits(const cuda_engine::KernelParams& p, const PrefillLa
 }
 
 template <class T, int kHeadDim>
-Status launch_prefill_head_dim(const cuda_engine::KernelParams& p, const PrefillLaunch& l, cudaStream_t stream) {
+Status launch_prefill_head_dim(const cuda_engine::KernelParams& p, const PrefillLaunch& l,
+                               cudaStream_t stream) {
   return launch_prefill_traits<PrefillTraits<T, kHeadDim>>(p, l, stream);
 }
 
@@ -474,8 +475,8 @@ Status launch_prefill_head_dim(const cuda_engine::KernelParams& p, const Prefill
 // d128 ones (which also hold d64) do not build its kernel as well.
 extern template Status launch_prefill_head_dim<__nv_bfloat16, 256>(const cuda_engine::KernelParams&,
                                                                    const PrefillLaunch&, cudaStream_t);
-extern template Status launch_prefill_head_dim<__half, 256>(const cuda_engine::KernelParams&, const PrefillLaunch&,
-                                                            cudaStream_t);
+extern template Status launch_prefill_head_dim<__half, 256>(const cuda_engine::KernelParams&,
+                                                            const PrefillLaunch&, cudaStream_t);
 
 template <class T>
 Status launch_prefill(const cuda_engine::KernelParams& p, const PrefillLaunch& l, cudaStream_t stream) {
