@@ -15,6 +15,7 @@
 #include <utility>
 #include <vector>
 
+#include "attention/engines/sm90/prefill_traits.h"
 #include "gpu/cuda_attention_harness.h"
 
 namespace groupattn::test {
@@ -58,8 +59,9 @@ TEST_F(Sm90Prefill, LengthsAroundTiles) {
   }
 }
 
-// Both head dims (64: one 64-wide swizzle block of d, O += P V as RS m64n64k16).
-constexpr int kHeadDims[] = {128, 64};
+// Every head dim (64: one 64-wide swizzle block of d, O += P V as RS m64n64k16; 256: four blocks,
+// 64-key tiles in a 2-stage ring, O += P V as RS m64n256k16).
+constexpr int kHeadDims[] = {128, 64, 256};
 
 TEST_F(Sm90Prefill, DtypesWindowSoftcapScale) {
   for (int d : kHeadDims) {
@@ -148,35 +150,75 @@ TEST_F(Sm90Prefill, SeqlensKIgnoresStaleRows) {
   }
 }
 
-// Head dim 64 beyond the two tests above that cover both dims: head ratios, lengths around the
-// tiles, varlen.
-TEST_F(Sm90Prefill, HeadDim64) {
-  auto d64 = [](Case c) {
-    c.d = 64;
-    return c;
-  };
-  for (auto [hq, hkv] : std::vector<std::pair<int64_t, int64_t>>{{8, 4}, {8, 2}, {64, 8}, {8, 1}}) {
-    check_case(d64(prefill_case(hq, hkv, 2, 200, 200, true)), kEngine);
-  }
-  for (int sq : {17, 127, 129}) {
-    for (int sk : {1, 128, 129, 385}) {
-      for (bool causal : {false, true}) check_case(d64(prefill_case(8, 2, 1, sq, sk, causal)), kEngine);
+// Head dims 64 and 256 beyond the tests above that cover every dim: head ratios, lengths around
+// the query tile and the dim's KV tile (128 keys at D 64, 64 at D 256: prefill_tile), varlen.
+TEST_F(Sm90Prefill, HeadDims64And256) {
+  for (int d : {64, 256}) {
+    auto with_d = [d](Case c) {
+      c.d = d;
+      return c;
+    };
+    // D 256: the ratios its users run (16/2) and a non-power-of-two group; 64/8 stays at D 64 (the
+    // fp64 reference's time grows with Hq x D).
+    const auto ratios = d == 64 ? std::vector<std::pair<int64_t, int64_t>>{{8, 4}, {8, 2}, {64, 8}, {8, 1}}
+                                : std::vector<std::pair<int64_t, int64_t>>{{8, 2}, {16, 2}, {8, 1}, {12, 4}};
+    for (auto [hq, hkv] : ratios) {
+      for (bool causal : {false, true})
+        check_case(with_d(prefill_case(hq, hkv, 2, 200, 200, causal)), kEngine);
     }
+    const int n = sm90_engine::prefill_tile(d).block_n;
+    for (int sq : {17, 127, 129}) {
+      for (int sk : {1, n - 1, n, n + 1, 2 * n + 1, 385}) {
+        for (bool causal : {false, true}) check_case(with_d(prefill_case(8, 2, 1, sq, sk, causal)), kEngine);
+      }
+    }
+    Case v = with_d(prefill_case(8, 2, 1, 1, 1, true));
+    v.q_varlen = true;
+    v.kv = KvKind::kVarlen;
+    v.q_lens = {129, 0, 300, 77, 65};
+    v.k_lens = {129, 5, 300, 385, 63};
+    for (bool causal : {false, true}) {
+      v.causal = causal;
+      check_case(v, kEngine);
+    }
+    v.window_left = 60, v.window_right = 10;
+    check_case(v, kEngine);
   }
-  Case v = d64(prefill_case(8, 2, 1, 1, 1, true));
-  v.q_varlen = true;
-  v.kv = KvKind::kVarlen;
-  v.q_lens = {129, 0, 300, 77};
-  v.k_lens = {129, 5, 300, 385};
-  check_case(v, kEngine);
+}
+
+// Head dim 256 at the head ratio its users run (16/2), with seqlens_k poisoning the rows past each
+// sequence's keys (the stale-V zeroing over four d boxes of a 64-key tile).
+TEST_F(Sm90Prefill, HeadDim256SeqlensKIgnoresStaleRows) {
+  for (bool causal : {false, true}) {
+    Case c = prefill_case(16, 2, 3, 150, 300, causal);
+    c.d = 256;
+    c.k_lens = {300, 171, 65};
+    auto p = make_problem(c);
+    const double nan = std::nan("");
+    for (int64_t b = 0; b < 3; ++b) {
+      for (int64_t j = c.k_lens[static_cast<size_t>(b)]; j < 300; ++j) {
+        for (int64_t h = 0; h < c.hkv; ++h) {
+          for (int64_t d = 0; d < c.d; ++d) {
+            p->k.set({b, j, h, d}, nan);
+            p->v.set({b, j, h, d}, nan);
+          }
+        }
+      }
+    }
+    p->upload();
+    ASSERT_TRUE(run_reference(*p).ok());
+    HostTensor o = like(p->out), l = like(p->lse);
+    ASSERT_TRUE(run_cuda(*p, &o, &l, kEngine).ok()) << describe(c);
+    expect_matches_reference(*p, o, l, describe(c) + " (NaN past seqlens_k)");
+  }
 }
 
 TEST_F(Sm90Prefill, DeclinesWithReason) {
   std::vector<std::pair<Case, std::string>> cases;
   Case c = prefill_case(8, 2, 1, 100, 100, true);
-  Case d256 = c;
-  d256.d = 256;
-  cases.push_back({d256, "head dim 64 or 128"});
+  Case d32 = c;
+  d32.d = 32;
+  cases.push_back({d32, "head dim 64, 128 or 256"});
   cases.push_back({prefill_case(8, 2, 1, 16, 100, true), "is a decode step"});
   Case paged = c;
   paged.kv = KvKind::kPaged;
@@ -185,8 +227,8 @@ TEST_F(Sm90Prefill, DeclinesWithReason) {
   for (const auto& [cs, reason] : cases) expect_declines(cs, kEngine, reason);
 }
 
-// Automatic selection: batched and varlen prefill at D = 64 and 128 go to sm90-prefill; what it
-// declines (head dim 256) falls through to the portable engine; decode stays with the sm90 decode
+// Automatic selection: batched and varlen prefill at D = 64, 128 and 256 go to sm90-prefill; what
+// it declines (head dim 32) falls through to the portable engine; decode stays with the sm90 decode
 // engine.
 TEST_F(Sm90Prefill, AutomaticSelection) {
   Case varlen = prefill_case(8, 2, 1, 100, 100, true);
@@ -196,11 +238,14 @@ TEST_F(Sm90Prefill, AutomaticSelection) {
   d64.d = 64;
   Case d256 = d64;
   d256.d = 256;
+  Case d32 = d64;
+  d32.d = 32;
   const std::vector<std::pair<Case, std::string>> cases = {
       {prefill_case(32, 8, 2, 1024, 1024, true), "sm90-prefill"},
       {varlen, "sm90-prefill"},
       {d64, "sm90-prefill"},
-      {d256, "cuda"},
+      {d256, "sm90-prefill"},
+      {d32, "cuda"},
       {prefill_case(64, 8, 1, 1, 4096, true), "sm90"},
   };
   for (const auto& [cs, want] : cases) {

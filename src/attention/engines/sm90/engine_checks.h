@@ -69,7 +69,7 @@ inline bool nested_strides(const TensorView& t) {
 }
 
 // What the sm90 kernels take: 16-bit q (k, v and out follow it, or k/v are fp8) and D == Dv, one
-// of `head_dims` (decode: 128; prefill: 64 or 128).
+// of `head_dims` (decode: 128; prefill: 64, 128 or 256).
 inline Status check_16bit_head_dims(const AttentionParams& p, const char* engine,
                                     std::initializer_list<int64_t> head_dims) {
   if (p.q.dtype != DType::kBF16 && p.q.dtype != DType::kF16) {
@@ -78,10 +78,12 @@ inline Status check_16bit_head_dims(const AttentionParams& p, const char* engine
   }
   const int64_t d = p.q.size(-1), dv = p.v.size(-1);
   bool accepted = false;
-  std::string list;
+  std::string list;  // "128", "64 or 128", "64, 128 or 256"
+  size_t i = 0;
   for (int64_t h : head_dims) {
     accepted = accepted || d == h;
-    list += (list.empty() ? "" : " or ") + std::to_string(h);
+    list += (i == 0 ? "" : i + 1 == head_dims.size() ? " or " : ", ") + std::to_string(h);
+    ++i;
   }
   if (d != dv || !accepted) {
     return NotSupported(std::string(engine) + " engine: head dim " + list + " only (D == Dv); got D " +

@@ -1,4 +1,5 @@
-// Explicit instantiation: sm90 prefill kernel, f16, head dim 128.
+// Explicit instantiation: sm90 prefill kernel, f16, head dims 64 and 128 (and the dispatch to 256,
+// inst_prefill_f16_d256.cu).
 #include "attention/engines/sm90/launch.h"
 #include "attention/engines/sm90/prefill_kernel.cuh"
 

@@ -1,5 +1,6 @@
 // Host launchers of the sm90 engines, one explicit instantiation per element type (decode:
-// inst_bf16_d128.cu, inst_f16_d128.cu; prefill: inst_prefill_bf16_d128.cu, inst_prefill_f16_d128.cu).
+// inst_bf16_d128.cu, inst_f16_d128.cu; prefill: inst_prefill_{bf16,f16}_d128.cu for head dims 64
+// and 128, inst_prefill_{bf16,f16}_d256.cu for 256).
 #pragma once
 
 #include <cuda_runtime.h>
@@ -23,17 +24,22 @@ struct DecodeLaunch {
 template <class T>
 Status launch_decode(const cuda_engine::KernelParams& p, const DecodeLaunch& l, cudaStream_t stream);
 
-// The prefill kernel (prefill_kernel.cuh): tensor maps of Q (64-row boxes) and of K and V (128-row
-// boxes), built by tma_desc.h.
+// The prefill kernel (prefill_kernel.cuh): tensor maps of Q (64-row boxes) and of K and V (boxes of
+// prefill_tile(head_dim).block_n rows), built by tma_desc.h.
 struct PrefillLaunch {
   const void* q_tmap = nullptr;
   const void* k_tmap = nullptr;
   const void* v_tmap = nullptr;
-  int head_dim = 128;  // D == Dv: 64 or 128
+  int head_dim = 128;  // D == Dv: 64, 128 or 256
 };
 
-// Runs the prefill kernel (grid: m_blocks, Hq, B); p.num_splits must be 1.
+// Runs the prefill kernel (grid: m_blocks, Hq, B); p.num_splits must be 1. Dispatches on
+// l.head_dim to launch_prefill_head_dim.
 template <class T>
 Status launch_prefill(const cuda_engine::KernelParams& p, const PrefillLaunch& l, cudaStream_t stream);
+
+// The prefill kernel of one head dim (64, 128 or 256).
+template <class T, int kHeadDim>
+Status launch_prefill_head_dim(const cuda_engine::KernelParams& p, const PrefillLaunch& l, cudaStream_t stream);
 
 }  // namespace groupattn::sm90_engine

@@ -1,4 +1,4 @@
-// The sm90 prefill kernel (Hopper, sm_90a), issue 3. Head dim 64 or 128 (D == Dv), batched or
+// The sm90 prefill kernel (Hopper, sm_90a), issue 3. Head dim 64, 128 or 256 (D == Dv), batched or
 // varlen Q and K/V (and seqlens_k), MHA/GQA/MQA (query head h reads KV head h / group), causal
 // bottom-right, window, softcap, scale, O + LSE. History and measurements: docs/PREFILL_SM90.md.
 //
@@ -8,7 +8,7 @@
 //
 // 384 threads: warps 0-3 and 4-7 are two consumer warpgroups (64 query rows each, 240 registers
 // after setmaxnreg), warps 8-11 the producer warpgroup (24 registers; one thread issues the
-// copies). Per KV tile, each consumer warpgroup: S = Q K^T (wgmma m64n128k16, fp32); scale /
+// copies). Per KV tile, each consumer warpgroup: S = Q K^T (wgmma m64nNk16, fp32); scale /
 // softcap / mask; online softmax along its rows (thread-local, then the quad); O += P V with P
 // packed in registers as the A operand (RS, m64nDk16). Overlap: inside a warpgroup, tile i's
 // S product and tile i-1's O product are issued together and tile i's softmax runs under the O
@@ -160,8 +160,8 @@ __device__ __forceinline__ void issue_scores(float (&s)[Traits::kBlockN / 2], co
 
 // O += P V, RS form, issued only: A = P from registers (k-step kk = accumulator registers
 // 8kk..8kk+7 of S, packed pairwise: pfrag[kk]), B = V read MN-major over all D at once (at D 128
-// the two 64-wide d boxes kKvBoxBytes apart = the descriptor's LBO; k-step kk = 16 key rows =
-// +2048 bytes).
+// and 256 the 64-wide d boxes kKvBoxBytes apart = the descriptor's LBO; k-step kk = 16 key rows =
+// +2048 bytes). One instruction per k-step: m64n64k16, m64n128k16 or m64n256k16.
 template <class Traits>
 __device__ __forceinline__ void issue_output(float (&o)[Traits::kDBlocks][32],
                                              const uint32_t (&pfrag)[Traits::kBlockN / 16][4], const Smem<Traits>& sm,
@@ -171,7 +171,9 @@ __device__ __forceinline__ void issue_output(float (&o)[Traits::kDBlocks][32],
   for (int kk = 0; kk < Traits::kBlockN / 16; ++kk) {
     const uint64_t db =
         hw::desc_mnmajor_sw128(sm.v(stage) + kk * 16 * 128, static_cast<uint32_t>(Traits::kKvBoxBytes));
-    if constexpr (Traits::kDBlocks == 2) {
+    if constexpr (Traits::kDBlocks == 4) {
+      hw::WgmmaRs256<kBf16, 1>::mma(o, pfrag[kk], db, 1);
+    } else if constexpr (Traits::kDBlocks == 2) {
       hw::WgmmaRs128<kBf16, 1>::mma(o, pfrag[kk], db, 1);
     } else {
       hw::WgmmaRs64<kBf16, 1>::mma(o[0], pfrag[kk], db, 1);
@@ -463,11 +465,24 @@ Status launch_prefill_traits(const cuda_engine::KernelParams& p, const PrefillLa
   return cuda::last_launch_status("sm90_prefill_kernel");
 }
 
-template <class T>
-Status launch_prefill(const cuda_engine::KernelParams& p, const PrefillLaunch& l, cudaStream_t stream) {
-  if (l.head_dim == 64) return launch_prefill_traits<PrefillTraits<T, 64>>(p, l, stream);
-  return launch_prefill_traits<PrefillTraits<T>>(p, l, stream);
+template <class T, int kHeadDim>
+Status launch_prefill_head_dim(const cuda_engine::KernelParams& p, const PrefillLaunch& l,
+                               cudaStream_t stream) {
+  return launch_prefill_traits<PrefillTraits<T, kHeadDim>>(p, l, stream);
 }
 
+// Head dim 256 compiles in its own translation units (inst_prefill_{bf16,f16}_d256.cu), so the
+// d128 ones (which also hold d64) do not build its kernel as well.
+extern template Status launch_prefill_head_dim<__nv_bfloat16, 256>(const cuda_engine::KernelParams&,
+                                                                   const PrefillLaunch&, cudaStream_t);
+extern template Status launch_prefill_head_dim<__half, 256>(const cuda_engine::KernelParams&,
+                                                            const PrefillLaunch&, cudaStream_t);
+
+template <class T>
+Status launch_prefill(const cuda_engine::KernelParams& p, const PrefillLaunch& l, cudaStream_t stream) {
+  if (l.head_dim == 64) return launch_prefill_head_dim<T, 64>(p, l, stream);
+  if (l.head_dim == 256) return launch_prefill_head_dim<T, 256>(p, l, stream);
+  return launch_prefill_head_dim<T, 128>(p, l, stream);
+}
 
 }  // namespace groupattn::sm90_engine

@@ -1,20 +1,20 @@
 // Shapes of the sm90 prefill kernel (issue 3), shared by the host and the device code. No CUDA
-// types here. The second product is RS: P stays in registers as the A operand (wgmma m64n128k16,
-// one instruction per 16 keys over all 128 d), so no P buffer: the shared memory holds Q and three
+// types here. The second product is RS: P stays in registers as the A operand (wgmma m64nDk16,
+// one instruction per 16 keys over all D), so no P buffer: the shared memory holds Q and the
 // K/V stages. (The first cut sent P through shared memory with two stages: 182 TFLOP/s against
 // 202 for this form on 64/8 B2 S8192 causal, docs/PREFILL_SM90.md.)
 //
 //   query tile  kBlockM = 128 rows of one query head: 64 per consumer warpgroup (wgmma M = 64)
-//   KV tile     kBlockN = 128 keys x kHeadDim = 128 (S = Q K^T is m64n128k16, N = keys)
-//   stages      kStages K+V tiles in flight (TMA, mbarrier ring)
+//   KV tile     kBlockN keys x kHeadDim (S = Q K^T is m64nNk16, N = keys): prefill_tile()
+//   stages      kStages K+V tiles in flight (TMA, mbarrier ring): prefill_tile()
 //   threads     two consumer warpgroups (256) + one producer warpgroup (128: one thread issues the
 //               TMA copies; a whole warpgroup so that setmaxnreg can move its registers to the
-//               consumers, 24 / 240. The overlapped loop holds S (64), O (64) and P (32)
+//               consumers, 24 / 240. The overlapped loop holds S (N / 2), O (D / 2) and P (N / 4)
 //               registers at once: it needs the consumers' budget above the 168 at entry, which
 //               ptxas honours only with the hang guard's trap out of line (hw::hang_trap))
 // Operand forms, verified on the H200 by the probe's test g and this kernel's GPU tier: S = Q K^T
 // is SS with both operands K-major (Q from its TMA boxes, K from its); O += P V is RS with B = V
-// read MN-major (imm-trans-b = 1) over both 64-wide d boxes (LBO = their distance).
+// read MN-major (imm-trans-b = 1) over all 64-wide d boxes (LBO = their distance).
 #pragma once
 
 #include <cstddef>
@@ -23,20 +23,32 @@
 namespace groupattn::sm90_engine {
 
 inline constexpr int kPrefillBlockM = 128;
-inline constexpr int kPrefillBlockN = 128;
 
-// kHeadDim_: D == Dv, 64 or 128 (one or two 64-wide, 128-byte swizzle blocks of d). The KV tile
-// stays at 128 keys: a 176-key tile for full attention (FA3's width at d 128, 2 stages) measured
-// 14-19 % slower (docs/PREFILL_SM90.md).
+// The KV tile per head dim (D == Dv), the one place it is chosen. The shared memory holds Q
+// (kBlockM x D) and kStages stages of K and V (2 x block_n x D), 16-bit:
+//   D 64, 128: 128 keys, 3 stages (D 128: Q 32 KB + 3 x 64 KB = 224 KB). A 176-key tile for full
+//              attention (FA3's width at d 128, 2 stages) measured 14-19 % slower.
+//   D 256:     3 stages of 128 keys (3 x 128 KB) do not fit in 227 KB. 64 keys, 2 stages: Q 64 KB
+//              + 2 x 64 KB = 192 KB. Per consumer thread O is 128 registers, S 32 and P 16; the
+//              overlapped loop compiles without spills. FA3's 80 keys (2 stages, 224 KB) spilled
+//              36 bytes in this kernel (ptxas, consumers at 240 registers), so it is not used.
+struct PrefillTile {
+  int block_n, stages;
+};
+constexpr PrefillTile prefill_tile(int head_dim) {
+  return head_dim == 256 ? PrefillTile{64, 2} : PrefillTile{128, 3};
+}
+
+// kHeadDim_: D == Dv, 64, 128 or 256 (one, two or four 64-wide, 128-byte swizzle blocks of d).
 template <class T, int kHeadDim_ = 128>
 struct PrefillTraits {
   using Element = T;
   static constexpr int kHeadDim = kHeadDim_;
   static constexpr int kBlockM = kPrefillBlockM;
-  static constexpr int kBlockN = kPrefillBlockN;
+  static constexpr int kBlockN = prefill_tile(kHeadDim).block_n;
   static constexpr int kRowsPerWg = 64;
   static constexpr int kConsumerWgs = kBlockM / kRowsPerWg;  // 2
-  static constexpr int kStages = 3;
+  static constexpr int kStages = prefill_tile(kHeadDim).stages;
   static constexpr int kConsumerWarps = 4 * kConsumerWgs;
   static constexpr int kConsumerThreads = 32 * kConsumerWarps;
   static constexpr int kThreads = kConsumerThreads + 128;  // + the producer warpgroup
@@ -44,7 +56,7 @@ struct PrefillTraits {
   static constexpr uint32_t kProducerRegs = 24, kConsumerRegs = 240;
 
   static constexpr int kSwizzleElems = 64;                   // 16-bit elements per 128-byte row
-  static constexpr int kDBlocks = kHeadDim / kSwizzleElems;  // 1 or 2
+  static constexpr int kDBlocks = kHeadDim / kSwizzleElems;  // 1, 2 or 4
   // Q: kDBlocks blocks of [kBlockM rows][64 d]; each block is two TMA boxes of 64 rows.
   static constexpr int kQBoxRows = kRowsPerWg;
   static constexpr int kQBlockBytes = kBlockM * 128;
@@ -61,11 +73,13 @@ struct PrefillTraits {
   static constexpr size_t kSmemBytes = static_cast<size_t>(kBarOffset + kBarBytes) + 1024;  // + alignment slack
 
   static_assert(sizeof(T) == 2, "wgmma path takes 16-bit inputs (bf16, fp16)");
-  static_assert((kHeadDim == 64 || kHeadDim == 128) && kBlockN % 16 == 0, "tile shapes");
+  static_assert((kHeadDim == 64 || kHeadDim == 128 || kHeadDim == 256) && kBlockN % 16 == 0 && kBlockN <= 256,
+                "tile shapes (a TMA box has <= 256 rows; P's k-steps are 16 keys)");
   static_assert(kQBlockBytes % 1024 == 0 && kKvBoxBytes % 1024 == 0 &&
                     (kRowsPerWg * 128) % 1024 == 0,
                 "128B-swizzled operands start on 1024-byte boundaries (descriptor base offset 0)");
   static_assert(kSmemBytes <= 227 * 1024, "shared memory of one sm_90 CTA");
+  static_assert(kStages >= 2, "the overlapped loop holds two stages at once: tile i's K, tile i-1's V");
   static_assert(128 * (kProducerRegs + kConsumerWgs * kConsumerRegs) <= 65536, "setmaxnreg budget");
 };
 

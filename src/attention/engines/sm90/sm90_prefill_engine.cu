@@ -35,15 +35,15 @@ class Sm90PrefillAttention final : public AttentionEngine {
     return "Hopper prefill (TMA + wgmma, warp-specialized), sm90a";
   }
   std::string supports() const override {
-    return "device tensors, bf16/f16, head dim 64 or 128 (D == Dv), batched or varlen Q and K/V (seqlens_k too; not "
-           "paged), causal, window, softcap, scale, MHA/GQA/MQA";
+    return "device tensors, bf16/f16, head dim 64, 128 or 256 (D == Dv), batched or varlen Q and K/V (seqlens_k too; "
+           "not paged), causal, window, softcap, scale, MHA/GQA/MQA";
   }
   Status available() const override { return sm90_engine::sm90_device_available("sm90-prefill"); }
 
   Status check_support(const AttentionParams& p) const override {
     GA_RETURN_IF_ERROR(sm90_engine::all_on_device(p, "sm90-prefill"));
     if (kv_is_fp8(p)) return NotSupported("sm90-prefill engine: fp8 (f8e4m3) KV caches are not supported");
-    GA_RETURN_IF_ERROR(sm90_engine::check_16bit_head_dims(p, "sm90-prefill", {64, 128}));
+    GA_RETURN_IF_ERROR(sm90_engine::check_16bit_head_dims(p, "sm90-prefill", {64, 128, 256}));
     // A decode step (<= 16 query tokens per sequence) on 128-row query tiles without split-KV
     // would leave most of the GPU idle: the sm90 decode engine or the portable engine's split-KV
     // path serves it.
@@ -71,7 +71,8 @@ class Sm90PrefillAttention final : public AttentionEngine {
       return NotSupported("sm90-prefill engine: batch and query heads must be <= " + std::to_string(kMaxGridYZ));
     }
     const int64_t int_max = std::numeric_limits<int32_t>::max();
-    if (q_rows > int_max - sm90_engine::kPrefillBlockM || kv_rows > int_max - sm90_engine::kPrefillBlockN) {
+    const int block_n = sm90_engine::prefill_tile(static_cast<int>(p.q.size(-1))).block_n;
+    if (q_rows > int_max - sm90_engine::kPrefillBlockM || kv_rows > int_max - block_n) {
       return NotSupported("sm90-prefill engine: sequence lengths (total tokens if varlen) must fit in int32");
     }
     return Status::Ok();
@@ -87,13 +88,16 @@ class Sm90PrefillAttention final : public AttentionEngine {
     if (kp.batch == 0 || kp.heads_q == 0) return Status::Ok();
     CUtensorMap q_map, k_map, v_map;
     GA_RETURN_IF_ERROR(sm90_engine::encode_map_of(p.q, sm90_engine::PrefillTraits<__nv_bfloat16>::kQBoxRows, &q_map));
-    GA_RETURN_IF_ERROR(sm90_engine::encode_map_of(p.k, sm90_engine::kPrefillBlockN, &k_map));
-    GA_RETURN_IF_ERROR(sm90_engine::encode_map_of(p.v, sm90_engine::kPrefillBlockN, &v_map));
+    // K and V boxes: one KV tile of the head dim's kernel (prefill_tile, the same choice the traits make).
+    const int head_dim = static_cast<int>(p.q.size(-1));
+    const int block_n = sm90_engine::prefill_tile(head_dim).block_n;
+    GA_RETURN_IF_ERROR(sm90_engine::encode_map_of(p.k, block_n, &k_map));
+    GA_RETURN_IF_ERROR(sm90_engine::encode_map_of(p.v, block_n, &v_map));
     sm90_engine::PrefillLaunch launch;
     launch.q_tmap = &q_map;
     launch.k_tmap = &k_map;
     launch.v_tmap = &v_map;
-    launch.head_dim = static_cast<int>(p.q.size(-1));
+    launch.head_dim = head_dim;
     const auto s = static_cast<cudaStream_t>(stream);
     if (p.q.dtype == DType::kBF16) return sm90_engine::launch_prefill<__nv_bfloat16>(kp, launch, s);
     return sm90_engine::launch_prefill<__half>(kp, launch, s);
