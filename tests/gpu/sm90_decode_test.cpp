@@ -180,16 +180,10 @@ TEST_F(Sm90Decode, DeclinesWithReason) {
   for (const auto& [cs, reason] : cases) expect_declines(cs, kEngine, reason);
 }
 
-// FP8 KV cache (issue 7): the engine's f8e4m3 path is EXPERIMENTAL (until measured faster than bf16), so
-// it runs only with GROUPATTN_EXPERIMENTAL=1 and otherwise declines naming the flag. Against the
-// fp64 reference of the dequantized cache (k * k_scale, v * v_scale), the bf16/f16 pass rules.
-struct ExperimentalFlag {
-  ExperimentalFlag() { setenv("GROUPATTN_EXPERIMENTAL", "1", 1); }
-  ~ExperimentalFlag() { unsetenv("GROUPATTN_EXPERIMENTAL"); }
-};
+// FP8 KV cache (issue 7): f8e4m3 K/V with per-(sequence, KV head) scales, against the fp64 reference of
+// the dequantized cache (k * k_scale, v * v_scale), the bf16/f16 pass rules.
 
-TEST_F(Sm90Decode, Fp8KvCacheExperimental) {
-  ExperimentalFlag flag;
+TEST_F(Sm90Decode, Fp8KvCache) {
   for (DType dt : {DType::kBF16, DType::kF16}) {
     for (int tokens : {1, 4, 16}) {
       Case c = decode_case(8, 2, tokens, {300, 65});
@@ -218,7 +212,6 @@ TEST_F(Sm90Decode, Fp8KvCacheExperimental) {
 // wrapping many times (one split over 65 tiles), batched and paged (shuffled pages, automatic
 // splits); then window, softcap and scale on the fp8 scores.
 TEST_F(Sm90Decode, Fp8KvCacheHeadRatiosRingWrap) {
-  ExperimentalFlag flag;
   for (auto [hq, hkv] : kHeadRatios) {
     for (int tokens : {1, 8}) {
       Case c = decode_case(hq, hkv, tokens, {4099, 65});
@@ -248,15 +241,9 @@ TEST_F(Sm90Decode, Fp8KvCacheHeadRatiosRingWrap) {
   }
 }
 
-TEST_F(Sm90Decode, Fp8KvCacheDeclinedWithoutTheFlag) {
-  unsetenv("GROUPATTN_EXPERIMENTAL");
-  Case c = decode_case(8, 2, 1, {100});
-  c.kv_fp8 = true;
-  expect_declines(c, kEngine, "GROUPATTN_EXPERIMENTAL=1");
-}
-
 // Automatic selection: a decode problem the sm90 engine supports goes to it; one it declines
-// falls through: head dim 64 to the portable engine, 40 new tokens to the sm90 prefill engine.
+// falls through: head dim 64 to the portable engine, 40 new tokens to the sm90 prefill engine. An
+// fp8 cache needs no opt-in since its register-fragment path measured faster than bf16.
 TEST_F(Sm90Decode, AutomaticSelectionPrefersItForDecode) {
   const std::vector<std::pair<Case, std::string>> cases = {
       {decode_case(64, 8, 1, {4096}), "sm90"},
@@ -268,6 +255,12 @@ TEST_F(Sm90Decode, AutomaticSelectionPrefersItForDecode) {
        }(),
        "cuda"},
       {decode_case(8, 2, 40, {100}), "sm90-prefill"},  // 40 query rows: past decode, a batched prefill
+      {[] {
+         Case c = decode_case(8, 2, 1, {100});
+         c.kv_fp8 = true;
+         return c;
+       }(),
+       "sm90"},
   };
   for (const auto& [cs, want] : cases) {
     auto p = make_problem(cs);

@@ -3,8 +3,6 @@
 #pragma once
 
 #include <cstdint>
-#include <cstdlib>
-#include <cstring>
 #include <initializer_list>
 #include <string>
 #include <utility>
@@ -17,13 +15,6 @@
 namespace groupattn::sm90_engine {
 
 inline constexpr int64_t kMaxGridYZ = 65535;
-
-// Paths not yet fit for default use (unverified, or verified but slower than the path they should
-// beat) run only when the caller opts in with GROUPATTN_EXPERIMENTAL=1.
-inline bool experimental_enabled() {
-  const char* flag = std::getenv("GROUPATTN_EXPERIMENTAL");
-  return flag != nullptr && std::strcmp(flag, "1") == 0;
-}
 
 // available() of an sm90 engine: a compute capability 9.0 device is current.
 inline Status sm90_device_available(const char* engine) {

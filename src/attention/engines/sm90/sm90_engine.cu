@@ -86,20 +86,14 @@ class Sm90Attention final : public AttentionEngine {
   std::string supports() const override {
     return "device tensors, bf16/f16, head dim 128 (D == Dv), decode of 1.." + std::to_string(sm90_engine::kMaxNewTokens) +
            " new tokens (batched Q); batched K/V (optional seqlens_k) or paged K/V with page_size a multiple "
-           "of 64; causal, window, softcap, scale, split-KV, partial-output mode; f8e4m3 K/V with per-sequence "
-           "scales only with GROUPATTN_EXPERIMENTAL=1 (not yet measured faster than bf16)";
+           "of 64; causal, window, softcap, scale, split-KV, partial-output mode; f8e4m3 K/V with per-(sequence, "
+           "KV head) scales";
   }
   Status available() const override { return sm90_engine::sm90_device_available("sm90"); }
 
   Status check_support(const AttentionParams& p) const override {
     GA_RETURN_IF_ERROR(sm90_engine::all_on_device(p, "sm90"));
     if (kv_is_fp8(p)) {
-      // The fp8 path is opt-in until the H200 measures it faster than bf16 (DECODE_SM90.md sections 5, 9).
-      if (!sm90_engine::experimental_enabled()) {
-        return NotSupported(
-            "sm90 engine: its fp8 (f8e4m3) KV cache path is experimental (not yet measured faster than bf16); set "
-            "GROUPATTN_EXPERIMENTAL=1 to try it (the reference engine serves fp8 caches on the host)");
-      }
       if (p.kv_scale_per_page) {
         return NotSupported("sm90 engine: fp8 scales per page (kv_scale_per_page) are not supported yet (per "
                             "sequence and KV head only)");
