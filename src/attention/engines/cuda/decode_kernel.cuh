@@ -53,6 +53,9 @@ struct DecodeTraits {
   static constexpr int kNTiles = kWarpKeys / kMmaN;  // S fragments per warp step (2)
   static constexpr int kDTiles = kHeadDim / kMmaN;   // O fragments per warp
   static constexpr int kKSteps = kHeadDim / kMmaK;   // Q K^T reduction steps
+  // Q's A fragments stay in registers where they fit next to the O accumulator (D 64: 16, D 128:
+  // 32 registers); D 256 re-reads them from shared memory every sub-tile.
+  static constexpr bool kQInRegisters = kHeadDim <= 128;
   static constexpr int kQElems = kRows * kRowStride;
   static constexpr int kSubTileElems = kWarpKeys * kRowStride;  // one K or V sub-tile
   static constexpr int kStageElems = 2 * kSubTileElems;         // K then V
@@ -179,6 +182,16 @@ struct DecodeKernel {
     cuda::cp_async_wait<kStages - 1>();  // Q landed (this thread's copies); the sub-tiles may not have
     __syncthreads();                     // every thread's Q copies are visible
 
+    // A = Q for reduction step ks: lane l addresses row l % 16, column half l / 16.
+    auto load_q = [&](uint32_t(&a)[4], int ks) {
+      cuda::ldmatrix_x4(a, q_s + (lane % 16) * kRowStride + ks * Traits::kMmaK + (lane / 16) * 8);
+    };
+    uint32_t q_frag[Traits::kQInRegisters ? Traits::kKSteps : 1][4];
+    if constexpr (Traits::kQInRegisters) {
+#pragma unroll
+      for (int ks = 0; ks < Traits::kKSteps; ++ks) load_q(q_frag[ks], ks);
+    }
+
     float o_acc[Traits::kDTiles][4];
 #pragma unroll
     for (int dt = 0; dt < Traits::kDTiles; ++dt)
@@ -210,14 +223,20 @@ struct DecodeKernel {
         for (int e = 0; e < 4; ++e) sc[nt][e] = 0.f;
 #pragma unroll
       for (int ks = 0; ks < Traits::kKSteps; ++ks) {
-        // A = Q: lane l addresses row l % 16, column half l / 16. B = K^T for keys 0-7 and 8-15:
-        // lane l addresses key (l % 8) + (l / 16) * 8, head-dim half (l / 8) % 2.
-        uint32_t a[4], kb[4];
-        cuda::ldmatrix_x4(a, q_s + (lane % 16) * kRowStride + ks * Traits::kMmaK + (lane / 16) * 8);
+        // B = K^T for keys 0-7 and 8-15: lane l addresses key (l % 8) + (l / 16) * 8, head-dim
+        // half (l / 8) % 2.
+        uint32_t kb[4];
         cuda::ldmatrix_x4(kb, k_s + (lane % 8 + (lane / 16) * 8) * kRowStride + ks * Traits::kMmaK +
                                   ((lane / 8) % 2) * 8);
-        Mma::mma(sc[0], a, kb[0], kb[1]);
-        Mma::mma(sc[1], a, kb[2], kb[3]);
+        if constexpr (Traits::kQInRegisters) {
+          Mma::mma(sc[0], q_frag[ks], kb[0], kb[1]);
+          Mma::mma(sc[1], q_frag[ks], kb[2], kb[3]);
+        } else {
+          uint32_t a[4];
+          load_q(a, ks);
+          Mma::mma(sc[0], a, kb[0], kb[1]);
+          Mma::mma(sc[1], a, kb[2], kb[3]);
+        }
       }
 
       float mult = mult_plain;
