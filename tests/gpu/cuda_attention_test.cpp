@@ -191,6 +191,91 @@ TEST_F(CudaAttention, DecodeLongAutoSplitAllDims) {
   }
 }
 
+// One-token decode (every sequence has one query token, D 64/128/256) runs the decode kernel
+// (decode_kernel.cuh): 16 query heads per CTA (groups above 16 take several CTAs: 32/1, 34/2; 48/3
+// fills one exactly), 16-key sub-tiles split between 4 warps, splits in 64-key blocks.
+TEST_F(CudaAttention, OneTokenDecodeHeadRatiosAndDims) {
+  std::vector<std::pair<int64_t, int64_t>> ratios = kHeadRatios;
+  ratios.insert(ratios.end(), {{32, 1}, {48, 3}, {34, 2}});
+  for (int64_t d : {64, 128, 256}) {
+    for (auto [hq, hkv] : ratios) {
+      for (int splits : {1, 3}) {
+        Case c;
+        c.dtype = d == 128 ? DType::kF16 : DType::kBF16;
+        c.hq = hq, c.hkv = hkv, c.d = d;
+        c.q_lens = {1, 1, 1};
+        c.k_lens = {700, 33, 1};
+        c.kv = KvKind::kPaged;
+        c.causal = true;
+        c.num_splits = splits;
+        check_case(c);
+      }
+    }
+  }
+}
+
+// Lengths around the decode kernel's boundaries: a 16-key sub-tile, a 64-key block (one step of
+// the 4 warps), the ring (5 stages at D 64, 3 at D 128/256: 320 and 192 keys before a warp's ring
+// wraps), an empty cache; batched K/V with seqlens_k, every split count.
+TEST_F(CudaAttention, OneTokenDecodeLengthsAroundSubTilesAndRing) {
+  const std::vector<int> lens = {0, 1, 15, 16, 17, 63, 64, 65, 127, 129, 191, 192, 193, 255, 257, 319, 321, 1025};
+  for (int64_t d : {64, 128, 256}) {
+    for (int splits : {1, 3, 0}) {
+      Case c;
+      c.hq = 8, c.hkv = 2, c.d = d;
+      c.q_lens = std::vector<int>(lens.size(), 1);
+      c.k_lens = lens;
+      c.causal = splits != 3;  // one token: causal changes nothing but the code path
+      c.num_splits = splits;
+      c.seed = static_cast<uint64_t>(d + splits);
+      check_case(c);
+    }
+  }
+}
+
+// Windows start and end inside sub-tiles (a warp's first sub-tile is not warp 0's), softcap,
+// scale; varlen Q with zero-length queries; varlen K/V; strided views.
+TEST_F(CudaAttention, OneTokenDecodeWindowSoftcapVarlenStrided) {
+  for (int page : {1, 64}) {
+    Case c;
+    c.hq = 12, c.hkv = 4, c.d = 128;
+    c.q_lens = {1, 1};
+    c.k_lens = {1000, 90};
+    c.kv = KvKind::kPaged;
+    c.page_size = page;
+    c.window_left = 203;
+    c.softcap = 5.f;
+    c.scale = 0.3f;
+    c.num_splits = 3;
+    check_case(c);
+    c.window_left = -1;
+    c.window_right = 0;
+    c.softcap = 0.f;
+    c.num_splits = 0;
+    check_case(c);
+  }
+  Case v;
+  v.hq = 16, v.hkv = 1, v.d = 64;
+  v.q_varlen = true;
+  v.q_lens = {1, 0, 1, 1};
+  v.k_lens = {300, 50, 0, 129};
+  v.kv = KvKind::kPaged;
+  v.num_splits = 3;
+  check_case(v);
+  v.kv = KvKind::kVarlen;
+  v.num_splits = 0;
+  check_case(v);
+  Case st;
+  st.hq = 8, st.hkv = 2, st.d = 256;
+  st.strided = true;
+  st.q_lens = {1, 1};
+  st.k_lens = {400, 77};
+  st.num_splits = 3;
+  check_case(st);
+  st.kv = KvKind::kPaged;
+  check_case(st);
+}
+
 TEST_F(CudaAttention, DecodeBatchedCacheWithSeqlensAndVarlenQ) {
   Case c;
   c.hq = 16, c.hkv = 4, c.d = 128;
@@ -243,6 +328,20 @@ TEST_F(CudaAttention, GqaEqualsCopiedUpBitwise) {
     decode.kv = KvKind::kPaged;
     decode.num_splits = 3;
     cases.push_back(decode);
+    // One token: the decode kernel on both sides (its choice does not depend on the group);
+    // group 32 takes two 16-head CTAs natively, the copied-up problem one row per CTA.
+    for (auto [hq, hkv] : {std::pair<int64_t, int64_t>{64, 8}, {32, 1}}) {
+      for (int splits : {1, 3}) {
+        Case one = decode;
+        one.hq = hq, one.hkv = hkv;
+        one.q_lens = {1, 1};
+        one.num_splits = splits;
+        for (int64_t d : {64, 256}) {
+          one.d = d;
+          cases.push_back(one);
+        }
+      }
+    }
     for (const Case& c : cases) {
       expect_gqa_equals_copied_up(c);
     }
@@ -250,20 +349,22 @@ TEST_F(CudaAttention, GqaEqualsCopiedUpBitwise) {
 }
 
 TEST_F(CudaAttention, DeterministicOver20Runs) {
-  Case c;
-  c.hq = 8, c.hkv = 2, c.d = 128;
-  c.q_lens = {2};
-  c.k_lens = {4000};
-  c.kv = KvKind::kPaged;
-  c.causal = true;
-  c.num_splits = 0;
-  auto p = make_problem(c);
-  HostTensor o0 = like(p->out), l0 = like(p->lse);
-  ASSERT_TRUE(run_cuda(*p, &o0, &l0).ok());
-  for (int run = 1; run < 20; ++run) {
-    HostTensor o = like(p->out), l = like(p->lse);
-    ASSERT_TRUE(run_cuda(*p, &o, &l).ok());
-    ASSERT_TRUE(bitwise_equal(o, o0) && bitwise_equal(l, l0)) << "run " << run << " differs";
+  for (int sq : {2, 1}) {  // tile kernel, then the one-token decode kernel
+    Case c;
+    c.hq = 8, c.hkv = 2, c.d = 128;
+    c.q_lens = {sq};
+    c.k_lens = {4000};
+    c.kv = KvKind::kPaged;
+    c.causal = true;
+    c.num_splits = 0;
+    auto p = make_problem(c);
+    HostTensor o0 = like(p->out), l0 = like(p->lse);
+    ASSERT_TRUE(run_cuda(*p, &o0, &l0).ok());
+    for (int run = 1; run < 20; ++run) {
+      HostTensor o = like(p->out), l = like(p->lse);
+      ASSERT_TRUE(run_cuda(*p, &o, &l).ok());
+      ASSERT_TRUE(bitwise_equal(o, o0) && bitwise_equal(l, l0)) << "sq " << sq << " run " << run << " differs";
+    }
   }
 }
 

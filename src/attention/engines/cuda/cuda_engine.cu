@@ -61,10 +61,15 @@ struct Geometry {
   int64_t heads_q = 0, heads_kv = 0, head_dim = 0, head_dim_v = 0;
   bool q_varlen = false;
   KvLayout layout = KvLayout::kBatched;
-  // Packed rows (token x query head of a KV group) of the longest sequence decide the tile-kernel
-  // variant (rows per CTA) and the query tiles per (sequence, KV head).
+  // One query token per sequence at a decode head dim: the one-token decode kernel
+  // (launch.h, use_decode_kernel), kDecodeRows query heads per CTA. Otherwise the packed rows
+  // (token x query head of a KV group) of the longest sequence decide the tile-kernel variant
+  // (rows per CTA). m_blocks: query tiles per (sequence, KV head) of the kernel used.
+  bool decode = false;
   int tile_rows = 0, m_blocks = 0;
 };
+
+int decode_ctas_per_sm_for(const AttentionParams& p, int64_t d);
 
 Geometry geometry(const AttentionParams& p) {
   Geometry g;
@@ -95,9 +100,30 @@ Geometry geometry(const AttentionParams& p) {
       break;
   }
   const int64_t packed_rows = g.heads_kv > 0 ? g.max_q * (g.heads_q / g.heads_kv) : 0;
-  g.tile_rows = cuda_engine::tile_rows(static_cast<int>(g.head_dim), packed_rows);
+  g.decode = cuda_engine::use_decode_kernel(static_cast<int>(g.head_dim), g.max_q) &&
+             (p.q.dtype == DType::kBF16 || p.q.dtype == DType::kF16) && decode_ctas_per_sm_for(p, g.head_dim) > 0;
+  g.tile_rows = g.decode ? cuda_engine::kDecodeRows : cuda_engine::tile_rows(static_cast<int>(g.head_dim), packed_rows);
   g.m_blocks = static_cast<int>((packed_rows + g.tile_rows - 1) / g.tile_rows);
   return g;
+}
+
+template <class T>
+int decode_ctas_per_sm_for(int64_t d) {
+  switch (d) {
+    case 64:
+      return cuda_engine::decode_ctas_per_sm<T, 64>();
+    case 128:
+      return cuda_engine::decode_ctas_per_sm<T, 128>();
+    case 256:
+      return cuda_engine::decode_ctas_per_sm<T, 256>();
+    default:
+      return 0;  // no decode kernel for this head dim
+  }
+}
+
+// CTAs of the decode kernel per SM for p's dtype (bf16 or f16) and head dim `d`; 0: not usable.
+int decode_ctas_per_sm_for(const AttentionParams& p, int64_t d) {
+  return p.q.dtype == DType::kBF16 ? decode_ctas_per_sm_for<__nv_bfloat16>(d) : decode_ctas_per_sm_for<__half>(d);
 }
 
 template <class T>
@@ -122,11 +148,30 @@ int num_splits_for(const AttentionParams& p, const Geometry& g, int sm_count) {
   sp.batch = static_cast<int>(g.batch);
   sp.kv_heads = static_cast<int>(g.heads_kv);
   sp.m_blocks = g.m_blocks;
-  const int keys = cuda_engine::tile_keys(static_cast<int>(g.head_dim));
+  const int keys = g.decode ? cuda_engine::kDecodeBlockKeys : cuda_engine::tile_keys(static_cast<int>(g.head_dim));
   sp.n_blocks = static_cast<int>((g.max_k + keys - 1) / keys);
-  sp.ctas_per_sm = p.q.dtype == DType::kBF16 ? ctas_per_sm_for<__nv_bfloat16>(g.head_dim, g.tile_rows)
-                                             : ctas_per_sm_for<__half>(g.head_dim, g.tile_rows);
+  const bool bf16 = p.q.dtype == DType::kBF16;
+  if (g.decode) {
+    sp.ctas_per_sm = decode_ctas_per_sm_for(p, g.head_dim);
+  } else {
+    sp.ctas_per_sm = bf16 ? ctas_per_sm_for<__nv_bfloat16>(g.head_dim, g.tile_rows)
+                          : ctas_per_sm_for<__half>(g.head_dim, g.tile_rows);
+  }
   return cuda_engine::plan_num_splits(sp, p.num_splits);
+}
+
+template <class T>
+Status dispatch_decode_head_dim(int64_t d, const KernelParams& kp, cudaStream_t stream, bool use_pdl) {
+  switch (d) {
+    case 64:
+      return cuda_engine::launch_decode<T, 64>(kp, stream, use_pdl);
+    case 128:
+      return cuda_engine::launch_decode<T, 128>(kp, stream, use_pdl);
+    case 256:
+      return cuda_engine::launch_decode<T, 256>(kp, stream, use_pdl);
+    default:
+      return Status(StatusCode::kInternal, "cuda engine: no decode kernel for head dim " + std::to_string(d));
+  }
 }
 
 template <class T>
@@ -237,6 +282,10 @@ class CudaAttention final : public AttentionEngine {
     }
     const auto s = static_cast<cudaStream_t>(stream);
     const bool use_pdl = cc >= 90;
+    if (g.decode) {
+      return p.q.dtype == DType::kBF16 ? dispatch_decode_head_dim<__nv_bfloat16>(g.head_dim, kp, s, use_pdl)
+                                       : dispatch_decode_head_dim<__half>(g.head_dim, kp, s, use_pdl);
+    }
     if (p.q.dtype == DType::kBF16) {
       return dispatch_head_dim<__nv_bfloat16>(g.head_dim, kp, g.tile_rows, s, use_pdl);
     }

@@ -4,4 +4,6 @@
 namespace groupattn::cuda_engine {
 template Status launch_attention<__nv_bfloat16, 128>(const KernelParams&, int, cudaStream_t, bool);
 template int tile_ctas_per_sm<__nv_bfloat16, 128>(int);
+template Status launch_decode<__nv_bfloat16, 128>(const KernelParams&, cudaStream_t, bool);
+template int decode_ctas_per_sm<__nv_bfloat16, 128>();
 }  // namespace groupattn::cuda_engine

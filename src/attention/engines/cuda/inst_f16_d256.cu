@@ -4,4 +4,6 @@
 namespace groupattn::cuda_engine {
 template Status launch_attention<__half, 256>(const KernelParams&, int, cudaStream_t, bool);
 template int tile_ctas_per_sm<__half, 256>(int);
+template Status launch_decode<__half, 256>(const KernelParams&, cudaStream_t, bool);
+template int decode_ctas_per_sm<__half, 256>();
 }  // namespace groupattn::cuda_engine

@@ -22,6 +22,17 @@ constexpr int tile_rows(int d, int64_t packed_rows) {
 // Keys per KV tile of the attention kernel for head dim `d` (the split planner counts in these).
 constexpr int tile_keys(int d) { return d <= 128 ? 64 : 32; }
 
+// One-token decode kernel (decode_kernel.cuh): serves problems whose every sequence has at most
+// one query token, at the head dims below. A CTA holds kDecodeRows query heads of one KV group
+// (m_blocks = ceil(group / kDecodeRows)) and steps through its split 64 keys at a time (the split
+// planner counts in these). The choice depends on the query length alone, never on the group, so
+// native GQA and the same problem on K/V copied up to Hq heads take the same kernel (bitwise-equal
+// rows, tested).
+inline constexpr int kDecodeRows = 16;
+inline constexpr int kDecodeBlockKeys = 64;
+constexpr bool has_decode_kernel(int d) { return d == 64 || d == 128 || d == 256; }
+constexpr bool use_decode_kernel(int d, int64_t max_q) { return has_decode_kernel(d) && max_q == 1; }
+
 // Runs the tile kernel with `tile_rows` (tile_rows() above) rows per CTA and, when
 // p.num_splits > 1, the combine kernel (as a programmatic dependent launch when `use_pdl`).
 // p.m_blocks must be set for those rows; partial buffers too when splitting.
@@ -33,5 +44,15 @@ Status launch_attention(const KernelParams& p, int tile_rows, cudaStream_t strea
 // must agree, so the value never changes); 1 if the occupancy query fails.
 template <class T, int kHeadDim>
 int tile_ctas_per_sm(int tile_rows);
+
+// Runs the one-token decode kernel and, when p.num_splits > 1, the combine kernel; p.m_blocks is
+// ceil(group / kDecodeRows). Instantiated for has_decode_kernel head dims only.
+template <class T, int kHeadDim>
+Status launch_decode(const KernelParams& p, cudaStream_t stream, bool use_pdl);
+
+// CTAs of the decode kernel one SM of the current device holds (as tile_ctas_per_sm); 0 when the
+// device's shared memory per CTA is too small for it (the engine then uses the tile kernel).
+template <class T, int kHeadDim>
+int decode_ctas_per_sm();
 
 }  // namespace groupattn::cuda_engine

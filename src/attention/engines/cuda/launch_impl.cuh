@@ -5,6 +5,7 @@
 
 #include "attention/engines/cuda/attention_tile_kernel.cuh"
 #include "attention/engines/cuda/combine_kernel.cuh"
+#include "attention/engines/cuda/decode_kernel.cuh"
 #include "attention/engines/cuda/launch.h"
 #include "cuda/cuda_check.h"
 #include "cuda/pdl.cuh"
@@ -36,10 +37,21 @@ Status launch_tile(const KernelParams& p, cudaStream_t stream) {
   return cuda::last_launch_status("attention_tile_kernel");
 }
 
+// The combine kernel over the split partials (nothing when p.num_splits == 1).
+template <class T, int kHeadDim>
+Status launch_split_combine(const KernelParams& p, cudaStream_t stream, bool use_pdl) {
+  using Combine = CombineTraits<T, kHeadDim>;
+  if (p.num_splits == 1) return Status::Ok();
+  const int rows = p.seqlen_q * p.heads_q;  // rows of the longest sequence
+  const dim3 combine_grid(static_cast<unsigned>((rows + Combine::kWarps - 1) / Combine::kWarps),
+                          static_cast<unsigned>(p.batch));
+  return cuda::launch_maybe_pdl(combine_kernel<Combine>, combine_grid, dim3(Combine::kThreads), 0, stream,
+                                use_pdl, "launching combine_kernel", p);
+}
+
 template <class T, int kHeadDim>
 Status launch_attention(const KernelParams& p, int tile_rows, cudaStream_t stream, bool use_pdl) {
   using V = TileVariants<T, kHeadDim>;
-  using Combine = CombineTraits<T, kHeadDim>;
   if (V::kHasLarge && tile_rows == kTileRowsLarge) {
     GA_RETURN_IF_ERROR(launch_tile<typename V::Large>(p, stream));
   } else if (tile_rows == kTileRowsSmall) {
@@ -48,24 +60,34 @@ Status launch_attention(const KernelParams& p, int tile_rows, cudaStream_t strea
     return Status(StatusCode::kInternal, "cuda engine: no tile kernel with " + std::to_string(tile_rows) +
                                              " rows for head dim " + std::to_string(kHeadDim));
   }
-  if (p.num_splits == 1) return Status::Ok();
-
-  const int rows = p.seqlen_q * p.heads_q;  // rows of the longest sequence
-  const dim3 combine_grid(static_cast<unsigned>((rows + Combine::kWarps - 1) / Combine::kWarps),
-                          static_cast<unsigned>(p.batch));
-  return cuda::launch_maybe_pdl(combine_kernel<Combine>, combine_grid, dim3(Combine::kThreads), 0, stream,
-                                use_pdl, "launching combine_kernel", p);
+  return launch_split_combine<T, kHeadDim>(p, stream, use_pdl);
 }
 
-template <class Tile>
+template <class T, int kHeadDim>
+Status launch_decode(const KernelParams& p, cudaStream_t stream, bool use_pdl) {
+  static_assert(has_decode_kernel(kHeadDim), "launch_decode is instantiated for the decode head dims only");
+  using Decode = DecodeTraits<T, kHeadDim>;
+  static_assert(Decode::kRows == kDecodeRows && Decode::kBlockKeys == kDecodeBlockKeys,
+                "host decode tile sizes (launch.h) must match the kernel traits");
+  auto* kernel = decode_kernel<Decode>;
+  GA_RETURN_IF_ERROR(
+      cuda::set_max_dynamic_smem_once<decode_kernel<Decode>>(static_cast<int>(Decode::kSmemBytes)));
+  const dim3 grid(static_cast<unsigned>(p.m_blocks * p.num_splits), static_cast<unsigned>(p.heads_kv),
+                  static_cast<unsigned>(p.batch));
+  kernel<<<grid, Decode::kThreads, Decode::kSmemBytes, stream>>>(p);
+  GA_RETURN_IF_ERROR(cuda::last_launch_status("decode_kernel"));
+  return launch_split_combine<T, kHeadDim>(p, stream, use_pdl);
+}
+
+// CTAs of `kernel` (kThreads threads, kSmemBytes dynamic shared memory) one SM holds; 1 if the
+// occupancy query fails.
+template <auto* kKernel, int kThreads, size_t kSmemBytes>
 int ctas_per_sm_of() {
   static const int ctas = [] {
-    auto* tile = attention_tile_kernel<Tile>;
     int n = 0;
-    if (cudaFuncSetAttribute(tile, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                             static_cast<int>(Tile::kSmemBytes)) != cudaSuccess ||
-        cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n, tile, Tile::kThreads, Tile::kSmemBytes) !=
-            cudaSuccess) {
+    if (cudaFuncSetAttribute(kKernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                             static_cast<int>(kSmemBytes)) != cudaSuccess ||
+        cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n, kKernel, kThreads, kSmemBytes) != cudaSuccess) {
       (void)cudaGetLastError();  // clear the error: the planner falls back to one CTA per SM
       return 1;
     }
@@ -77,8 +99,26 @@ int ctas_per_sm_of() {
 template <class T, int kHeadDim>
 int tile_ctas_per_sm(int tile_rows) {
   using V = TileVariants<T, kHeadDim>;
-  if (V::kHasLarge && tile_rows == kTileRowsLarge) return ctas_per_sm_of<typename V::Large>();
-  return ctas_per_sm_of<typename V::Small>();
+  using Large = typename V::Large;
+  using Small = typename V::Small;
+  if (V::kHasLarge && tile_rows == kTileRowsLarge)
+    return ctas_per_sm_of<attention_tile_kernel<Large>, Large::kThreads, Large::kSmemBytes>();
+  return ctas_per_sm_of<attention_tile_kernel<Small>, Small::kThreads, Small::kSmemBytes>();
+}
+
+template <class T, int kHeadDim>
+int decode_ctas_per_sm() {
+  using Decode = DecodeTraits<T, kHeadDim>;
+  // Its ring is sized for sm90's 227 KB per CTA: D 256 (212 KB) does not fit an A100 (163 KB),
+  // D 128 (109 KB) not an sm86/89 GPU (99 KB). Asked on every call: the device may change.
+  int dev = 0, optin = 0;
+  if (cudaGetDevice(&dev) != cudaSuccess ||
+      cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev) != cudaSuccess) {
+    (void)cudaGetLastError();
+    return 0;
+  }
+  if (static_cast<size_t>(optin) < Decode::kSmemBytes) return 0;
+  return ctas_per_sm_of<decode_kernel<Decode>, Decode::kThreads, Decode::kSmemBytes>();
 }
 
 }  // namespace groupattn::cuda_engine

@@ -1,0 +1,375 @@
+// The cuda engine's one-token decode kernel (flash-decoding on mma.sync, sm80+): one query token
+// per sequence, the query heads of one KV group packed into the 16 rows of one m16 MMA tile.
+//
+//   Q   [.., 1, Hq, D]    tile row r = query head (m_block * 16 + r) of KV group blockIdx.y
+//   K,V [.., Sk, Hkv, D]  batched, varlen or paged; read once per (split, m-block)
+//   out / lse, or o_partial / lse_partial when split: the tile kernel's formats (kernel_params.h)
+//
+// Grid (m_blocks * num_splits, Hkv, B), the m-block the fast index so m-blocks of one split (groups
+// above 16 heads) read the same K/V at about the same time. 4 warps; the CTA's split is a range of
+// 64-key blocks and warp w takes the 16-key sub-tile w of each: it streams its own sub-tiles
+// through a private kStages-deep cp.async ring (no CTA barrier in the mainloop), computes
+// S = Q K^T (16 x 16), masks, runs the online softmax and O += P V for its keys. At the end the
+// warps' (max, sum, O) are merged through shared memory in warp order (deterministic).
+//
+// Why (docs/ENGINES.md, "one-token decode kernel"): the tile kernel gives a decode CTA one compute
+// warp that works through 64-key tiles serially with one K and one V tile in flight; here four
+// warps each have kStages - 1 sub-tiles in flight and a quarter of the dependent MMA chain.
+#pragma once
+
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+
+#include <cstdint>
+
+#include "attention/engines/cuda/kernel_params.h"
+#include "attention/engines/cuda/seq_and_mask.cuh"
+#include "cuda/cp_async.cuh"
+#include "cuda/fast_math.cuh"
+#include "cuda/mma_sm80.cuh"
+#include "cuda/pdl.cuh"
+
+namespace groupattn::cuda_engine {
+
+template <class T, int kHeadDim_>
+struct DecodeTraits {
+  using Element = T;
+  static constexpr int kHeadDim = kHeadDim_;
+  static constexpr int kWarps = 4;
+  static constexpr int kThreads = kWarps * cuda::kWarpSize;
+  static constexpr int kMmaM = 16, kMmaN = 8, kMmaK = 16;  // mma.sync m16n8k16
+  static constexpr int kRows = kMmaM;                      // query heads per CTA (launch.h: kDecodeRows)
+  static constexpr int kWarpKeys = kMmaK;                  // keys per warp step: one P V reduction step
+  static constexpr int kBlockKeys = kWarps * kWarpKeys;    // keys per CTA step; splits count in these
+  // Ring depth per warp. Shared memory per CTA: D 64 5 stages 94 KB, D 128 3 stages 109 KB (two
+  // CTAs per SM on sm90: 8 warps with 16 sub-tiles = 128 KB of K/V in flight), D 256 3 stages
+  // 212 KB (one CTA: 4 warps x 2 sub-tiles of 16 KB in flight).
+  static constexpr int kStages = kHeadDim <= 64 ? 5 : 3;
+  static constexpr int kChunk = 16 / static_cast<int>(sizeof(T));  // elements per 16-byte copy
+  // Shared rows padded by one 16-byte chunk so the ldmatrix row addresses hit distinct banks.
+  static constexpr int kRowStride = kHeadDim + kChunk;
+  static constexpr int kChunksPerRow = kHeadDim / kChunk;
+  static constexpr int kRowsPerPass = cuda::kWarpSize / kChunksPerRow;  // sub-tile rows one warp copy covers
+  static constexpr int kNTiles = kWarpKeys / kMmaN;  // S fragments per warp step (2)
+  static constexpr int kDTiles = kHeadDim / kMmaN;   // O fragments per warp
+  static constexpr int kKSteps = kHeadDim / kMmaK;   // Q K^T reduction steps
+  // Q's A fragments stay in registers where they fit next to the O accumulator (D 64: 16, D 128:
+  // 32 registers); D 256 re-reads them from shared memory every sub-tile.
+  static constexpr bool kQInRegisters = kHeadDim <= 128;
+  static constexpr int kQElems = kRows * kRowStride;
+  static constexpr int kSubTileElems = kWarpKeys * kRowStride;  // one K or V sub-tile
+  static constexpr int kStageElems = 2 * kSubTileElems;         // K then V
+  static constexpr int kRingElems = kWarps * kStages * kStageElems;
+  // The merge after the mainloop reuses the ring: per warp, O rows (fp32, padded by 8 floats so
+  // the float2 fragment stores of rows g and g + 4 fall in different banks), then max and sum.
+  static constexpr int kMergeRowStride = kHeadDim + 8;
+  static constexpr size_t kMergeBytes = static_cast<size_t>(kWarps) * kRows * (kMergeRowStride + 2) * sizeof(float);
+  static constexpr size_t kRingBytes = static_cast<size_t>(kRingElems) * sizeof(T);
+  static constexpr size_t kSmemBytes =
+      static_cast<size_t>(kQElems) * sizeof(T) + (kRingBytes > kMergeBytes ? kRingBytes : kMergeBytes);
+  // Threads per output row in the merge, and the O columns each writes.
+  static constexpr int kMergeThreadsPerRow = kThreads / kRows;
+  static constexpr int kMergeCols = kHeadDim / kMergeThreadsPerRow;
+
+  static_assert(sizeof(T) == 2, "mma.sync path takes 16-bit inputs (bf16, fp16)");
+  static_assert(kHeadDim % kMmaK == 0 && kDTiles % 2 == 0, "head dim must be a multiple of 16");
+  static_assert(cuda::kWarpSize % kChunksPerRow == 0 && kWarpKeys % kRowsPerPass == 0,
+                "a warp copies whole rows of a sub-tile per pass");
+  static_assert(kThreads % kRows == 0 && kMergeCols % 2 == 0, "the merge writes pairs of O columns");
+  static_assert(kSmemBytes <= 227 * 1024, "one CTA must fit an sm90 SM's shared memory");
+  static_assert(kStages >= 2, "the ring needs a stage in flight while one is consumed");
+};
+
+template <class Traits>
+struct DecodeKernel {
+  using T = typename Traits::Element;
+  using Mma = cuda::MmaType<T>;
+  static constexpr int kRows = Traits::kRows, kStages = Traits::kStages;
+  static constexpr int kRowStride = Traits::kRowStride, kChunk = Traits::kChunk;
+  static constexpr int kChunksPerRow = Traits::kChunksPerRow, kThreads = Traits::kThreads;
+  static constexpr int kWarps = Traits::kWarps, kWarpKeys = Traits::kWarpKeys;
+  static constexpr float kLog2e = 1.4426950408889634f;
+  static constexpr float kLn2 = 0.6931471805599453f;
+
+  // Copies keys [u * 16, +16) of KV head `kvh` into the K and V sub-tiles of one ring stage, by
+  // the 32 lanes of one warp; keys past the sequence are zero-filled (their scores are masked).
+  static __device__ __forceinline__ void load_sub_tile(const KernelParams& p, const SeqInfo& s, int b, int kvh,
+                                                       int u, int lane, T* k_dst, T* v_dst) {
+    const T* k = static_cast<const T*>(p.k);
+    const T* v = static_cast<const T*>(p.v);
+    const int ch = lane % kChunksPerRow;  // each lane copies one fixed 16-byte column
+#pragma unroll
+    for (int pass = 0; pass < kWarpKeys / Traits::kRowsPerPass; ++pass) {
+      const int r = lane / kChunksPerRow + pass * Traits::kRowsPerPass;
+      const int j = u * kWarpKeys + r;
+      const bool valid = j < s.k_len;
+      int64_t k_row = 0, v_row = 0;
+      if (valid) {
+        if (p.block_table != nullptr) {
+          // paged: key j lives in page block_table[b][j / page_size], slot j % page_size
+          const int64_t page = p.block_table[b * p.block_table_stride + j / p.page_size];
+          const int64_t slot = j % p.page_size;
+          k_row = page * p.k_batch_stride + slot * p.k_row_stride;
+          v_row = page * p.v_batch_stride + slot * p.v_row_stride;
+        } else {
+          k_row = s.k_offset + static_cast<int64_t>(j) * p.k_row_stride;
+          v_row = s.v_offset + static_cast<int64_t>(j) * p.v_row_stride;
+        }
+      }
+      const T* k_src = valid ? k + k_row + kvh * p.k_head_stride + ch * kChunk : k;
+      const T* v_src = valid ? v + v_row + kvh * p.v_head_stride + ch * kChunk : v;
+      cuda::cp_async_16_or_zero(k_dst + r * kRowStride + ch * kChunk, k_src, valid);
+      cuda::cp_async_16_or_zero(v_dst + r * kRowStride + ch * kChunk, v_src, valid);
+    }
+  }
+
+  static __device__ void run(const KernelParams& p) {
+    extern __shared__ __align__(16) unsigned char smem_raw[];
+    T* q_s = reinterpret_cast<T*>(smem_raw);
+    T* ring = q_s + Traits::kQElems;
+
+    const int m_block = blockIdx.x % p.m_blocks;
+    const int split = blockIdx.x / p.m_blocks;
+    const int kv_group = blockIdx.y;  // query heads [kv_group * group, +group)
+    const int b = blockIdx.z;
+    const SeqInfo s = seq_info(p, b);
+    if (s.q_len == 0) return;  // varlen: a sequence without a query token writes nothing
+    const int head0 = kv_group * p.group + m_block * kRows;             // query head of tile row 0
+    const int rows = min(kRows, p.group - m_block * kRows);            // real rows of this tile
+    const int kvh = kv_head_of(kv_group * p.group, p.group, p.heads_kv);
+
+    const int warp = threadIdx.x / cuda::kWarpSize, lane = threadIdx.x % cuda::kWarpSize;
+    const int g = lane / 4, t = lane % 4;  // fragment row group and column pair
+
+    // Sub-tiles (16 keys) this CTA visits: its split's 64-key blocks, cut to the keys the one
+    // query token sees. Warp w takes those with index = w mod 4, so each step of the four warps
+    // reads one 64-key block. Every visited sub-tile holds at least one visible key.
+    const KeyInterval vis = visible_keys(p, s, 0);
+    const int n_blocks = (s.k_len + Traits::kBlockKeys - 1) / Traits::kBlockKeys;
+    int blk_begin = 0, blk_end = 0;
+    split_range(n_blocks, split, p.num_splits, &blk_begin, &blk_end);
+    int u_begin = blk_begin * kWarps, u_end = blk_end * kWarps;
+    if (vis.lo <= vis.hi) {
+      u_begin = max(u_begin, vis.lo / kWarpKeys);
+      u_end = min(u_end, vis.hi / kWarpKeys + 1);
+    } else {
+      u_end = u_begin;
+    }
+    const int u_first = u_begin + ((warp - u_begin % kWarps) + kWarps) % kWarps;
+    const int n_steps = u_first < u_end ? (u_end - 1 - u_first) / kWarps + 1 : 0;  // this warp's sub-tiles
+
+    // Q rows: tile row r <- Q[token 0, head head0 + r]; rows past the group are zero-filled.
+    const T* q = static_cast<const T*>(p.q);
+    for (int c = threadIdx.x; c < kRows * kChunksPerRow; c += kThreads) {
+      const int r = c / kChunksPerRow, ch = c % kChunksPerRow;
+      const bool valid = r < rows;
+      const T* src = valid ? q + s.q_offset + (head0 + r) * p.q_head_stride + ch * kChunk : q;
+      cuda::cp_async_16_or_zero(q_s + r * kRowStride + ch * kChunk, src, valid);
+    }
+    cuda::cp_async_commit();  // group: Q
+
+    T* warp_ring = ring + warp * kStages * Traits::kStageElems;
+    auto stage_k = [&](int i) { return warp_ring + (i % kStages) * Traits::kStageElems; };
+    // Prologue: sub-tiles 0 .. kStages - 2 in flight, one group each (empty past the warp's last).
+#pragma unroll
+    for (int i = 0; i < kStages - 1; ++i) {
+      if (i < n_steps) {
+        T* dst = stage_k(i);
+        load_sub_tile(p, s, b, kvh, u_first + i * kWarps, lane, dst, dst + Traits::kSubTileElems);
+      }
+      cuda::cp_async_commit();
+    }
+    cuda::cp_async_wait<kStages - 1>();  // Q landed (this thread's copies); the sub-tiles may not have
+    __syncthreads();                     // every thread's Q copies are visible
+
+    // A = Q for reduction step ks: lane l addresses row l % 16, column half l / 16.
+    auto load_q = [&](uint32_t(&a)[4], int ks) {
+      cuda::ldmatrix_x4(a, q_s + (lane % 16) * kRowStride + ks * Traits::kMmaK + (lane / 16) * 8);
+    };
+    uint32_t q_frag[Traits::kQInRegisters ? Traits::kKSteps : 1][4];
+    if constexpr (Traits::kQInRegisters) {
+#pragma unroll
+      for (int ks = 0; ks < Traits::kKSteps; ++ks) load_q(q_frag[ks], ks);
+    }
+
+    float o_acc[Traits::kDTiles][4];
+#pragma unroll
+    for (int dt = 0; dt < Traits::kDTiles; ++dt)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) o_acc[dt][e] = 0.f;
+    // Row r of this thread is tile row g + 8 r (elements 2r, 2r + 1 of each fragment).
+    float m_run[2] = {-INFINITY, -INFINITY};  // running max of the row's scores, log2 units
+    float l_run[2] = {0.f, 0.f};              // this thread's share of the row's running sum
+
+    // Keys [vis.lo, vis.hi] are visible to every row (one token): a sub-tile inside needs no mask.
+    const float mult_plain = p.scale * kLog2e;
+    for (int i = 0; i < n_steps; ++i) {
+      cuda::cp_async_wait<kStages - 2>();  // sub-tile i landed (this lane's copies)
+      __syncwarp();                         // ... and every lane's; all lanes are done with step i - 1
+      // Refill the stage step i - 1 used with sub-tile i + kStages - 1 (always commit a group, so
+      // the wait above keeps counting steps).
+      if (i + kStages - 1 < n_steps) {
+        T* dst = stage_k(i + kStages - 1);
+        load_sub_tile(p, s, b, kvh, u_first + (i + kStages - 1) * kWarps, lane, dst, dst + Traits::kSubTileElems);
+      }
+      cuda::cp_async_commit();
+
+      const T* k_s = stage_k(i);
+      const T* v_s = k_s + Traits::kSubTileElems;
+      float sc[Traits::kNTiles][4];
+#pragma unroll
+      for (int nt = 0; nt < Traits::kNTiles; ++nt)
+#pragma unroll
+        for (int e = 0; e < 4; ++e) sc[nt][e] = 0.f;
+#pragma unroll
+      for (int ks = 0; ks < Traits::kKSteps; ++ks) {
+        // B = K^T for keys 0-7 and 8-15: lane l addresses key (l % 8) + (l / 16) * 8, head-dim
+        // half (l / 8) % 2.
+        uint32_t kb[4];
+        cuda::ldmatrix_x4(kb, k_s + (lane % 8 + (lane / 16) * 8) * kRowStride + ks * Traits::kMmaK +
+                                  ((lane / 8) % 2) * 8);
+        if constexpr (Traits::kQInRegisters) {
+          Mma::mma(sc[0], q_frag[ks], kb[0], kb[1]);
+          Mma::mma(sc[1], q_frag[ks], kb[2], kb[3]);
+        } else {
+          uint32_t a[4];
+          load_q(a, ks);
+          Mma::mma(sc[0], a, kb[0], kb[1]);
+          Mma::mma(sc[1], a, kb[2], kb[3]);
+        }
+      }
+
+      float mult = mult_plain;
+      if (p.softcap > 0.f) {
+        const float inv_cap = p.scale / p.softcap;
+#pragma unroll
+        for (int nt = 0; nt < Traits::kNTiles; ++nt)
+#pragma unroll
+          for (int e = 0; e < 4; ++e) sc[nt][e] = p.softcap * tanhf(sc[nt][e] * inv_cap);
+        mult = kLog2e;
+      }
+      const int j0 = (u_first + i * kWarps) * kWarpKeys;
+      if (!(vis.lo <= j0 && j0 + kWarpKeys - 1 <= vis.hi)) {  // uniform over the warp
+#pragma unroll
+        for (int nt = 0; nt < Traits::kNTiles; ++nt)
+#pragma unroll
+          for (int e = 0; e < 4; ++e) {
+            const int j = j0 + nt * Traits::kMmaN + 2 * t + (e % 2);  // key of element e
+            sc[nt][e] = (j < vis.lo || j > vis.hi) ? -INFINITY : sc[nt][e];
+          }
+      }
+      // Online softmax per row; P rounded to the input type as the A fragment of P V (C layout
+      // == A layout: S tile nt gives registers 2 nt + r).
+      uint32_t pa[4];
+#pragma unroll
+      for (int r = 0; r < 2; ++r) {
+        float mx = fmaxf(fmaxf(sc[0][2 * r], sc[0][2 * r + 1]), fmaxf(sc[1][2 * r], sc[1][2 * r + 1]));
+        // the 4 threads of a row are lanes 4g..4g+3
+        mx = fmaxf(mx, __shfl_xor_sync(cuda::kFullWarpMask, mx, 1));
+        mx = fmaxf(mx, __shfl_xor_sync(cuda::kFullWarpMask, mx, 2));
+        const float m_new = fmaxf(m_run[r], mx * mult);        // mult > 0: the max commutes with it
+        const float m_use = m_new == -INFINITY ? 0.f : m_new;  // cannot stay -inf: a visible key is here
+        const float alpha = cuda::fast_exp2(m_run[r] - m_use);
+        m_run[r] = m_new;
+        float sum = 0.f;
+#pragma unroll
+        for (int nt = 0; nt < Traits::kNTiles; ++nt) {
+          sc[nt][2 * r] = cuda::fast_exp2(fmaf(sc[nt][2 * r], mult, -m_use));  // masked: -inf -> 0
+          sc[nt][2 * r + 1] = cuda::fast_exp2(fmaf(sc[nt][2 * r + 1], mult, -m_use));
+          sum += sc[nt][2 * r] + sc[nt][2 * r + 1];
+          pa[2 * nt + r] = Mma::pack(sc[nt][2 * r], sc[nt][2 * r + 1]);
+        }
+        l_run[r] = l_run[r] * alpha + sum;
+#pragma unroll
+        for (int dt = 0; dt < Traits::kDTiles; ++dt) {
+          o_acc[dt][2 * r] *= alpha;
+          o_acc[dt][2 * r + 1] *= alpha;
+        }
+      }
+#pragma unroll
+      for (int dt = 0; dt < Traits::kDTiles; dt += 2) {
+        // B = V (keys x head dim, transposed on load) for head-dim tiles dt, dt + 1: lane l
+        // addresses key (l % 8) + ((l / 8) % 2) * 8, head-dim column dt * 8 + (l / 16) * 8.
+        uint32_t vb[4];
+        cuda::ldmatrix_x4_trans(vb, v_s + (lane % 8 + ((lane / 8) % 2) * 8) * kRowStride +
+                                        dt * Traits::kMmaN + (lane / 16) * 8);
+        Mma::mma(o_acc[dt], pa, vb[0], vb[1]);
+        Mma::mma(o_acc[dt + 1], pa, vb[2], vb[3]);
+      }
+    }
+    cuda::cp_async_wait<0>();  // only empty groups can be left, but the ring is reused below
+    __syncthreads();           // every warp is done with its ring
+    cuda::allow_dependent_launch();
+
+    // Merge the warps: each writes its unnormalised O rows, its row max and its row sum.
+    float* o_m = reinterpret_cast<float*>(ring);  // [warp][row][kMergeRowStride]
+    float* m_m = o_m + kWarps * kRows * Traits::kMergeRowStride;  // [warp][row]
+    float* l_m = m_m + kWarps * kRows;                           // [warp][row]
+#pragma unroll
+    for (int r = 0; r < 2; ++r) {
+      const int row = g + 8 * r;
+      float l = l_run[r];
+      l += __shfl_xor_sync(cuda::kFullWarpMask, l, 1);
+      l += __shfl_xor_sync(cuda::kFullWarpMask, l, 2);
+      float* o_row = o_m + (warp * kRows + row) * Traits::kMergeRowStride;
+#pragma unroll
+      for (int dt = 0; dt < Traits::kDTiles; ++dt)
+        *reinterpret_cast<float2*>(o_row + dt * Traits::kMmaN + 2 * t) = make_float2(o_acc[dt][2 * r], o_acc[dt][2 * r + 1]);
+      if (t == 0) {
+        m_m[warp * kRows + row] = m_run[r];
+        l_m[warp * kRows + row] = l;
+      }
+    }
+    __syncthreads();
+
+    // Thread x finishes row x / kMergeThreadsPerRow, columns [c0, c0 + kMergeCols): the warps'
+    // parts rescaled to the common max and summed in warp order.
+    const int row = threadIdx.x / Traits::kMergeThreadsPerRow;
+    const int c0 = (threadIdx.x % Traits::kMergeThreadsPerRow) * Traits::kMergeCols;
+    if (row >= rows) return;
+    float m_max = -INFINITY;
+#pragma unroll
+    for (int w = 0; w < kWarps; ++w) m_max = fmaxf(m_max, m_m[w * kRows + row]);
+    float factor[kWarps];
+    float l = 0.f;
+#pragma unroll
+    for (int w = 0; w < kWarps; ++w) {
+      const float m_w = m_m[w * kRows + row];
+      factor[w] = m_w == -INFINITY ? 0.f : cuda::fast_exp2(m_w - m_max);  // a warp that saw no key: 0
+      l += l_m[w * kRows + row] * factor[w];
+    }
+    const float inv = l > 0.f ? 1.f / l : 0.f;  // no visible key: O = 0
+    const float lse = l > 0.f ? (m_max + log2f(l)) * kLn2 : -INFINITY;
+    const int head = head0 + row;
+    const SeqInfo so = seq_info(p, b);
+    const int64_t q_token = so.q_token0;
+    auto o_at = [&](int c) {
+      float x = 0.f;
+#pragma unroll
+      for (int w = 0; w < kWarps; ++w) x += o_m[(w * kRows + row) * Traits::kMergeRowStride + c] * factor[w];
+      return x * inv;
+    };
+    if (p.num_splits == 1) {
+      T* o = static_cast<T*>(p.out) + so.o_offset + head * p.o_head_stride;
+#pragma unroll
+      for (int c = c0; c < c0 + Traits::kMergeCols; c += 2) Mma::store2(o + c, o_at(c), o_at(c + 1));
+      if (p.lse != nullptr && c0 == 0) p.lse[head * p.lse_head_stride + q_token * p.lse_row_stride] = lse;
+    } else {
+      const int64_t prow = static_cast<int64_t>(split) * p.partial_rows + q_token * p.heads_q + head;
+      if (c0 == 0) p.lse_partial[prow] = lse;
+      if (l > 0.f) {  // the combine kernel reads O only of splits with a finite LSE
+        float* o = p.o_partial + prow * Traits::kHeadDim;
+#pragma unroll
+        for (int c = c0; c < c0 + Traits::kMergeCols; c += 2)
+          *reinterpret_cast<float2*>(o + c) = make_float2(o_at(c), o_at(c + 1));
+      }
+    }
+  }
+};
+
+template <class Traits>
+__global__ void __launch_bounds__(Traits::kThreads) decode_kernel(const KernelParams p) {
+  DecodeKernel<Traits>::run(p);
+}
+
+}  // namespace groupattn::cuda_engine
