@@ -25,6 +25,7 @@
 #include "cuda/cuda_check.h"
 #include "kda/engines/cuda/kda_cuda_common.cuh"
 #include "kda/engines/cuda/kda_cuda_launch.h"
+#include "kda/engines/cuda/kda_tf32_mma.cuh"
 
 namespace groupattn::kda_cuda {
 namespace {
@@ -32,7 +33,20 @@ namespace {
 constexpr int kThreads = 256;
 constexpr int kWarps = kThreads / kWarp;
 constexpr int kMaxV = 128;
-constexpr int kAcc = 4;  // partial sums per dot product in the state pass
+constexpr float kLog2e = 1.4426950408889634f;
+
+// Prep: lane-owned channels of one row, vector loads (K = 128: 4 channels as a float4, 64: a float2).
+template <int K>
+__device__ __forceinline__ void load_lane(const float* src, float (&dst)[K / kWarp]) {
+  static_assert(K == 64 || K == 128, "2 or 4 channels per lane");
+  if constexpr (K == 128) {
+    const float4 x = *reinterpret_cast<const float4*>(src);
+    dst[0] = x.x, dst[1] = x.y, dst[2] = x.z, dst[3] = x.w;
+  } else {
+    const float2 x = *reinterpret_cast<const float2*>(src);
+    dst[0] = x.x, dst[1] = x.y;
+  }
+}
 static_assert(kThreads == kChunk * kValueTile, "state pass: one thread per (row, column) of a chunk tile");
 
 __global__ void kda_chunk_map_kernel(const DeviceParams p, int64_t* chunk_offsets) {
@@ -64,21 +78,30 @@ __global__ void __launch_bounds__(kThreads)
   const int h = hv / p.group;  // GVA: value head hv reads qk head hv / (HV / H)
   const int V = p.V;
   const int tid = static_cast<int>(threadIdx.x), warp = tid / kWarp, lane = tid % kWarp;
+  constexpr int kPerLane = K / kWarp;
 
-  __shared__ float ks[kChunk][K], qs[kChunk][K], G[kChunk][K], vs[kChunk][kMaxV];
+  __shared__ __align__(16) float ks[kChunk][K], qs[kChunk][K], G[kChunk][K], vs[kChunk][kMaxV];
   __shared__ float bs[kChunk], L[kChunk][kChunk], A[kChunk][kChunk], Tm[kChunk][kChunk];
 
   const T* qb = static_cast<const T*>(p.q) + sq.batch * p.q_sb + h * p.q_sh;
   const T* kb = static_cast<const T*>(p.k) + sq.batch * p.k_sb + h * p.k_sh;
   const T* vb = static_cast<const T*>(p.v) + sq.batch * p.v_sb + hv * p.v_sh;
   const float* gb = p.g + sq.batch * p.g_sb + hv * p.g_sh;
+  // effective_gate with exp(A_log[hv]) taken once per thread instead of once per element.
+  const bool in_kernel_gate = p.gate != kGateLogDecay;
+  const float eA = in_kernel_gate && p.A_log != nullptr ? expf(p.A_log[hv]) : 1.f;
   for (int i = tid; i < kChunk * K; i += kThreads) {
     const int r = i / K, d = i % K;  // token r of the chunk, key channel d
     const bool ok = r < C;
     const int64_t t = t0 + r;
     ks[r][d] = ok ? to_float(kb[t * p.k_st + d]) : 0.f;
     qs[r][d] = ok ? to_float(qb[t * p.q_st + d]) : 0.f;
-    G[r][d] = ok ? effective_gate(p, hv, d, gb[t * p.g_st + d]) : 0.f;
+    float gd = 0.f;
+    if (ok) {
+      gd = gb[t * p.g_st + d];
+      if (in_kernel_gate) gd = gate_from_biased(p, gd + (p.dt_bias != nullptr ? p.dt_bias[hv * p.dt_sh + d] : 0.f), eA);
+    }
+    G[r][d] = gd;
   }
   for (int i = tid; i < kChunk * V; i += kThreads) {
     const int r = i / V, e = i % V;
@@ -112,23 +135,37 @@ __global__ void __launch_bounds__(kThreads)
   }
   __syncthreads();
 
-  // L and Aqk, one (r, s <= r) pair per warp at a time, lanes splitting the channels.
-  int pair = 0;
-  for (int r = 0; r < kChunk; ++r) {
-    for (int s = 0; s <= r; ++s, ++pair) {
-      if (pair % kWarps != warp) continue;
+  // L and Aqk: warp w takes rows w and 15 - w (17 pairs (r, s <= r) per warp, balanced); each lane
+  // owns kPerLane adjacent channels and keeps row r's Gamma, k and q in registers, so a pair costs
+  // two vector loads (row s's Gamma and k) per lane. exp(x) = exp2(x log2 e) with x = Gamma_rd -
+  // Gamma_sd <= 0, so the product is <= 0 too: no overflow at any gate strength.
+  static_assert(2 * kWarps == kChunk, "two rows per warp");
+  const int d0 = lane * kPerLane;
+  for (int half = 0; half < 2; ++half) {
+    const int r = half == 0 ? warp : kChunk - 1 - warp;
+    float gr[kPerLane], kr[kPerLane], qr[kPerLane];
+    load_lane<K>(&G[r][d0], gr);
+    load_lane<K>(&ks[r][d0], kr);
+    load_lane<K>(&qs[r][d0], qr);
+    for (int s = 0; s <= r; ++s) {
+      float gs[kPerLane], kv[kPerLane];
+      load_lane<K>(&G[s][d0], gs);
+      load_lane<K>(&ks[s][d0], kv);
       float kk = 0.f, qk = 0.f;
-      for (int d = lane; d < K; d += kWarp) {
-        const float decay = expf(G[r][d] - G[s][d]);  // exponent <= 0 for s <= r
-        kk += ks[r][d] * ks[s][d] * decay;
-        qk += qs[r][d] * ks[s][d] * decay;
+#pragma unroll
+      for (int i = 0; i < kPerLane; ++i) {
+        const float kd = kv[i] * exp2f((gr[i] - gs[i]) * kLog2e);  // k_sd exp(Gamma_rd - Gamma_sd)
+        kk += kr[i] * kd;
+        qk += qr[i] * kd;
       }
-      kk = warp_sum(kk);
-      qk = warp_sum(qk);
-      if (lane == 0) {
-        if (s < r) L[r][s] = bs[r] * kk;
-        A[r][s] = p.scale * qk;
-      }
+      // Both sums over the warp at once: lanes < 16 carry kk, lanes >= 16 qk after the first step.
+      const bool upper = (lane & 16) != 0;
+      float x = upper ? qk : kk;
+      x += __shfl_xor_sync(0xffffffffu, upper ? kk : qk, 16);
+#pragma unroll
+      for (int o = 8; o > 0; o /= 2) x += __shfl_xor_sync(0xffffffffu, x, o);
+      if (lane == 0 && s < r) L[r][s] = bs[r] * x;
+      if (lane == 16) A[r][s] = p.scale * x;
     }
   }
   __syncthreads();
@@ -150,12 +187,13 @@ __global__ void __launch_bounds__(kThreads)
   float* blk = blocks + (c * p.HV + hv) * l.block_floats;  // this (chunk, value head)'s block
   for (int i = tid; i < kChunk * K; i += kThreads) {
     const int r = i / K, d = i % K;
-    const float gr = G[r][d];
-    blk[l.qt + i] = p.scale * qs[r][d] * expf(gr);
-    blk[l.kh + i] = ks[r][d] * expf(G[kChunk - 1][d] - gr);  // padded rows keep Gamma, so Gamma_15 = Gamma_C
-    ks[r][d] = bs[r] * ks[r][d] * expf(gr);                   // Diag(beta) K~, in place (own element only)
+    const float gr = G[r][d], er = exp2f(gr * kLog2e);
+    blk[l.qt + i] = p.scale * qs[r][d] * er;
+    // padded rows keep Gamma, so Gamma_15 = Gamma_C
+    blk[l.kh + i] = ks[r][d] * exp2f((G[kChunk - 1][d] - gr) * kLog2e);
+    ks[r][d] = bs[r] * ks[r][d] * er;  // Diag(beta) K~, in place (own element only)
   }
-  if (tid < K) blk[l.ec + tid] = expf(G[kChunk - 1][tid]);
+  if (tid < K) blk[l.ec + tid] = exp2f(G[kChunk - 1][tid] * kLog2e);
   if (tid < kChunk * kChunk) blk[l.aqk + tid] = A[tid / kChunk][tid % kChunk];
   __syncthreads();
 
@@ -173,83 +211,184 @@ __global__ void __launch_bounds__(kThreads)
   }
 }
 
+// Shared-memory plan of the state pass for head dim K (floats; every tile 16-byte aligned for cp.async).
+// Row strides are padded so the mma fragment loads hit 32 distinct banks: W / Qt rows are read as A
+// (row g, column t) -> stride = 4 mod 32; Kh is read transposed (row t, column g) -> stride = 8 mod
+// 32; S and D are read as B (row t, column g) -> stride 24 (t * 24 + g spans the 32 banks).
+template <int K>
+struct StatePlan {
+  static constexpr int kRowWQ = K + 4;   // W, Qt row stride
+  static constexpr int kRowKh = K + 8;   // Kh row stride
+  static constexpr int kRowS = 24;       // S [K][16], D and the partial products [16][16]
+  // One stage: the chunk block's slice this CTA needs.
+  static constexpr int kW = 0;
+  static constexpr int kQt = kW + kChunk * kRowWQ;
+  static constexpr int kKh = kQt + kChunk * kRowWQ;
+  static constexpr int kU = kKh + kChunk * kRowKh;  // [16][16], this CTA's V columns
+  static constexpr int kA = kU + kChunk * kValueTile;
+  static constexpr int kEc = kA + kChunk * kChunk;
+  static constexpr int kStage = kEc + K;
+  // After the two stages.
+  static constexpr int kS = 2 * kStage;
+  static constexpr int kP = kS + K * kRowS;      // partial W S and Qt S [2 products][2 K-halves][16][24]
+  static constexpr int kD = kP + 4 * kChunk * kRowS;
+  static constexpr int kFloats = kD + kChunk * kRowS;
+  static constexpr int kBytes = kFloats * static_cast<int>(sizeof(float));
+  // The S update: (K / 16) x 2 output tiles of m16n8 over the warps.
+  static constexpr int kTilesPerWarp = K / 16 * 2 / kWarps;
+  static_assert(kStage % 4 == 0 && kRowWQ % 4 == 0 && kRowKh % 4 == 0 && kU % 4 == 0 && kA % 4 == 0 &&
+                    kEc % 4 == 0,
+                "16-byte cp.async destinations");
+  static_assert(kRowWQ % 32 == 4 && kRowKh % 32 == 8, "conflict-free fragment loads");
+  static_assert(kTilesPerWarp >= 1 && K / 16 * 2 % kWarps == 0, "S-update tiles split evenly over the warps");
+  static_assert(kWarps == 8, "phase 1: 2 products x 2 column tiles x 2 K-halves, one warp each");
+  static_assert(kValueTile == 16, "two n8 column tiles per CTA");
+};
+
+// Issues the cp.async copies of chunk block `blk` (this CTA's V columns e0..e0+15) into `stage`.
+template <int K>
+__device__ __forceinline__ void load_stage(float* stage, const float* blk, const ChunkLayout& l, int V, int e0,
+                                           int tid) {
+  using P = StatePlan<K>;
+  constexpr int kQuads = K / 4;  // 16-byte pieces per row of W / Qt / Kh
+  for (int i = tid; i < 3 * kChunk * kQuads; i += kThreads) {
+    const int which = i / (kChunk * kQuads), rem = i % (kChunk * kQuads);
+    const int r = rem / kQuads, c4 = rem % kQuads * 4;
+    if (which == 0) cp_async16(stage + P::kW + r * P::kRowWQ + c4, blk + l.w + r * K + c4);
+    if (which == 1) cp_async16(stage + P::kQt + r * P::kRowWQ + c4, blk + l.qt + r * K + c4);
+    if (which == 2) cp_async16(stage + P::kKh + r * P::kRowKh + c4, blk + l.kh + r * K + c4);
+  }
+  static_assert(kThreads >= 2 * kChunk * kChunk / 4 + kQuads, "one small copy per thread");
+  if (tid < kChunk * kValueTile / 4) {  // U [r][e0 + c4 .. + 3]
+    const int r = tid / (kValueTile / 4), c4 = tid % (kValueTile / 4) * 4;
+    cp_async16(stage + P::kU + r * kValueTile + c4, blk + l.u + r * V + e0 + c4);
+  } else if (tid < 2 * kChunk * kChunk / 4) {  // Aqk, contiguous 16 x 16
+    const int i = (tid - kChunk * kChunk / 4) * 4;
+    cp_async16(stage + P::kA + i, blk + l.aqk + i);
+  } else if (tid < 2 * kChunk * kChunk / 4 + kQuads) {  // exp(Gamma_C)
+    const int i = (tid - 2 * kChunk * kChunk / 4) * 4;
+    cp_async16(stage + P::kEc + i, blk + l.ec + i);
+  }
+  cp_async_commit();
+}
+
+// The state pass, one CTA per (sequence, value head, V-tile of 16), sequential over the chunks, with
+// the next chunk's block copied into the other stage (cp.async) while this one is computed. S (K x 16)
+// lives in registers as m16n8 accumulator tiles (fp32) and is mirrored in shared memory for the
+// products that read it as an operand. Per chunk, three phases separated by __syncthreads:
+//   1. warp (product, column tile, K-half): partial W S or Qt S over half of K (3xTF32 mma)
+//   2. thread (r, e): D = U - W S (to shared), then O = Qt S + Aqk D (fp32, CUDA cores)
+//   3. warp: its S tiles <- exp(Gamma_C) * S + Kh^T D (3xTF32 mma), mirrored back to shared
 template <class T, int K>
 __global__ void __launch_bounds__(kThreads)
     kda_chunk_state_kernel(const DeviceParams p, const int64_t* chunk_offsets, const float* blocks, const ChunkLayout l) {
+  using P = StatePlan<K>;
+  extern __shared__ __align__(16) float smem[];
   const int64_t n = blockIdx.x;
   const int hv = static_cast<int>(blockIdx.y);
   const int e0 = static_cast<int>(blockIdx.z) * kValueTile;
-  const int tid = static_cast<int>(threadIdx.x);
-  const int r = tid / kValueTile, e = tid % kValueTile;  // this thread's (row, column) of a chunk tile
+  const int tid = static_cast<int>(threadIdx.x), warp = tid / kWarp, lane = tid % kWarp;
+  const int g = lane / 4, t = lane % 4;                  // mma fragment coordinates
+  const int r = tid / kValueTile, e = tid % kValueTile;  // phase 2: this thread's (row, column)
   const SeqSpan sq = seq_span(p, n);
   const StateRows rows = state_rows(p, n);
   const float bad = rows.bad ? NAN : 0.f;
+  float* S = smem + P::kS;
+  float* Pp = smem + P::kP;
+  float* D = smem + P::kD;
 
-  __shared__ float S[K][kValueTile];
-  __shared__ float Ws[kChunk][K], Qs[kChunk][K], Khs[kChunk][K];
-  __shared__ float Us[kChunk][kValueTile], As[kChunk][kChunk], ec[K], D[kChunk][kValueTile], QS[kChunk][kValueTile];
-
+  const int64_t c0 = chunk_offsets[n], nc = chunk_offsets[n + 1] - c0;
+  auto block_of = [&](int64_t j) { return blocks + ((c0 + j) * p.HV + hv) * l.block_floats; };
+  if (nc > 0) load_stage<K>(smem, block_of(0), l, p.V, e0, tid);
   for (int i = tid; i < K * kValueTile; i += kThreads) {
     // V-first rows are K-contiguous: d fastest; K-first rows are V-contiguous: column fastest.
     const int d = p.v_first ? i % K : i / kValueTile, ee = p.v_first ? i / K : i % kValueTile;
-    S[d][ee] = rows.in >= 0 ? p.s_in[state_offset(p.v_first, p.si_sn, p.si_sh, p.si_sr, rows.in, hv, d, e0 + ee)] : 0.f;
+    S[d * P::kRowS + ee] =
+        rows.in >= 0 ? p.s_in[state_offset(p.v_first, p.si_sn, p.si_sh, p.si_sr, rows.in, hv, d, e0 + ee)] : 0.f;
+  }
+  cp_async_wait_all();
+  __syncthreads();
+
+  // Phase 3's tiles of this warp: tile i = warp * kTilesPerWarp + jj covers S rows 16 (i / 2) ..
+  // + 15 and columns 8 (i % 2) .. + 7; s holds its accumulator fragment.
+  float s[P::kTilesPerWarp][4];
+#pragma unroll
+  for (int jj = 0; jj < P::kTilesPerWarp; ++jj) {
+    const int i = warp * P::kTilesPerWarp + jj, d = i / 2 * 16 + g, c = i % 2 * 8 + 2 * t;
+    s[jj][0] = S[d * P::kRowS + c];
+    s[jj][1] = S[d * P::kRowS + c + 1];
+    s[jj][2] = S[(d + 8) * P::kRowS + c];
+    s[jj][3] = S[(d + 8) * P::kRowS + c + 1];
   }
 
   T* ob = static_cast<T*>(p.out) + sq.batch * p.o_sb + hv * p.o_sh;
-  const int64_t c0 = chunk_offsets[n], nc = chunk_offsets[n + 1] - c0;
   for (int64_t j = 0; j < nc; ++j) {
-    __syncthreads();  // the previous chunk's readers of the staged tiles are done
-    const float* blk = blocks + ((c0 + j) * p.HV + hv) * l.block_floats;
-    for (int i = tid; i < kChunk * K; i += kThreads) {
-      (&Ws[0][0])[i] = blk[l.w + i];
-      (&Qs[0][0])[i] = blk[l.qt + i];
-      (&Khs[0][0])[i] = blk[l.kh + i];
-    }
-    Us[r][e] = blk[l.u + r * p.V + e0 + e];
-    As[r][e] = blk[l.aqk + tid];  // kChunk == kValueTile: tid walks the 16 x 16 Aqk too
-    if (tid < K) ec[tid] = blk[l.ec + tid];
-    __syncthreads();
+    const float* st = smem + (j & 1) * P::kStage;
+    // The other stage was last read before the previous chunk's final barrier.
+    if (j + 1 < nc) load_stage<K>(smem + ((j + 1) & 1) * P::kStage, block_of(j + 1), l, p.V, e0, tid);
 
-    // kAcc independent partial sums per dot: the FMA latency chain is K / kAcc long, not K.
-    float ws[kAcc] = {}, qsum[kAcc] = {};
-#pragma unroll 4
-    for (int d = 0; d < K; d += kAcc) {
+    {  // Phase 1: warp = (product, column tile, K-half).
+      const int prod = warp / 4, nt = warp / 2 % 2, kh = warp % 2;
+      const float* A = st + (prod == 0 ? P::kW : P::kQt);
+      Tf32x3Acc acc;
 #pragma unroll
-      for (int a = 0; a < kAcc; ++a) {
-        ws[a] += Ws[r][d + a] * S[d + a][e];
-        qsum[a] += Qs[r][d + a] * S[d + a][e];
+      for (int kk = 0; kk < K / 2; kk += 8) {
+        const int k0 = kh * (K / 2) + kk;
+        const float a[4] = {A[g * P::kRowWQ + k0 + t], A[(g + 8) * P::kRowWQ + k0 + t],
+                            A[g * P::kRowWQ + k0 + t + 4], A[(g + 8) * P::kRowWQ + k0 + t + 4]};
+        const float b[2] = {S[(k0 + t) * P::kRowS + nt * 8 + g], S[(k0 + t + 4) * P::kRowS + nt * 8 + g]};
+        acc.mma(a, b);
       }
+      float* out = Pp + (prod * 2 + kh) * kChunk * P::kRowS + nt * 8 + 2 * t;
+      *reinterpret_cast<float2*>(out + g * P::kRowS) = make_float2(acc.sum(0), acc.sum(1));
+      *reinterpret_cast<float2*>(out + (g + 8) * P::kRowS) = make_float2(acc.sum(2), acc.sum(3));
     }
-#pragma unroll
-    for (int a = 1; a < kAcc; ++a) {
-      ws[0] += ws[a];
-      qsum[0] += qsum[a];
-    }
-    D[r][e] = Us[r][e] - ws[0];  // the true writes beta_r r_r of the chunk
-    QS[r][e] = qsum[0];
     __syncthreads();
 
-    float o = QS[r][e];
-    for (int s = 0; s <= r; ++s) o += As[r][s] * D[s][e];
-    const int64_t tok = j * kChunk + r;  // token inside the sequence
-    if (tok < sq.len) ob[(sq.bos + tok) * p.o_st + e0 + e] = from_float<T>(o + bad);
-
-    static_assert(K * kValueTile % kThreads == 0, "the state tile splits evenly over the threads");
-#pragma unroll
-    for (int it = 0; it < K * kValueTile / kThreads; ++it) {  // K / 16 independent elements per thread
-      const int i = tid + it * kThreads;
-      const int d = i / kValueTile, ee = i % kValueTile;
-      float acc = ec[d] * S[d][ee];
-#pragma unroll
-      for (int rr = 0; rr < kChunk; ++rr) acc += Khs[rr][d] * D[rr][ee];
-      S[d][ee] = acc;
+    // Phase 2: D = U - W S (the true writes beta_r r_r of the chunk), then the output row.
+    const int at = r * P::kRowS + e, half = kChunk * P::kRowS;
+    const float qs = Pp[2 * half + at] + Pp[3 * half + at];
+    D[at] = st[P::kU + r * kValueTile + e] - (Pp[at] + Pp[half + at]);
+    __syncthreads();
+    {
+      float o = qs;
+      const float* arow = st + P::kA + r * kChunk;
+      for (int k = 0; k <= r; ++k) o += arow[k] * D[k * P::kRowS + e];
+      const int64_t tok = j * kChunk + r;  // token inside the sequence
+      if (tok < sq.len) ob[(sq.bos + tok) * p.o_st + e0 + e] = from_float<T>(o + bad);
     }
+
+    // Phase 3: S <- Diag(exp(Gamma_C)) S + Kh^T D on this warp's tiles (A = Kh^T: A[d][r] = Kh[r][d]).
+#pragma unroll
+    for (int jj = 0; jj < P::kTilesPerWarp; ++jj) {
+      const int i = warp * P::kTilesPerWarp + jj, m0 = i / 2 * 16, nt = i % 2;
+      const float* kh = st + P::kKh;
+      Tf32x3Acc acc;
+      const float ea = st[P::kEc + m0 + g], eb = st[P::kEc + m0 + g + 8];
+      acc.hh[0] = ea * s[jj][0];
+      acc.hh[1] = ea * s[jj][1];
+      acc.hh[2] = eb * s[jj][2];
+      acc.hh[3] = eb * s[jj][3];
+#pragma unroll
+      for (int k0 = 0; k0 < kChunk; k0 += 8) {
+        const float a[4] = {kh[(k0 + t) * P::kRowKh + m0 + g], kh[(k0 + t) * P::kRowKh + m0 + g + 8],
+                            kh[(k0 + t + 4) * P::kRowKh + m0 + g], kh[(k0 + t + 4) * P::kRowKh + m0 + g + 8]};
+        const float b[2] = {D[(k0 + t) * P::kRowS + nt * 8 + g], D[(k0 + t + 4) * P::kRowS + nt * 8 + g]};
+        acc.mma(a, b);
+      }
+#pragma unroll
+      for (int q = 0; q < 4; ++q) s[jj][q] = acc.sum(q);
+      float* srow = S + (m0 + g) * P::kRowS + nt * 8 + 2 * t;
+      *reinterpret_cast<float2*>(srow) = make_float2(s[jj][0], s[jj][1]);
+      *reinterpret_cast<float2*>(srow + 8 * P::kRowS) = make_float2(s[jj][2], s[jj][3]);
+    }
+    cp_async_wait_all();
+    __syncthreads();  // next stage landed; S, D and the partials may be reused
   }
-  __syncthreads();
   if (rows.out >= 0) {
     for (int i = tid; i < K * kValueTile; i += kThreads) {
       const int d = p.v_first ? i % K : i / kValueTile, ee = p.v_first ? i / K : i % kValueTile;
-      p.s_out[state_offset(p.v_first, p.so_sn, p.so_sh, p.so_sr, rows.out, hv, d, e0 + ee)] = S[d][ee];
+      p.s_out[state_offset(p.v_first, p.so_sn, p.so_sh, p.so_sr, rows.out, hv, d, e0 + ee)] = S[d * P::kRowS + ee];
     }
   }
 }
@@ -265,8 +404,10 @@ Status launch_chunked_t(const DeviceParams& p, void* workspace, const ChunkLayou
     kda_chunk_prep_kernel<T, K><<<grid, kThreads, 0, stream>>>(p, offsets, blocks, l);
     GA_RETURN_IF_ERROR(cuda::last_launch_status("kda_chunk_prep_kernel"));
   }
+  constexpr auto state_kernel = kda_chunk_state_kernel<T, K>;
+  GA_RETURN_IF_ERROR(cuda::set_max_dynamic_smem_once<state_kernel>(StatePlan<K>::kBytes));
   const dim3 grid(static_cast<unsigned>(p.N), static_cast<unsigned>(p.HV), static_cast<unsigned>(p.V / kValueTile));
-  kda_chunk_state_kernel<T, K><<<grid, kThreads, 0, stream>>>(p, offsets, blocks, l);
+  state_kernel<<<grid, kThreads, StatePlan<K>::kBytes, stream>>>(p, offsets, blocks, l);
   return cuda::last_launch_status("kda_chunk_state_kernel");
 }
 

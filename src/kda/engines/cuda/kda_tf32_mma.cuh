@@ -1,0 +1,75 @@
+// Small sm80+ primitives of the KDA chunked state pass: 16-byte cp.async copies into shared memory,
+// and the m16n8k8 tf32 tensor-core product with fp32 accumulation used as "3xTF32" (each fp32
+// operand split into a tf32 high part and a tf32 low part, a*b ~ ahi*bhi + ahi*blo + alo*bhi), which
+// keeps the products at about fp32 accuracy (the dropped alo*blo term is ~2^-22 relative).
+//
+// Fragment layouts of mma.sync.m16n8k8 tf32 (PTX ISA), with g = lane / 4 and t = lane % 4:
+//   A (16 x 8, row-major): a0 (g, t), a1 (g + 8, t), a2 (g, t + 4), a3 (g + 8, t + 4)
+//   B (8 x 8, k x n):      b0 (t, g), b1 (t + 4, g)
+//   C (16 x 8):            c0 (g, 2t), c1 (g, 2t + 1), c2 (g + 8, 2t), c3 (g + 8, 2t + 1)
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <cstdint>
+
+namespace groupattn::kda_cuda {
+
+__device__ __forceinline__ void cp_async16(void* smem, const void* gmem) {
+  const auto s = static_cast<unsigned>(__cvta_generic_to_shared(smem));
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(s), "l"(gmem) : "memory");
+}
+__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::: "memory"); }
+__device__ __forceinline__ void cp_async_wait_all() { asm volatile("cp.async.wait_group 0;\n" ::: "memory"); }
+
+__device__ __forceinline__ uint32_t to_tf32(float x) {
+  uint32_t r;
+  asm("cvt.rna.tf32.f32 %0, %1;\n" : "=r"(r) : "f"(x));
+  return r;
+}
+
+// x = hi + lo, both tf32 (lo carries the next 11 bits of x's significand).
+struct Tf32Pair {
+  uint32_t hi, lo;
+};
+__device__ __forceinline__ Tf32Pair split_tf32(float x) {
+  const uint32_t hi = to_tf32(x);
+  return {hi, to_tf32(x - __uint_as_float(hi))};
+}
+
+// c += a b for one m16n8k8 tile (a: 4 tf32 registers, b: 2).
+__device__ __forceinline__ void mma_tf32(float (&c)[4], const uint32_t (&a)[4], const uint32_t (&b)[2]) {
+  asm volatile(
+      "mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
+      "{%0,%1,%2,%3};\n"
+      : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
+}
+
+// The fp32 operands of one k-step, split; 3xTF32 accumulation into hh (the big term) and lo (both
+// correction terms, kept apart so the big chain is not lengthened).
+struct Tf32x3Acc {
+  float hh[4] = {0.f, 0.f, 0.f, 0.f};
+  float lo[4] = {0.f, 0.f, 0.f, 0.f};
+  __device__ __forceinline__ void mma(const float (&a)[4], const float (&b)[2]) {
+    uint32_t ah[4], al[4], bh[2], bl[2];
+#pragma unroll
+    for (int i = 0; i < 4; ++i) {
+      const Tf32Pair s = split_tf32(a[i]);
+      ah[i] = s.hi;
+      al[i] = s.lo;
+    }
+#pragma unroll
+    for (int i = 0; i < 2; ++i) {
+      const Tf32Pair s = split_tf32(b[i]);
+      bh[i] = s.hi;
+      bl[i] = s.lo;
+    }
+    mma_tf32(lo, al, bh);
+    mma_tf32(lo, ah, bl);
+    mma_tf32(hh, ah, bh);
+  }
+  __device__ __forceinline__ float sum(int i) const { return hh[i] + lo[i]; }
+};
+
+}  // namespace groupattn::kda_cuda
