@@ -3,7 +3,7 @@
 //   q, k [B,T,H,K] (bf16/f16), v [B,T,HV,V], g [B,T,HV,K] f32, beta [B,T,HV] f32, out [B,T,HV,V]
 //   state fp32 [pool, HV, V, K] (V-first) or [pool, HV, K, V] (K-first), rows via state_indices
 //
-// Three kernels, all fp32 arithmetic on bf16/f16 inputs:
+// Three kernels, fp32 arithmetic on bf16/f16 inputs:
 //  1. chunk map (one thread): chunk_offsets[n] = sum_{m<n} ceil(len_m / 16).
 //  2. prep, grid (chunk, value head): per 16-token chunk with Gamma the chunk-local cumsum of the
 //     effective gate, L[r][s] = beta_r sum_d k_rd k_sd exp(Gamma_rd - Gamma_sd) (s < r) and
@@ -13,7 +13,9 @@
 //     U = Tm Diag(beta) V, Kh = k exp(Gamma_C - Gamma), Qt = scale q exp(Gamma), exp(Gamma_C).
 //     A partial last chunk is padded with k = q = v = beta = g = 0, which leaves every real row exact.
 //  3. state pass, grid (sequence, value head, V-tile of 16), sequential over the sequence's chunks:
-//     D = U - W S;  O = Qt S + Aqk D;  S <- Diag(exp(Gamma_C)) S + Kh^T D.
+//     D = U - W S;  O = Qt S + Aqk D;  S <- Diag(exp(Gamma_C)) S + Kh^T D, the products on tensor
+//     cores in 3xTF32 (about fp32 accuracy; kda_tf32_mma.cuh), S in fp32 registers, and the next
+//     chunk's block prefetched into a second shared-memory stage (cp.async) during each step.
 // The state pass is one serial chain per (sequence, value head, V-tile): few heads and long
 // sequences leave SMs idle (splitting it is a later step, issue 4).
 #include <cuda_bf16.h>
@@ -81,7 +83,7 @@ __global__ void __launch_bounds__(kThreads)
   constexpr int kPerLane = K / kWarp;
 
   __shared__ __align__(16) float ks[kChunk][K], qs[kChunk][K], G[kChunk][K], vs[kChunk][kMaxV];
-  __shared__ float bs[kChunk], L[kChunk][kChunk], A[kChunk][kChunk], Tm[kChunk][kChunk];
+  __shared__ __align__(16) float bs[kChunk], L[kChunk][kChunk], A[kChunk][kChunk], Tm[kChunk][kChunk];
 
   const T* qb = static_cast<const T*>(p.q) + sq.batch * p.q_sb + h * p.q_sh;
   const T* kb = static_cast<const T*>(p.k) + sq.batch * p.k_sb + h * p.k_sh;
@@ -99,7 +101,8 @@ __global__ void __launch_bounds__(kThreads)
     float gd = 0.f;
     if (ok) {
       gd = gb[t * p.g_st + d];
-      if (in_kernel_gate) gd = gate_from_biased(p, gd + (p.dt_bias != nullptr ? p.dt_bias[hv * p.dt_sh + d] : 0.f), eA);
+      const float dt = p.dt_bias != nullptr ? p.dt_bias[hv * p.dt_sh + d] : 0.f;
+      if (in_kernel_gate) gd = gate_from_biased(p, gd + dt, eA);
     }
     G[r][d] = gd;
   }
@@ -197,17 +200,23 @@ __global__ void __launch_bounds__(kThreads)
   if (tid < kChunk * kChunk) blk[l.aqk + tid] = A[tid / kChunk][tid % kChunk];
   __syncthreads();
 
-  for (int i = tid; i < kChunk * K; i += kThreads) {  // W = Tm (Diag(beta) K~)
-    const int r = i / K, d = i % K;
-    float acc = 0.f;
-    for (int m = 0; m <= r; ++m) acc += Tm[r][m] * ks[m][d];
-    blk[l.w + i] = acc;
-  }
-  for (int i = tid; i < kChunk * V; i += kThreads) {  // U = Tm Diag(beta) V
-    const int r = i / V, e = i % V;
-    float acc = 0.f;
-    for (int m = 0; m <= r; ++m) acc += Tm[r][m] * bs[m] * vs[m][e];
-    blk[l.u + i] = acc;
+  // W = Tm (Diag(beta) K~) and U = Tm Diag(beta) V, one column per thread (threads < K: W's
+  // column tid; the next V: U's), the column's 16 inputs in registers and Tm's rows broadcast.
+  static_assert(K + kMaxV <= kThreads, "a column per thread");
+  if (tid < K + V) {
+    const bool is_w = tid < K;
+    const int col = is_w ? tid : tid - K, stride = is_w ? K : V;
+    float x[kChunk];
+#pragma unroll
+    for (int m = 0; m < kChunk; ++m) x[m] = is_w ? ks[m][col] : bs[m] * vs[m][col];
+    float* dst = blk + (is_w ? l.w : l.u) + col;  // row r at dst[r * stride]
+#pragma unroll
+    for (int r = 0; r < kChunk; ++r) {
+      float acc = 0.f;
+#pragma unroll
+      for (int m = 0; m <= r; ++m) acc += Tm[r][m] * x[m];
+      dst[r * stride] = acc;
+    }
   }
 }
 
@@ -217,9 +226,9 @@ __global__ void __launch_bounds__(kThreads)
 // 32; S and D are read as B (row t, column g) -> stride 24 (t * 24 + g spans the 32 banks).
 template <int K>
 struct StatePlan {
-  static constexpr int kRowWQ = K + 4;   // W, Qt row stride
-  static constexpr int kRowKh = K + 8;   // Kh row stride
-  static constexpr int kRowS = 24;       // S [K][16], D and the partial products [16][16]
+  static constexpr int kRowWQ = K + 4;  // W, Qt row stride
+  static constexpr int kRowKh = K + 8;  // Kh row stride
+  static constexpr int kRowS = 24;      // S [K][16], D and the partial products [16][16]
   // One stage: the chunk block's slice this CTA needs.
   static constexpr int kW = 0;
   static constexpr int kQt = kW + kChunk * kRowWQ;
@@ -230,7 +239,7 @@ struct StatePlan {
   static constexpr int kStage = kEc + K;
   // After the two stages.
   static constexpr int kS = 2 * kStage;
-  static constexpr int kP = kS + K * kRowS;      // partial W S and Qt S [2 products][2 K-halves][16][24]
+  static constexpr int kP = kS + K * kRowS;  // partial W S and Qt S [2 products][2 K-halves][16][24]
   static constexpr int kD = kP + 4 * kChunk * kRowS;
   static constexpr int kFloats = kD + kChunk * kRowS;
   static constexpr int kBytes = kFloats * static_cast<int>(sizeof(float));
@@ -247,8 +256,8 @@ struct StatePlan {
 
 // Issues the cp.async copies of chunk block `blk` (this CTA's V columns e0..e0+15) into `stage`.
 template <int K>
-__device__ __forceinline__ void load_stage(float* stage, const float* blk, const ChunkLayout& l, int V, int e0,
-                                           int tid) {
+__device__ __forceinline__ void load_stage(float* stage, const float* blk, const ChunkLayout& l, int V,
+                                           int e0, int tid) {
   using P = StatePlan<K>;
   constexpr int kQuads = K / 4;  // 16-byte pieces per row of W / Qt / Kh
   for (int i = tid; i < 3 * kChunk * kQuads; i += kThreads) {
@@ -303,8 +312,8 @@ __global__ void __launch_bounds__(kThreads)
   for (int i = tid; i < K * kValueTile; i += kThreads) {
     // V-first rows are K-contiguous: d fastest; K-first rows are V-contiguous: column fastest.
     const int d = p.v_first ? i % K : i / kValueTile, ee = p.v_first ? i / K : i % kValueTile;
-    S[d * P::kRowS + ee] =
-        rows.in >= 0 ? p.s_in[state_offset(p.v_first, p.si_sn, p.si_sh, p.si_sr, rows.in, hv, d, e0 + ee)] : 0.f;
+    const int64_t at = state_offset(p.v_first, p.si_sn, p.si_sh, p.si_sr, rows.in, hv, d, e0 + ee);
+    S[d * P::kRowS + ee] = rows.in >= 0 ? p.s_in[at] : 0.f;
   }
   cp_async_wait_all();
   __syncthreads();
@@ -330,18 +339,20 @@ __global__ void __launch_bounds__(kThreads)
     {  // Phase 1: warp = (product, column tile, K-half).
       const int prod = warp / 4, nt = warp / 2 % 2, kh = warp % 2;
       const float* A = st + (prod == 0 ? P::kW : P::kQt);
-      Tf32x3Acc acc;
+      Tf32x3Acc acc[2];  // even and odd k-steps: two independent chains
 #pragma unroll
       for (int kk = 0; kk < K / 2; kk += 8) {
         const int k0 = kh * (K / 2) + kk;
         const float a[4] = {A[g * P::kRowWQ + k0 + t], A[(g + 8) * P::kRowWQ + k0 + t],
                             A[g * P::kRowWQ + k0 + t + 4], A[(g + 8) * P::kRowWQ + k0 + t + 4]};
         const float b[2] = {S[(k0 + t) * P::kRowS + nt * 8 + g], S[(k0 + t + 4) * P::kRowS + nt * 8 + g]};
-        acc.mma(a, b);
+        acc[kk / 8 % 2].mma(a, b);
       }
       float* out = Pp + (prod * 2 + kh) * kChunk * P::kRowS + nt * 8 + 2 * t;
-      *reinterpret_cast<float2*>(out + g * P::kRowS) = make_float2(acc.sum(0), acc.sum(1));
-      *reinterpret_cast<float2*>(out + (g + 8) * P::kRowS) = make_float2(acc.sum(2), acc.sum(3));
+      *reinterpret_cast<float2*>(out + g * P::kRowS) =
+          make_float2(acc[0].sum(0) + acc[1].sum(0), acc[0].sum(1) + acc[1].sum(1));
+      *reinterpret_cast<float2*>(out + (g + 8) * P::kRowS) =
+          make_float2(acc[0].sum(2) + acc[1].sum(2), acc[0].sum(3) + acc[1].sum(3));
     }
     __syncthreads();
 
@@ -388,7 +399,8 @@ __global__ void __launch_bounds__(kThreads)
   if (rows.out >= 0) {
     for (int i = tid; i < K * kValueTile; i += kThreads) {
       const int d = p.v_first ? i % K : i / kValueTile, ee = p.v_first ? i / K : i % kValueTile;
-      p.s_out[state_offset(p.v_first, p.so_sn, p.so_sh, p.so_sr, rows.out, hv, d, e0 + ee)] = S[d * P::kRowS + ee];
+      const int64_t at = state_offset(p.v_first, p.so_sn, p.so_sh, p.so_sr, rows.out, hv, d, e0 + ee);
+      p.s_out[at] = S[d * P::kRowS + ee];
     }
   }
 }

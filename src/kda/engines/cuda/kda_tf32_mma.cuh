@@ -46,11 +46,12 @@ __device__ __forceinline__ void mma_tf32(float (&c)[4], const uint32_t (&a)[4], 
       : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
 }
 
-// The fp32 operands of one k-step, split; 3xTF32 accumulation into hh (the big term) and lo (both
-// correction terms, kept apart so the big chain is not lengthened).
+// 3xTF32 accumulation of fp32 operands, split per k-step: the big term into hh, each correction
+// term into its own accumulator, so the dependent mma chain is one per k-step, not three.
 struct Tf32x3Acc {
   float hh[4] = {0.f, 0.f, 0.f, 0.f};
-  float lo[4] = {0.f, 0.f, 0.f, 0.f};
+  float lh[4] = {0.f, 0.f, 0.f, 0.f};  // alo bhi
+  float hl[4] = {0.f, 0.f, 0.f, 0.f};  // ahi blo
   __device__ __forceinline__ void mma(const float (&a)[4], const float (&b)[2]) {
     uint32_t ah[4], al[4], bh[2], bl[2];
 #pragma unroll
@@ -65,11 +66,11 @@ struct Tf32x3Acc {
       bh[i] = s.hi;
       bl[i] = s.lo;
     }
-    mma_tf32(lo, al, bh);
-    mma_tf32(lo, ah, bl);
+    mma_tf32(lh, al, bh);
+    mma_tf32(hl, ah, bl);
     mma_tf32(hh, ah, bh);
   }
-  __device__ __forceinline__ float sum(int i) const { return hh[i] + lo[i]; }
+  __device__ __forceinline__ float sum(int i) const { return hh[i] + (lh[i] + hl[i]); }
 };
 
 }  // namespace groupattn::kda_cuda
