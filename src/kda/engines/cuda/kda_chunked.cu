@@ -226,6 +226,7 @@ __global__ void __launch_bounds__(kThreads)
 // 32; S and D are read as B (row t, column g) -> stride 24 (t * 24 + g spans the 32 banks).
 template <int K>
 struct StatePlan {
+  static constexpr int kQuarters = 4;  // phase 1 splits K over 4 warps per product
   static constexpr int kRowWQ = K + 4;  // W, Qt row stride
   static constexpr int kRowKh = K + 8;  // Kh row stride
   static constexpr int kRowS = 24;      // S [K][16], D and the partial products [16][16]
@@ -239,18 +240,21 @@ struct StatePlan {
   static constexpr int kStage = kEc + K;
   // After the two stages.
   static constexpr int kS = 2 * kStage;
-  static constexpr int kP = kS + K * kRowS;  // partial W S and Qt S [2 products][2 K-halves][16][24]
-  static constexpr int kD = kP + 4 * kChunk * kRowS;
+  static constexpr int kP = kS + K * kRowS;  // partial W S and Qt S [2 products][4 K-quarters][16][24]
+  static constexpr int kD = kP + 2 * kQuarters * kChunk * kRowS;
   static constexpr int kFloats = kD + kChunk * kRowS;
   static constexpr int kBytes = kFloats * static_cast<int>(sizeof(float));
-  // The S update: (K / 16) x 2 output tiles of m16n8 over the warps.
+  // The S update: (K / 16) x 2 output tiles of m16n8, a warp taking kTilesPerWarp column tiles of
+  // one 16-row tile (so they share its A fragments).
   static constexpr int kTilesPerWarp = K / 16 * 2 / kWarps;
   static_assert(kStage % 4 == 0 && kRowWQ % 4 == 0 && kRowKh % 4 == 0 && kU % 4 == 0 && kA % 4 == 0 &&
                     kEc % 4 == 0,
                 "16-byte cp.async destinations");
   static_assert(kRowWQ % 32 == 4 && kRowKh % 32 == 8, "conflict-free fragment loads");
-  static_assert(kTilesPerWarp >= 1 && K / 16 * 2 % kWarps == 0, "S-update tiles split evenly over the warps");
-  static_assert(kWarps == 8, "phase 1: 2 products x 2 column tiles x 2 K-halves, one warp each");
+  static_assert((kTilesPerWarp == 1 || kTilesPerWarp == 2) && K / 16 * 2 % kWarps == 0,
+                "S-update tiles split evenly over the warps, within one 16-row tile");
+  static_assert(kWarps == 2 * kQuarters, "phase 1: 2 products x 4 K-quarters, one warp each");
+  static_assert(K / kQuarters % 8 == 0, "whole k-steps per quarter");
   static_assert(kValueTile == 16, "two n8 column tiles per CTA");
 };
 
@@ -336,30 +340,41 @@ __global__ void __launch_bounds__(kThreads)
     // The other stage was last read before the previous chunk's final barrier.
     if (j + 1 < nc) load_stage<K>(smem + ((j + 1) & 1) * P::kStage, block_of(j + 1), l, p.V, e0, tid);
 
-    {  // Phase 1: warp = (product, column tile, K-half).
-      const int prod = warp / 4, nt = warp / 2 % 2, kh = warp % 2;
+    {  // Phase 1: warp = (product, K-quarter), both 8-column tiles (sharing the A fragments).
+      const int prod = warp / P::kQuarters, kq = warp % P::kQuarters;
       const float* A = st + (prod == 0 ? P::kW : P::kQt);
-      Tf32x3Acc acc[2];  // even and odd k-steps: two independent chains
+      Tf32x3Acc acc[2];
 #pragma unroll
-      for (int kk = 0; kk < K / 2; kk += 8) {
-        const int k0 = kh * (K / 2) + kk;
+      for (int kk = 0; kk < K / P::kQuarters; kk += 8) {
+        const int k0 = kq * (K / P::kQuarters) + kk;
         const float a[4] = {A[g * P::kRowWQ + k0 + t], A[(g + 8) * P::kRowWQ + k0 + t],
                             A[g * P::kRowWQ + k0 + t + 4], A[(g + 8) * P::kRowWQ + k0 + t + 4]};
-        const float b[2] = {S[(k0 + t) * P::kRowS + nt * 8 + g], S[(k0 + t + 4) * P::kRowS + nt * 8 + g]};
-        acc[kk / 8 % 2].mma(a, b);
+        const Tf32Split<4> as = split_fragment(a);
+#pragma unroll
+        for (int nt = 0; nt < 2; ++nt) {
+          const float b[2] = {S[(k0 + t) * P::kRowS + nt * 8 + g], S[(k0 + t + 4) * P::kRowS + nt * 8 + g]};
+          acc[nt].mma(as, split_fragment(b));
+        }
       }
-      float* out = Pp + (prod * 2 + kh) * kChunk * P::kRowS + nt * 8 + 2 * t;
-      *reinterpret_cast<float2*>(out + g * P::kRowS) =
-          make_float2(acc[0].sum(0) + acc[1].sum(0), acc[0].sum(1) + acc[1].sum(1));
-      *reinterpret_cast<float2*>(out + (g + 8) * P::kRowS) =
-          make_float2(acc[0].sum(2) + acc[1].sum(2), acc[0].sum(3) + acc[1].sum(3));
+      float* out = Pp + (prod * P::kQuarters + kq) * kChunk * P::kRowS + 2 * t;
+#pragma unroll
+      for (int nt = 0; nt < 2; ++nt) {
+        *reinterpret_cast<float2*>(out + g * P::kRowS + nt * 8) = make_float2(acc[nt].sum(0), acc[nt].sum(1));
+        *reinterpret_cast<float2*>(out + (g + 8) * P::kRowS + nt * 8) =
+            make_float2(acc[nt].sum(2), acc[nt].sum(3));
+      }
     }
     __syncthreads();
 
     // Phase 2: D = U - W S (the true writes beta_r r_r of the chunk), then the output row.
-    const int at = r * P::kRowS + e, half = kChunk * P::kRowS;
-    const float qs = Pp[2 * half + at] + Pp[3 * half + at];
-    D[at] = st[P::kU + r * kValueTile + e] - (Pp[at] + Pp[half + at]);
+    const int at = r * P::kRowS + e, part = kChunk * P::kRowS;
+    float ws = 0.f, qs = 0.f;
+#pragma unroll
+    for (int kq = 0; kq < P::kQuarters; ++kq) {
+      ws += Pp[kq * part + at];
+      qs += Pp[(P::kQuarters + kq) * part + at];
+    }
+    D[at] = st[P::kU + r * kValueTile + e] - ws;
     __syncthreads();
     {
       float o = qs;
@@ -370,28 +385,39 @@ __global__ void __launch_bounds__(kThreads)
     }
 
     // Phase 3: S <- Diag(exp(Gamma_C)) S + Kh^T D on this warp's tiles (A = Kh^T: A[d][r] = Kh[r][d]).
-#pragma unroll
-    for (int jj = 0; jj < P::kTilesPerWarp; ++jj) {
-      const int i = warp * P::kTilesPerWarp + jj, m0 = i / 2 * 16, nt = i % 2;
+    {
+      const int i0 = warp * P::kTilesPerWarp, m0 = i0 / 2 * 16;  // first tile; all share rows m0..
       const float* kh = st + P::kKh;
-      Tf32x3Acc acc;
       const float ea = st[P::kEc + m0 + g], eb = st[P::kEc + m0 + g + 8];
-      acc.hh[0] = ea * s[jj][0];
-      acc.hh[1] = ea * s[jj][1];
-      acc.hh[2] = eb * s[jj][2];
-      acc.hh[3] = eb * s[jj][3];
+      Tf32x3Acc acc[P::kTilesPerWarp];
+#pragma unroll
+      for (int jj = 0; jj < P::kTilesPerWarp; ++jj) {
+        acc[jj].hh[0] = ea * s[jj][0];
+        acc[jj].hh[1] = ea * s[jj][1];
+        acc[jj].hh[2] = eb * s[jj][2];
+        acc[jj].hh[3] = eb * s[jj][3];
+      }
 #pragma unroll
       for (int k0 = 0; k0 < kChunk; k0 += 8) {
         const float a[4] = {kh[(k0 + t) * P::kRowKh + m0 + g], kh[(k0 + t) * P::kRowKh + m0 + g + 8],
                             kh[(k0 + t + 4) * P::kRowKh + m0 + g], kh[(k0 + t + 4) * P::kRowKh + m0 + g + 8]};
-        const float b[2] = {D[(k0 + t) * P::kRowS + nt * 8 + g], D[(k0 + t + 4) * P::kRowS + nt * 8 + g]};
-        acc.mma(a, b);
+        const Tf32Split<4> as = split_fragment(a);
+#pragma unroll
+        for (int jj = 0; jj < P::kTilesPerWarp; ++jj) {
+          const int nt = (i0 + jj) % 2;
+          const float b[2] = {D[(k0 + t) * P::kRowS + nt * 8 + g], D[(k0 + t + 4) * P::kRowS + nt * 8 + g]};
+          acc[jj].mma(as, split_fragment(b));
+        }
       }
 #pragma unroll
-      for (int q = 0; q < 4; ++q) s[jj][q] = acc.sum(q);
-      float* srow = S + (m0 + g) * P::kRowS + nt * 8 + 2 * t;
-      *reinterpret_cast<float2*>(srow) = make_float2(s[jj][0], s[jj][1]);
-      *reinterpret_cast<float2*>(srow + 8 * P::kRowS) = make_float2(s[jj][2], s[jj][3]);
+      for (int jj = 0; jj < P::kTilesPerWarp; ++jj) {
+        const int nt = (i0 + jj) % 2;
+#pragma unroll
+        for (int q = 0; q < 4; ++q) s[jj][q] = acc[jj].sum(q);
+        float* srow = S + (m0 + g) * P::kRowS + nt * 8 + 2 * t;
+        *reinterpret_cast<float2*>(srow) = make_float2(s[jj][0], s[jj][1]);
+        *reinterpret_cast<float2*>(srow + 8 * P::kRowS) = make_float2(s[jj][2], s[jj][3]);
+      }
     }
     cp_async_wait_all();
     __syncthreads();  // next stage landed; S, D and the partials may be reused

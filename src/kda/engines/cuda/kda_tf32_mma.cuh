@@ -46,29 +46,34 @@ __device__ __forceinline__ void mma_tf32(float (&c)[4], const uint32_t (&a)[4], 
       : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
 }
 
-// 3xTF32 accumulation of fp32 operands, split per k-step: the big term into hh, each correction
-// term into its own accumulator, so the dependent mma chain is one per k-step, not three.
+// An A (4 values) or B (2 values) fragment split into tf32 high and low parts once, for reuse by
+// every tile that shares it.
+template <int N>
+struct Tf32Split {
+  uint32_t hi[N], lo[N];
+};
+template <int N>
+__device__ __forceinline__ Tf32Split<N> split_fragment(const float (&x)[N]) {
+  Tf32Split<N> f;
+#pragma unroll
+  for (int i = 0; i < N; ++i) {
+    const Tf32Pair s = split_tf32(x[i]);
+    f.hi[i] = s.hi;
+    f.lo[i] = s.lo;
+  }
+  return f;
+}
+
+// 3xTF32 accumulation: the big term into hh, each correction term into its own accumulator, so the
+// dependent mma chain is one per k-step, not three.
 struct Tf32x3Acc {
   float hh[4] = {0.f, 0.f, 0.f, 0.f};
   float lh[4] = {0.f, 0.f, 0.f, 0.f};  // alo bhi
   float hl[4] = {0.f, 0.f, 0.f, 0.f};  // ahi blo
-  __device__ __forceinline__ void mma(const float (&a)[4], const float (&b)[2]) {
-    uint32_t ah[4], al[4], bh[2], bl[2];
-#pragma unroll
-    for (int i = 0; i < 4; ++i) {
-      const Tf32Pair s = split_tf32(a[i]);
-      ah[i] = s.hi;
-      al[i] = s.lo;
-    }
-#pragma unroll
-    for (int i = 0; i < 2; ++i) {
-      const Tf32Pair s = split_tf32(b[i]);
-      bh[i] = s.hi;
-      bl[i] = s.lo;
-    }
-    mma_tf32(lh, al, bh);
-    mma_tf32(hl, ah, bl);
-    mma_tf32(hh, ah, bh);
+  __device__ __forceinline__ void mma(const Tf32Split<4>& a, const Tf32Split<2>& b) {
+    mma_tf32(lh, a.lo, b.hi);
+    mma_tf32(hl, a.hi, b.lo);
+    mma_tf32(hh, a.hi, b.hi);
   }
   __device__ __forceinline__ float sum(int i) const { return hh[i] + (lh[i] + hl[i]); }
 };
