@@ -384,9 +384,14 @@ __global__ void __launch_bounds__(kThreads)
     D[at] = st[P::kU + r * kValueTile + e] - ws;
     __syncthreads();
     {
-      float o = qs;
+      // O = Qt S + Aqk D, rows k <= r of D (predicated, fully unrolled), as 4 chains of <= 4 FMAs.
       const float* arow = st + P::kA + r * kChunk;
-      for (int k = 0; k <= r; ++k) o += arow[k] * D[k * P::kRowS + e];
+      float chain[4] = {qs, 0.f, 0.f, 0.f};
+#pragma unroll
+      for (int k = 0; k < kChunk; ++k) {
+        if (k <= r) chain[k % 4] += arow[k] * D[k * P::kRowS + e];
+      }
+      const float o = (chain[0] + chain[1]) + (chain[2] + chain[3]);
       const int64_t tok = j * kChunk + r;  // token inside the sequence
       if (tok < sq.len) ob[(sq.bos + tok) * p.o_st + e0 + e] = from_float<T>(o + bad);
     }
