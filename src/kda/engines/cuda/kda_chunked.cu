@@ -61,6 +61,32 @@ __global__ void kda_chunk_map_kernel(const DeviceParams p, int64_t* chunk_offset
   chunk_offsets[p.N] = acc;
 }
 
+// Precision of the state pass's tensor-core products: 1 = plain tf32 operands (default; simulated
+// relative RMS error ~3e-4..5e-4 vs the fp64 recurrence on output and state, weak decays and a
+// learned state included, against the 5e-3 budget), 3 = 3xTF32 (about fp32: ~2e-7).
+// With 1, every mma operand is rounded to tf32 (cvt.rna, NaN-safe) once where it is produced: W, Qt
+// and Kh by the prep (instead of by each of the V / 16 state-pass CTAs at every step), the shared
+// mirrors of S and D by the state pass's phases that write them; the fragment loads then pass the
+// bits straight to mma.sync (the numerics are those of rounding at load, with no work there).
+constexpr int kTf32Passes = 1;
+using Acc = Tf32Acc<kTf32Passes>;
+
+// The value an mma operand is stored as: tf32-rounded with plain tf32, fp32 with 3xTF32.
+__device__ __forceinline__ float mma_operand(float x) {
+  if constexpr (kTf32Passes == 1) return __uint_as_float(to_tf32(x));
+  return x;
+}
+// A fragment of stored operands (see mma_operand) as mma.sync registers: as-is with plain tf32 (already
+// rounded), split into tf32 high and low parts with 3xTF32.
+template <int N>
+__device__ __forceinline__ Tf32Split<N> fragment(const float (&x)[N]) {
+  if constexpr (kTf32Passes == 3) return split_fragment<3>(x);
+  Tf32Split<N> f;
+#pragma unroll
+  for (int i = 0; i < N; ++i) f.hi[i] = __float_as_uint(x[i]), f.lo[i] = 0u;
+  return f;
+}
+
 // 5 CTAs per SM (44 KiB of shared memory each at K = 128): at most 51 registers.
 constexpr int kPrepMinBlocks = 5;
 
@@ -204,9 +230,9 @@ __global__ void __launch_bounds__(kThreads, kPrepMinBlocks)
   for (int i = tid; i < kChunk * K; i += kThreads) {
     const int r = i / K, d = i % K;
     const float gr = G[r][d], er = exp2f(gr * kLog2e);
-    blk[l.qt + i] = p.scale * qs[r][d] * er;
+    blk[l.qt + i] = mma_operand(p.scale * qs[r][d] * er);
     // padded rows keep Gamma, so Gamma_15 = Gamma_C
-    blk[l.kh + i] = ks[r][d] * exp2f((G[kChunk - 1][d] - gr) * kLog2e);
+    blk[l.kh + i] = mma_operand(ks[r][d] * exp2f((G[kChunk - 1][d] - gr) * kLog2e));
     ks[r][d] = bs[r] * ks[r][d] * er;  // Diag(beta) K~, in place (own element only)
   }
   if (tid < K) blk[l.ec + tid] = exp2f(G[kChunk - 1][tid] * kLog2e);
@@ -228,17 +254,11 @@ __global__ void __launch_bounds__(kThreads, kPrepMinBlocks)
       float acc = 0.f;
 #pragma unroll
       for (int m = 0; m <= r; ++m) acc += Tm[r][m] * x[m];
-      dst[r * stride] = acc;
+      dst[r * stride] = is_w ? mma_operand(acc) : acc;  // W is an mma operand, U is not
     }
   }
 }
 
-// Precision of the state pass's tensor-core products: 3 = 3xTF32 (about fp32: simulated relative RMS
-// error vs the fp64 recurrence ~2e-7 on output and state, as plain fp32), 1 = plain tf32 operands
-// (simulated ~3e-4 on output and state, weak decays and a learned state included; a third of the
-// mma and split work). 3 until the GPU tier has measured 1.
-constexpr int kTf32Passes = 3;
-using Acc = Tf32Acc<kTf32Passes>;
 
 // Shared-memory plan of the state pass for head dim K (floats; every tile 16-byte aligned for cp.async).
 // Row strides are padded so the mma fragment loads hit 32 distinct banks: W / Qt rows are read as A
@@ -261,8 +281,9 @@ struct StatePlan {
   // After the two stages.
   static constexpr int kS = 2 * kStage;
   static constexpr int kP = kS + K * kRowS;  // partial W S and Qt S [2 products][4 K-quarters][16][24]
-  static constexpr int kD = kP + 2 * kQuarters * kChunk * kRowS;
-  static constexpr int kFloats = kD + kChunk * kRowS;
+  static constexpr int kD = kP + 2 * kQuarters * kChunk * kRowS;  // D (fp32, for the output rows)
+  static constexpr int kDm = kD + kChunk * kRowS;                     // D as an mma operand
+  static constexpr int kFloats = kDm + kChunk * kRowS;
   static constexpr int kBytes = kFloats * static_cast<int>(sizeof(float));
   // The S update: (K / 16) x 2 output tiles of m16n8, a warp taking kTilesPerWarp column tiles of
   // one 16-row tile (so they share its A fragments).
@@ -279,17 +300,22 @@ struct StatePlan {
 };
 
 // Issues the cp.async copies of chunk block `blk` (this CTA's V columns e0..e0+15) into `stage`.
+// Each thread's pieces are fixed by tid and compile-time counts (no division, no per-copy 64-bit
+// block arithmetic): K / 32 pieces of each of W, Qt, Kh for K = 128 (2 x 3), 1 x 3 for K = 64.
 template <int K>
 __device__ __forceinline__ void load_stage(float* stage, const float* blk, const ChunkLayout& l, int V,
                                            int e0, int tid) {
   using P = StatePlan<K>;
-  constexpr int kQuads = K / 4;  // 16-byte pieces per row of W / Qt / Kh
-  for (int i = tid; i < 3 * kChunk * kQuads; i += kThreads) {
-    const int which = i / (kChunk * kQuads), rem = i % (kChunk * kQuads);
-    const int r = rem / kQuads, c4 = rem % kQuads * 4;
-    if (which == 0) cp_async16(stage + P::kW + r * P::kRowWQ + c4, blk + l.w + r * K + c4);
-    if (which == 1) cp_async16(stage + P::kQt + r * P::kRowWQ + c4, blk + l.qt + r * K + c4);
-    if (which == 2) cp_async16(stage + P::kKh + r * P::kRowKh + c4, blk + l.kh + r * K + c4);
+  constexpr int kQuads = K / 4;           // 16-byte pieces per row of W / Qt / Kh
+  constexpr int kPieces = kChunk * kQuads;  // per matrix
+  static_assert(kPieces % kThreads == 0, "whole pieces per thread");
+  const float *w = blk + l.w, *qt = blk + l.qt, *kh = blk + l.kh;
+#pragma unroll
+  for (int it = 0; it < kPieces / kThreads; ++it) {
+    const int i = tid + it * kThreads, r = i / kQuads, c4 = i % kQuads * 4;
+    cp_async16(stage + P::kW + r * P::kRowWQ + c4, w + r * K + c4);
+    cp_async16(stage + P::kQt + r * P::kRowWQ + c4, qt + r * K + c4);
+    cp_async16(stage + P::kKh + r * P::kRowKh + c4, kh + r * K + c4);
   }
   static_assert(kThreads >= 2 * kChunk * kChunk / 4 + kQuads, "one small copy per thread");
   if (tid < kChunk * kValueTile / 4) {  // U [r][e0 + c4 .. + 3]
@@ -317,9 +343,13 @@ __global__ void __launch_bounds__(kThreads)
     kda_chunk_state_kernel(const DeviceParams p, const int64_t* chunk_offsets, const float* blocks, const ChunkLayout l) {
   using P = StatePlan<K>;
   extern __shared__ __align__(16) float smem[];
-  const int64_t n = blockIdx.x;
+  // blockIdx.x = sequence * (V / 16) + V-tile: the V / 16 CTAs of one (sequence, value head) are
+  // adjacent in launch order, so they run together and read each chunk block from L2 once it has
+  // come from HBM for the first of them (sequence-major order left them in different waves).
+  const int tiles = p.V / kValueTile;
+  const int64_t n = blockIdx.x / tiles;
   const int hv = static_cast<int>(blockIdx.y);
-  const int e0 = static_cast<int>(blockIdx.z) * kValueTile;
+  const int e0 = static_cast<int>(blockIdx.x % tiles) * kValueTile;
   const int tid = static_cast<int>(threadIdx.x), warp = tid / kWarp, lane = tid % kWarp;
   const int g = lane / 4, t = lane % 4;                  // mma fragment coordinates
   const int r = tid / kValueTile, e = tid % kValueTile;  // phase 2: this thread's (row, column)
@@ -329,10 +359,12 @@ __global__ void __launch_bounds__(kThreads)
   float* S = smem + P::kS;
   float* Pp = smem + P::kP;
   float* D = smem + P::kD;
+  float* Dm = smem + P::kDm;
 
   const int64_t c0 = chunk_offsets[n], nc = chunk_offsets[n + 1] - c0;
-  auto block_of = [&](int64_t j) { return blocks + ((c0 + j) * p.HV + hv) * l.block_floats; };
-  if (nc > 0) load_stage<K>(smem, block_of(0), l, p.V, e0, tid);
+  const int64_t block_step = static_cast<int64_t>(p.HV) * l.block_floats;  // chunk c -> c + 1
+  const float* next_block = blocks + (c0 * p.HV + hv) * l.block_floats;   // chunk j + 1's, in the loop
+  if (nc > 0) load_stage<K>(smem, next_block, l, p.V, e0, tid);
   for (int i = tid; i < K * kValueTile; i += kThreads) {
     // V-first rows are K-contiguous: d fastest; K-first rows are V-contiguous: column fastest.
     const int d = p.v_first ? i % K : i / kValueTile, ee = p.v_first ? i / K : i % kValueTile;
@@ -353,12 +385,25 @@ __global__ void __launch_bounds__(kThreads)
     s[jj][2] = S[(d + 8) * P::kRowS + c];
     s[jj][3] = S[(d + 8) * P::kRowS + c + 1];
   }
+  __syncthreads();  // every warp has its fp32 tiles; the mirror becomes the stored mma operand
+#pragma unroll
+  for (int jj = 0; jj < P::kTilesPerWarp; ++jj) {
+    const int i = warp * P::kTilesPerWarp + jj, d = i / 2 * 16 + g, c = i % 2 * 8 + 2 * t;
+    S[d * P::kRowS + c] = mma_operand(s[jj][0]);
+    S[d * P::kRowS + c + 1] = mma_operand(s[jj][1]);
+    S[(d + 8) * P::kRowS + c] = mma_operand(s[jj][2]);
+    S[(d + 8) * P::kRowS + c + 1] = mma_operand(s[jj][3]);
+  }
+  __syncthreads();
 
   T* ob = static_cast<T*>(p.out) + sq.batch * p.o_sb + hv * p.o_sh;
   for (int64_t j = 0; j < nc; ++j) {
     const float* st = smem + (j & 1) * P::kStage;
     // The other stage was last read before the previous chunk's final barrier.
-    if (j + 1 < nc) load_stage<K>(smem + ((j + 1) & 1) * P::kStage, block_of(j + 1), l, p.V, e0, tid);
+    if (j + 1 < nc) {
+      next_block += block_step;
+      load_stage<K>(smem + ((j + 1) & 1) * P::kStage, next_block, l, p.V, e0, tid);
+    }
 
     {  // Phase 1: warp = (product, K-quarter), both 8-column tiles (sharing the A fragments).
       const int prod = warp / P::kQuarters, kq = warp % P::kQuarters;
@@ -369,11 +414,11 @@ __global__ void __launch_bounds__(kThreads)
         const int k0 = kq * (K / P::kQuarters) + kk;
         const float a[4] = {A[g * P::kRowWQ + k0 + t], A[(g + 8) * P::kRowWQ + k0 + t],
                             A[g * P::kRowWQ + k0 + t + 4], A[(g + 8) * P::kRowWQ + k0 + t + 4]};
-        const Tf32Split<4> as = split_fragment<kTf32Passes>(a);
+        const Tf32Split<4> as = fragment(a);
 #pragma unroll
         for (int nt = 0; nt < 2; ++nt) {
           const float b[2] = {S[(k0 + t) * P::kRowS + nt * 8 + g], S[(k0 + t + 4) * P::kRowS + nt * 8 + g]};
-          acc[nt].mma(as, split_fragment<kTf32Passes>(b));
+          acc[nt].mma(as, fragment(b));
         }
       }
       float* out = Pp + (prod * P::kQuarters + kq) * kChunk * P::kRowS + 2 * t;
@@ -394,7 +439,9 @@ __global__ void __launch_bounds__(kThreads)
       ws += Pp[kq * part + at];
       qs += Pp[(P::kQuarters + kq) * part + at];
     }
-    D[at] = st[P::kU + r * kValueTile + e] - ws;
+    const float dv = st[P::kU + r * kValueTile + e] - ws;
+    D[at] = dv;
+    Dm[at] = mma_operand(dv);
     __syncthreads();
     {
       // O = Qt S + Aqk D, rows k <= r of D (predicated, fully unrolled), as 4 chains of <= 4 FMAs.
@@ -426,12 +473,12 @@ __global__ void __launch_bounds__(kThreads)
       for (int k0 = 0; k0 < kChunk; k0 += 8) {
         const float a[4] = {kh[(k0 + t) * P::kRowKh + m0 + g], kh[(k0 + t) * P::kRowKh + m0 + g + 8],
                             kh[(k0 + t + 4) * P::kRowKh + m0 + g], kh[(k0 + t + 4) * P::kRowKh + m0 + g + 8]};
-        const Tf32Split<4> as = split_fragment<kTf32Passes>(a);
+        const Tf32Split<4> as = fragment(a);
 #pragma unroll
         for (int jj = 0; jj < P::kTilesPerWarp; ++jj) {
           const int nt = (i0 + jj) % 2;
-          const float b[2] = {D[(k0 + t) * P::kRowS + nt * 8 + g], D[(k0 + t + 4) * P::kRowS + nt * 8 + g]};
-          acc[jj].mma(as, split_fragment<kTf32Passes>(b));
+          const float b[2] = {Dm[(k0 + t) * P::kRowS + nt * 8 + g], Dm[(k0 + t + 4) * P::kRowS + nt * 8 + g]};
+          acc[jj].mma(as, fragment(b));
         }
       }
 #pragma unroll
@@ -440,14 +487,25 @@ __global__ void __launch_bounds__(kThreads)
 #pragma unroll
         for (int q = 0; q < 4; ++q) s[jj][q] = acc[jj].sum(q);
         float* srow = S + (m0 + g) * P::kRowS + nt * 8 + 2 * t;
-        *reinterpret_cast<float2*>(srow) = make_float2(s[jj][0], s[jj][1]);
-        *reinterpret_cast<float2*>(srow + 8 * P::kRowS) = make_float2(s[jj][2], s[jj][3]);
+        *reinterpret_cast<float2*>(srow) = make_float2(mma_operand(s[jj][0]), mma_operand(s[jj][1]));
+        *reinterpret_cast<float2*>(srow + 8 * P::kRowS) = make_float2(mma_operand(s[jj][2]), mma_operand(s[jj][3]));
       }
     }
     cp_async_wait_all();
     __syncthreads();  // next stage landed; S, D and the partials may be reused
   }
   if (rows.out >= 0) {
+    // The mirror holds the stored mma operands: the fp32 state comes from the register tiles (the
+    // loop's last barrier ended every read of the mirror).
+#pragma unroll
+    for (int jj = 0; jj < P::kTilesPerWarp; ++jj) {
+      const int i = warp * P::kTilesPerWarp + jj, d = i / 2 * 16 + g, c = i % 2 * 8 + 2 * t;
+      S[d * P::kRowS + c] = s[jj][0];
+      S[d * P::kRowS + c + 1] = s[jj][1];
+      S[(d + 8) * P::kRowS + c] = s[jj][2];
+      S[(d + 8) * P::kRowS + c + 1] = s[jj][3];
+    }
+    __syncthreads();
     for (int i = tid; i < K * kValueTile; i += kThreads) {
       const int d = p.v_first ? i % K : i / kValueTile, ee = p.v_first ? i / K : i % kValueTile;
       const int64_t at = state_offset(p.v_first, p.so_sn, p.so_sh, p.so_sr, rows.out, hv, d, e0 + ee);
@@ -469,7 +527,8 @@ Status launch_chunked_t(const DeviceParams& p, void* workspace, const ChunkLayou
   }
   constexpr auto state_kernel = kda_chunk_state_kernel<T, K>;
   GA_RETURN_IF_ERROR(cuda::set_max_dynamic_smem_once<state_kernel>(StatePlan<K>::kBytes));
-  const dim3 grid(static_cast<unsigned>(p.N), static_cast<unsigned>(p.HV), static_cast<unsigned>(p.V / kValueTile));
+  // x = sequence * (V / 16) + V-tile (the engine declines N * V / 16 >= 2^31).
+  const dim3 grid(static_cast<unsigned>(p.N * (p.V / kValueTile)), static_cast<unsigned>(p.HV));
   state_kernel<<<grid, kThreads, StatePlan<K>::kBytes, stream>>>(p, offsets, blocks, l);
   return cuda::last_launch_status("kda_chunk_state_kernel");
 }
