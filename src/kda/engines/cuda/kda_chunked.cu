@@ -12,9 +12,10 @@
 //     overflow it); Tm = (I + L)^-1 by forward substitution; W = Tm Diag(beta) (k exp(Gamma)),
 //     U = Tm Diag(beta) V, Kh = k exp(Gamma_C - Gamma), Qt = scale q exp(Gamma), exp(Gamma_C).
 //     A partial last chunk is padded with k = q = v = beta = g = 0, which leaves every real row exact.
-//  3. state pass, grid (sequence, value head, V-tile of 16), sequential over the sequence's chunks:
+//  3. state pass, grid (sequence x V-tile of 16, value head), sequential over the sequence's chunks:
 //     D = U - W S;  O = Qt S + Aqk D;  S <- Diag(exp(Gamma_C)) S + Kh^T D, the products on tensor
-//     cores in 3xTF32 (about fp32 accuracy; kda_tf32_mma.cuh), S in fp32 registers, and the next
+//     cores with tf32 operands rounded once where they are produced (kTf32Passes: 1 = plain tf32,
+//     the default; 3 = 3xTF32, about fp32; kda_tf32_mma.cuh), S in fp32 registers, and the next
 //     chunk's block prefetched into a second shared-memory stage (cp.async) during each step.
 // The state pass is one serial chain per (sequence, value head, V-tile): few heads and long
 // sequences leave SMs idle (splitting it is a later step, issue 4).
@@ -73,18 +74,24 @@ using Acc = Tf32Acc<kTf32Passes>;
 
 // The value an mma operand is stored as: tf32-rounded with plain tf32, fp32 with 3xTF32.
 __device__ __forceinline__ float mma_operand(float x) {
-  if constexpr (kTf32Passes == 1) return __uint_as_float(to_tf32(x));
-  return x;
+  if constexpr (kTf32Passes == 1) {
+    return __uint_as_float(to_tf32(x));
+  } else {
+    return x;
+  }
 }
 // A fragment of stored operands (see mma_operand) as mma.sync registers: as-is with plain tf32 (already
 // rounded), split into tf32 high and low parts with 3xTF32.
 template <int N>
 __device__ __forceinline__ Tf32Split<N> fragment(const float (&x)[N]) {
-  if constexpr (kTf32Passes == 3) return split_fragment<3>(x);
-  Tf32Split<N> f;
+  if constexpr (kTf32Passes == 3) {
+    return split_fragment<3>(x);
+  } else {
+    Tf32Split<N> f;
 #pragma unroll
-  for (int i = 0; i < N; ++i) f.hi[i] = __float_as_uint(x[i]), f.lo[i] = 0u;
-  return f;
+    for (int i = 0; i < N; ++i) f.hi[i] = __float_as_uint(x[i]), f.lo[i] = 0u;
+    return f;
+  }
 }
 
 // 5 CTAs per SM (44 KiB of shared memory each at K = 128): at most 51 registers.
