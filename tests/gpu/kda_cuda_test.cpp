@@ -240,6 +240,23 @@ TEST_F(KdaCuda, LongSequenceFewHeads) {
   check_run(r, KdaCudaPath::kAuto);
 }
 
+// Many (sequence, value head) pairs: N * HV * V / 16 is above twice the SM count of any current GPU
+// (768 and 384 CTAs of 16 columns), so the chunked state pass runs its 32-column V-tiles (two
+// phase-2 columns per thread, four n8 tiles per product); both head dims, both state layouts, a
+// partial last chunk, and a shuffled pool in place.
+TEST_F(KdaCuda, ChunkedWideValueTiles) {
+  for (auto [K, V] : {std::pair<int64_t, int64_t>{128, 128}, {64, 64}}) {
+    for (KdaStateLayout layout : {KdaStateLayout::kVFirst, KdaStateLayout::kKFirst}) {
+      KdaRun r;
+      r.c = base_case();
+      r.c.B = 12, r.c.T = 70, r.c.H = 4, r.c.HV = 8, r.c.K = K, r.c.V = V;
+      r.c.layout = layout;
+      r.setup(70 + static_cast<uint64_t>(K), layout == KdaStateLayout::kKFirst ? 3 : -1);
+      check_run(r, KdaCudaPath::kChunked, " wide V-tiles");
+    }
+  }
+}
+
 // The chunked state pass over many chunks (its next-chunk prefetch alternates two stages, and the
 // state stays in registers across chunks): weak decays, so errors in the carried state are not
 // washed out; lengths not multiples of 16; varlen with empty sequences on a K-first pool in place;
