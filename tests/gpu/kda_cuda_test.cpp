@@ -240,6 +240,80 @@ TEST_F(KdaCuda, LongSequenceFewHeads) {
   check_run(r, KdaCudaPath::kAuto);
 }
 
+// Many (sequence, value head) pairs: N * HV * V / 16 is above twice the SM count of any current GPU
+// (768 and 384 CTAs of 16 columns), so the chunked state pass runs its 32-column V-tiles (two
+// phase-2 columns per thread, four n8 tiles per product); both head dims, both state layouts, a
+// partial last chunk, and a shuffled pool in place.
+TEST_F(KdaCuda, ChunkedWideValueTiles) {
+  for (auto [K, V] : {std::pair<int64_t, int64_t>{128, 128}, {64, 64}}) {
+    for (KdaStateLayout layout : {KdaStateLayout::kVFirst, KdaStateLayout::kKFirst}) {
+      KdaRun r;
+      r.c = base_case();
+      r.c.B = 12, r.c.T = 70, r.c.H = 4, r.c.HV = 8, r.c.K = K, r.c.V = V;
+      r.c.layout = layout;
+      r.setup(70 + static_cast<uint64_t>(K), layout == KdaStateLayout::kKFirst ? 3 : -1);
+      check_run(r, KdaCudaPath::kChunked, " wide V-tiles");
+    }
+  }
+}
+
+// The chunked state pass over many chunks (its next-chunk prefetch alternates two stages, and the
+// state stays in registers across chunks): weak decays, so errors in the carried state are not
+// washed out; lengths not multiples of 16; varlen with empty sequences on a K-first pool in place;
+// both head-dim tiles; and a repeating (k, v) pattern that the delta rule learns, so D = U - W S
+// is a small difference of large terms (the case that would expose a low-precision W S product).
+TEST_F(KdaCuda, ChunkedLongWeakDecay) {
+  for (auto [K, V] : {std::pair<int64_t, int64_t>{128, 128}, {64, 64}}) {
+    for (KdaStateLayout layout : {KdaStateLayout::kVFirst, KdaStateLayout::kKFirst}) {
+      KdaRun r;
+      r.c = base_case();
+      r.c.gate = KdaGate::kLogDecay;
+      r.c.with_A_log = false, r.c.with_dt_bias = false;
+      r.c.g_lo = -0.02, r.c.g_hi = 0.0;
+      r.c.B = 1, r.c.T = 1237, r.c.H = 1, r.c.HV = 2, r.c.K = K, r.c.V = V;
+      r.c.layout = layout;
+      r.setup(60 + static_cast<uint64_t>(K), -1);
+      check_run(r, KdaCudaPath::kChunked, " weak decay");
+    }
+  }
+  KdaRun v;  // varlen, empty sequences first, between and last; K-first pool updated in place
+  v.c = base_case();
+  v.c.gate = KdaGate::kLogDecay;
+  v.c.with_A_log = false, v.c.with_dt_bias = false;
+  v.c.g_lo = -0.05, v.c.g_hi = 0.0;
+  v.c.B = 1;
+  v.c.cu = {0, 0, 301, 301, 350, 863, 863};
+  v.c.T = v.c.cu.back();
+  v.c.layout = KdaStateLayout::kKFirst;
+  v.setup(62, 2);
+  check_run(v, KdaCudaPath::kChunked, " weak decay pool+2");
+}
+
+TEST_F(KdaCuda, ChunkedLearnedStateCancellation) {
+  for (KdaGate gate : {KdaGate::kLogDecay, KdaGate::kSoftplus}) {
+    KdaRun r;
+    r.c = base_case();
+    r.c.gate = gate;
+    if (gate == KdaGate::kLogDecay) {
+      r.c.with_A_log = false, r.c.with_dt_bias = false;
+      r.c.g_lo = -0.01, r.c.g_hi = 0.0;
+    } else {
+      r.c.g_lo = -12.0, r.c.g_hi = -6.0;  // softplus of very negative inputs: decays near 1
+    }
+    r.c.B = 1, r.c.T = 700, r.c.H = 1, r.c.HV = 2;
+    r.setup(63, -1, false, false);
+    constexpr int64_t kPeriod = 8;  // tokens repeat every kPeriod: the state converges to the pairs
+    for (int64_t t = kPeriod; t < r.c.T; ++t) {
+      for (int64_t d = 0; d < r.c.K; ++d) r.c.k.set({0, t, 0, d}, r.c.k.at({0, t % kPeriod, 0, d}));
+      for (int64_t h = 0; h < r.c.HV; ++h) {
+        for (int64_t e = 0; e < r.c.V; ++e) r.c.v.set({0, t, h, e}, r.c.v.at({0, t % kPeriod, h, e}));
+      }
+    }
+    r.upload();
+    check_run(r, KdaCudaPath::kChunked, " repeating k,v");
+  }
+}
+
 TEST_F(KdaCuda, DecodeOnPoolInPlace) {
   for (KdaStateLayout layout : {KdaStateLayout::kVFirst, KdaStateLayout::kKFirst}) {
     for (int64_t T : {1, 2, 3, 10, 16}) {  // 10 and 16: > 48 KiB of shared memory at K = 128

@@ -154,8 +154,10 @@ class CudaKda final : public KdaEngine {
                           std::to_string(kMaxGridYZ) + ")");
     }
     const int64_t grid_x_max = std::numeric_limits<int32_t>::max();
-    if (s.N > grid_x_max || layout_of(s).max_chunks > grid_x_max) {
-      return NotSupported("kda cuda engine: too many sequences or chunks for one grid (accepted: < 2^31)");
+    // The chunked state pass's grid x is sequence x (V / 16) value tiles.
+    if (s.N * (s.V / kda_cuda::kValueTile) > grid_x_max || layout_of(s).max_chunks > grid_x_max) {
+      return NotSupported(
+          "kda cuda engine: too many sequences or chunks for one grid (accepted: N * V / 16 and chunks < 2^31)");
     }
     return Status::Ok();
   }
