@@ -26,13 +26,18 @@ class Sm90Decode : public ::testing::Test {
   }
 };
 
-const std::vector<std::pair<int64_t, int64_t>> kHeadRatios = {{8, 4},  {8, 2}, {64, 8},
-                                                              {32, 2}, {8, 1}, {12, 4}};
+const std::vector<std::pair<int64_t, int64_t>> kHeadRatios = {{8, 4}, {8, 2},  {64, 8}, {32, 2},
+                                                              {8, 1}, {12, 4}, {16, 1}};
 const std::vector<int> kNewTokens = {1, 2, 4, 8, 16};
+// The engine's head dims (sm90_engine::kDecodeHeadDims, D == Dv): 128 first, the fp8 one; 64 and
+// 256 change the number of 64-wide boxes per K/V tile, S^T k-steps and O^T m64 blocks, the ring's
+// stage count and the CTAs per SM (decode_traits.h).
+const std::vector<int64_t> kHeadDims = {128, 64, 256};
+const std::vector<int> kNewTokensD64D256 = {1, 4, 16};
 
-Case decode_case(int64_t hq, int64_t hkv, int tokens, std::vector<int> k_lens) {
+Case decode_case(int64_t hq, int64_t hkv, int tokens, std::vector<int> k_lens, int64_t d = 128) {
   Case c;
-  c.hq = hq, c.hkv = hkv, c.d = 128;
+  c.hq = hq, c.hkv = hkv, c.d = d;
   c.q_lens.assign(k_lens.size(), tokens);
   c.k_lens = std::move(k_lens);
   c.causal = true;
@@ -40,19 +45,83 @@ Case decode_case(int64_t hq, int64_t hkv, int tokens, std::vector<int> k_lens) {
   return c;
 }
 
-// Every head ratio and new-token count; batched K/V with per-sequence lengths (seqlens_k).
+// Every head ratio and new-token count (head dims 64 and 256: 1, 4 and 16 tokens, so column tiles
+// 8, 16 and 32 and several column blocks); batched K/V with per-sequence lengths (seqlens_k);
+// bf16, and f16 for 64 and 256.
 TEST_F(Sm90Decode, HeadRatiosNewTokens) {
-  for (auto [hq, hkv] : kHeadRatios) {
-    for (int tokens : kNewTokens) check_case(decode_case(hq, hkv, tokens, {300, 65}), kEngine);
+  for (int64_t d : kHeadDims) {
+    for (auto [hq, hkv] : kHeadRatios) {
+      for (int tokens : d == 128 ? kNewTokens : kNewTokensD64D256) {
+        Case c = decode_case(hq, hkv, tokens, {300, 65}, d);
+        check_case(c, kEngine);
+        if (d == 128) continue;
+        c.dtype = DType::kF16;
+        check_case(c, kEngine);
+      }
+    }
   }
 }
 
-// KV lengths around the 64-key tile, one sequence (batched, no seqlens_k) and paged.
+// KV lengths around the 64-key tile, one sequence (batched, no seqlens_k) and paged. Head dims 64
+// and 256 also with splits 1, 3 and automatic, and 4099 keys (a partial last tile; the ring wraps
+// many times at one split).
 TEST_F(Sm90Decode, KvLengthsAroundTiles) {
-  for (int k : {1, 63, 64, 65, 1000, 8192}) {
-    for (int tokens : {1, 4, 16}) {
-      if (tokens > k) continue;  // causal bottom-right: still valid, but keep the cases meaningful
-      Case c = decode_case(8, 2, tokens, {k});
+  for (int64_t d : kHeadDims) {
+    const std::vector<int> lengths =
+        d == 128 ? std::vector<int>{1, 63, 64, 65, 1000, 8192} : std::vector<int>{1, 63, 64, 65, 4099};
+    const std::vector<int> splits = d == 128 ? std::vector<int>{1} : std::vector<int>{1, 3, 0};
+    for (int k : lengths) {
+      for (int tokens : {1, 4, 16}) {
+        if (tokens > k) continue;  // causal bottom-right: still valid, but keep the cases meaningful
+        for (int split : splits) {
+          Case c = decode_case(8, 2, tokens, {k}, d);
+          c.num_splits = split;
+          check_case(c, kEngine);
+          c.kv = KvKind::kPaged;
+          c.page_size = 64;
+          check_case(c, kEngine);
+        }
+      }
+    }
+  }
+}
+
+TEST_F(Sm90Decode, DtypesAndNonCausal) {
+  for (int64_t d : kHeadDims) {
+    for (DType dt : {DType::kBF16, DType::kF16}) {
+      for (bool causal : {false, true}) {
+        Case c = decode_case(12, 4, 5, {777, 64, 3}, d);
+        c.dtype = dt;
+        c.causal = causal;
+        check_case(c, kEngine);
+      }
+    }
+  }
+}
+
+// Paged K/V with shuffled pages (the harness shuffles page ids), page sizes 64 and 128, splits
+// 1, 3 and automatic.
+TEST_F(Sm90Decode, PagedShuffledSplits) {
+  for (int64_t d : kHeadDims) {
+    for (int page : {64, 128}) {
+      for (int splits : {1, 3, 0}) {
+        for (auto [hq, hkv] : kHeadRatios) {
+          Case c = decode_case(hq, hkv, 3, {1000, 41, 300}, d);
+          c.kv = KvKind::kPaged;
+          c.page_size = page;
+          c.num_splits = splits;
+          check_case(c, kEngine);
+        }
+      }
+    }
+  }
+}
+
+TEST_F(Sm90Decode, LongCacheAutoSplit) {
+  for (int64_t d : kHeadDims) {
+    for (int tokens : {1, 8}) {
+      Case c = decode_case(32, 2, tokens, {8192}, d);
+      c.num_splits = 0;
       check_case(c, kEngine);
       c.kv = KvKind::kPaged;
       c.page_size = 64;
@@ -61,37 +130,31 @@ TEST_F(Sm90Decode, KvLengthsAroundTiles) {
   }
 }
 
-TEST_F(Sm90Decode, DtypesAndNonCausal) {
-  for (DType dt : {DType::kBF16, DType::kF16}) {
-    for (bool causal : {false, true}) {
-      Case c = decode_case(12, 4, 5, {777, 64, 3});
-      c.dtype = dt;
-      c.causal = causal;
+TEST_F(Sm90Decode, WindowSoftcapScale) {
+  for (int64_t d : kHeadDims) {
+    for (int splits : {1, 3}) {
+      Case c = decode_case(8, 2, 4, {1000, 200}, d);
+      c.num_splits = splits;
+      c.window_left = 100;
+      c.window_right = 0;
+      check_case(c, kEngine);
+      c.window_left = 70, c.window_right = 5, c.causal = false;  // window straddling the new tokens
+      check_case(c, kEngine);
+      c.window_left = c.window_right = -1;
+      c.causal = true;
+      c.softcap = 30.f;
+      check_case(c, kEngine);
+      c.softcap = 0.f;
+      c.scale = 0.05f;
       check_case(c, kEngine);
     }
   }
 }
 
-// Paged K/V with shuffled pages (the harness shuffles page ids), page sizes 64 and 128, splits
-// 1, 3 and automatic.
-TEST_F(Sm90Decode, PagedShuffledSplits) {
-  for (int page : {64, 128}) {
-    for (int splits : {1, 3, 0}) {
-      for (auto [hq, hkv] : kHeadRatios) {
-        Case c = decode_case(hq, hkv, 3, {1000, 41, 300});
-        c.kv = KvKind::kPaged;
-        c.page_size = page;
-        c.num_splits = splits;
-        check_case(c, kEngine);
-      }
-    }
-  }
-}
-
-TEST_F(Sm90Decode, LongCacheAutoSplit) {
-  for (int tokens : {1, 8}) {
-    Case c = decode_case(32, 2, tokens, {8192});
-    c.num_splits = 0;
+TEST_F(Sm90Decode, StridedViews) {
+  for (int64_t d : kHeadDims) {
+    Case c = decode_case(8, 2, 2, {500, 90}, d);
+    c.strided = true;
     check_case(c, kEngine);
     c.kv = KvKind::kPaged;
     c.page_size = 64;
@@ -99,74 +162,65 @@ TEST_F(Sm90Decode, LongCacheAutoSplit) {
   }
 }
 
-TEST_F(Sm90Decode, WindowSoftcapScale) {
-  for (int splits : {1, 3}) {
-    Case c = decode_case(8, 2, 4, {1000, 200});
-    c.num_splits = splits;
-    c.window_left = 100;
-    c.window_right = 0;
-    check_case(c, kEngine);
-    c.window_left = 70, c.window_right = 5, c.causal = false;  // window straddling the new tokens
-    check_case(c, kEngine);
-    c.window_left = c.window_right = -1;
-    c.causal = true;
-    c.softcap = 30.f;
-    check_case(c, kEngine);
-    c.softcap = 0.f;
-    c.scale = 0.05f;
-    check_case(c, kEngine);
-  }
-}
-
-TEST_F(Sm90Decode, StridedViews) {
-  Case c = decode_case(8, 2, 2, {500, 90});
-  c.strided = true;
-  check_case(c, kEngine);
-  c.kv = KvKind::kPaged;
-  c.page_size = 64;
-  check_case(c, kEngine);
-}
-
 TEST_F(Sm90Decode, GqaEqualsCopiedUpBitwise) {
-  for (DType dt : {DType::kBF16, DType::kF16}) {
-    std::vector<Case> cases;
-    Case batched = decode_case(12, 4, 4, {700, 33});
-    batched.dtype = dt;
-    cases.push_back(batched);
-    Case paged = decode_case(8, 2, 4, {700, 33});
-    paged.dtype = dt;
-    paged.kv = KvKind::kPaged;
-    paged.page_size = 64;
-    paged.num_splits = 3;
-    cases.push_back(paged);
-    for (const Case& c : cases) {
-      expect_gqa_equals_copied_up(c, kEngine);
+  for (int64_t d : kHeadDims) {
+    for (DType dt : {DType::kBF16, DType::kF16}) {
+      std::vector<Case> cases;
+      Case batched = decode_case(12, 4, 4, {700, 33}, d);
+      batched.dtype = dt;
+      cases.push_back(batched);
+      Case paged = decode_case(8, 2, 4, {700, 33}, d);
+      paged.dtype = dt;
+      paged.kv = KvKind::kPaged;
+      paged.page_size = 64;
+      paged.num_splits = 3;
+      cases.push_back(paged);
+      if (d != 128) {  // the benchmark's group of 16 (one KV head), pages of 128
+        Case mqa = decode_case(16, 1, 1, {4099, 700}, d);
+        mqa.dtype = dt;
+        mqa.kv = KvKind::kPaged;
+        mqa.page_size = 128;
+        mqa.num_splits = 3;
+        cases.push_back(mqa);
+      }
+      for (const Case& c : cases) {
+        expect_gqa_equals_copied_up(c, kEngine);
+      }
     }
   }
 }
 
 TEST_F(Sm90Decode, DeterministicOver10Runs) {
-  Case c = decode_case(8, 2, 2, {4000});
-  c.kv = KvKind::kPaged;
-  c.page_size = 64;
-  c.num_splits = 0;
-  auto p = make_problem(c);
-  HostTensor o0 = like(p->out), l0 = like(p->lse);
-  ASSERT_TRUE(run_cuda(*p, &o0, &l0, kEngine).ok());
-  for (int run = 1; run < 10; ++run) {
-    HostTensor o = like(p->out), l = like(p->lse);
-    ASSERT_TRUE(run_cuda(*p, &o, &l, kEngine).ok());
-    ASSERT_TRUE(bitwise_equal(o, o0) && bitwise_equal(l, l0)) << "run " << run << " differs";
+  for (int64_t d : kHeadDims) {
+    Case c = decode_case(8, 2, 2, {4000}, d);
+    c.kv = KvKind::kPaged;
+    c.page_size = 64;
+    c.num_splits = 0;
+    auto p = make_problem(c);
+    HostTensor o0 = like(p->out), l0 = like(p->lse);
+    ASSERT_TRUE(run_cuda(*p, &o0, &l0, kEngine).ok()) << describe(c);
+    for (int run = 1; run < 10; ++run) {
+      HostTensor o = like(p->out), l = like(p->lse);
+      ASSERT_TRUE(run_cuda(*p, &o, &l, kEngine).ok()) << describe(c);
+      ASSERT_TRUE(bitwise_equal(o, o0) && bitwise_equal(l, l0))
+          << describe(c) << ": run " << run << " differs";
+    }
   }
 }
 
-// Outside the first cut's scope the engine declines with a reason (pinned: an error).
+// Outside the engine's scope it declines with a reason (pinned: an error).
 TEST_F(Sm90Decode, DeclinesWithReason) {
   std::vector<std::pair<Case, std::string>> cases;
   Case c = decode_case(8, 2, 1, {100});
-  Case d64 = c;
-  d64.d = 64;
-  cases.push_back({d64, "head dim 128"});
+  Case d32 = c;
+  d32.d = 32;
+  cases.push_back({d32, "head dim 64, 128 or 256"});
+  for (int64_t d : {64, 256}) {  // the fp8 register-fragment maps are D = 128 only
+    Case fp8 = c;
+    fp8.d = d;
+    fp8.kv_fp8 = true;
+    cases.push_back({fp8, "f8e4m3 K/V at head dim 128 only"});
+  }
   Case prefill = decode_case(8, 2, 17, {100});
   cases.push_back({prefill, "new tokens"});
   Case small_page = c;
@@ -241,19 +295,17 @@ TEST_F(Sm90Decode, Fp8KvCacheHeadRatiosRingWrap) {
   }
 }
 
-// Automatic selection: a decode problem the sm90 engine supports goes to it; one it declines
-// falls through: head dim 64 to the portable engine, 40 new tokens to the sm90 prefill engine. An
-// fp8 cache needs no opt-in since its register-fragment path measured faster than bf16.
+// Automatic selection: a decode problem the sm90 engine supports goes to it (head dims 64, 128
+// and 256); one it declines falls through: head dim 32 to the portable engine, 40 new tokens to the
+// sm90 prefill engine. An fp8 cache needs no opt-in since its register-fragment path measured
+// faster than bf16.
 TEST_F(Sm90Decode, AutomaticSelectionPrefersItForDecode) {
   const std::vector<std::pair<Case, std::string>> cases = {
       {decode_case(64, 8, 1, {4096}), "sm90"},
       {decode_case(8, 1, 16, {300}), "sm90"},
-      {[] {
-         Case c = decode_case(8, 2, 1, {100});
-         c.d = 64;
-         return c;
-       }(),
-       "cuda"},
+      {decode_case(16, 1, 1, {4096}, 64), "sm90"},
+      {decode_case(32, 2, 1, {4096}, 256), "sm90"},
+      {decode_case(8, 2, 1, {100}, 32), "cuda"},
       {decode_case(8, 2, 40, {100}), "sm90-prefill"},  // 40 query rows: past decode, a batched prefill
       {[] {
          Case c = decode_case(8, 2, 1, {100});

@@ -1,10 +1,11 @@
 // sm90 decode epilogue: finishes the column sums (warp shuffles, then the 4 warps through shared
 // memory in a fixed order: deterministic), normalises O^T and writes O and LSE, or the split's
 // fp32 partials in the portable engine's workspace layout so its combine kernel runs unchanged:
-//   lse_partial[split * partial_rows + q_token * Hq + head], o_partial[(same row) * 128 + d].
-// O^T register i of d half h holds d = 64h + 16 * warp + lane / 4 + 8 * ((i / 2) % 2) and column
-// 8 * (i / 4) + 2 * (lane % 4) + i % 2 (the wgmma accumulator map); with an fp8 cache the O^T rows
-// are permuted, d = 32 * warp + 4 * (lane / 4) + 2h + (i / 2) % 2 (decode_mainloop.cuh).
+//   lse_partial[split * partial_rows + q_token * Hq + head], o_partial[(same row) * D + d].
+// O^T register i of m64 block h holds d = 64h + 16 * warp + lane / 4 + 8 * ((i / 2) % 2) and column
+// 8 * (i / 4) + 2 * (lane % 4) + i % 2 (the wgmma accumulator map); with an fp8 cache (D = 128, two
+// blocks) the O^T rows are permuted, d = 32 * warp + 4 * (lane / 4) + 2h + (i / 2) % 2
+// (decode_mainloop.cuh).
 #pragma once
 
 #include "attention/engines/sm90/decode_softmax.cuh"
@@ -15,8 +16,8 @@ namespace groupattn::sm90_engine {
 
 template <class Traits>
 __device__ void write_output(const KernelParams& p, const CtaWork& w, ColumnSoftmax<Traits>& sm_state,
-                             const float (&o)[2][Traits::kN / 2], float* red_sum, int warp, int lane,
-                             float v_scale) {
+                             const float (&o)[Traits::kDBlocks][Traits::kN / 2], float* red_sum, int warp,
+                             int lane, float v_scale) {
   using T = typename Traits::Element;
   using Softmax = ColumnSoftmax<Traits>;
   constexpr int kCols = Softmax::kCols;
@@ -64,7 +65,7 @@ __device__ void write_output(const KernelParams& p, const CtaWork& w, ColumnSoft
     const int n = w.col0 + col;
     const int token = n / p.group, head = w.kv_group * p.group + n % p.group;
 #pragma unroll
-    for (int h = 0; h < 2; ++h) {
+    for (int h = 0; h < Traits::kDBlocks; ++h) {
       int d = 64 * h + Softmax::row_of(i, warp, lane);
       if constexpr (Traits::kFp8) {  // O^T rows permuted (decode_mainloop.cuh)
         d = 32 * warp + 4 * (lane / 4) + 2 * h + ((i >> 1) & 1);

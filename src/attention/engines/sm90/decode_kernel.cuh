@@ -1,16 +1,17 @@
-// The sm90 decode kernel (Hopper, sm_90a): GQA decode for 1..16 new tokens, head dim 128, with the
-// operands swapped so the KV positions fill wgmma's 64-row M side and the group's query rows
-// (group x new tokens, packed as columns) sit on the N side -- no 64-row query tile padded with
-// empty rows.
+// The sm90 decode kernel (Hopper, sm_90a): GQA decode for 1..16 new tokens, head dim D = 64, 128
+// or 256 (D == Dv; fp8 K/V: 128), with the operands swapped so the KV positions fill wgmma's
+// 64-row M side and the group's query rows (group x new tokens, packed as columns) sit on the N
+// side -- no 64-row query tile padded with empty rows.
 //
-//   Q   [B, Sq, Hq, 128]               columns n = token * group + head_in_group, kN per CTA
-//   K,V [B, Sk, Hkv, 128] or paged [pages, page_size, Hkv, 128] (page_size % 64 == 0)
-//   out [B, Sq, Hq, 128] (Q's dtype), lse fp32 [Hq, B * Sq]          -- num_splits == 1
+//   Q   [B, Sq, Hq, D]                 columns n = token * group + head_in_group, kN per CTA
+//   K,V [B, Sk, Hkv, D] or paged [pages, page_size, Hkv, D] (page_size % 64 == 0)
+//   out [B, Sq, Hq, D] (Q's dtype), lse fp32 [Hq, B * Sq]            -- num_splits == 1
 //   o_partial / lse_partial fp32 (the portable engine's layout)     -- num_splits  > 1
 //
 // Grid (m_blocks * num_splits, Hkv, B); 160 threads: warps 0-3 = the consumer warpgroup, warp 4 =
 // the producer. Per KV tile of the CTA's split (cut to the keys its columns can see):
-//   producer   waits empty[stage], expect_tx(32 KB), TMA K and V boxes into the stage
+//   producer   waits empty[stage], expect_tx(2 x 64 keys x D x 2 bytes), TMA D / 64 K and V boxes
+//              into the stage
 //   consumer   waits full[stage]; S^T = K Q^T (wgmma, fp32); scale / softcap / mask; column max
 //              across the warpgroup; P = exp2(S - max) (fp32), stored to smem as bf16/f16 P^T;
 //              O^T = O^T * alpha + V^T P^T (wgmma); arrives on empty[stage]
@@ -89,9 +90,9 @@ __device__ void decode_cta(const KernelParams& p, const CUtensorMap* tmap_k, con
   load_q<Traits>(p, w, sm, tid);
   hw::named_bar_sync(kBarOperands, Traits::kConsumerThreads);
 
-  float o[2][kN / 2];
+  float o[Traits::kDBlocks][kN / 2];  // O^T: one m64 block per 64 d
 #pragma unroll
-  for (int h = 0; h < 2; ++h)
+  for (int h = 0; h < Traits::kDBlocks; ++h)
 #pragma unroll
     for (int i = 0; i < kN / 2; ++i) o[h][i] = 0.f;
   ColumnSoftmax<Traits> softmax;
@@ -147,7 +148,7 @@ __device__ void decode_cta(const KernelParams& p, const CUtensorMap* tmap_k, con
 #endif  // __CUDA_ARCH_FEAT_SM90_ALL
 
 template <class Traits>
-__global__ void __launch_bounds__(Traits::kThreads, kCtasPerSm)
+__global__ void __launch_bounds__(Traits::kThreads, Traits::kCtasPerSm)
     sm90_decode_kernel(const cuda_engine::KernelParams p, const __grid_constant__ CUtensorMap tmap_k,
                        const __grid_constant__ CUtensorMap tmap_v) {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
@@ -159,9 +160,9 @@ __global__ void __launch_bounds__(Traits::kThreads, kCtasPerSm)
 #endif
 }
 
-template <class T, int kN, bool kFp8>
+template <class T, int kHeadDim, int kN, bool kFp8>
 Status launch_decode_n(const cuda_engine::KernelParams& p, const DecodeLaunch& l, cudaStream_t stream) {
-  using Traits = DecodeTraits<T, kN, kFp8>;
+  using Traits = DecodeTraits<T, kHeadDim, kN, kFp8>;
   auto* kernel = sm90_decode_kernel<Traits>;
   GA_RETURN_IF_ERROR(
       cuda::set_max_dynamic_smem_once<sm90_decode_kernel<Traits>>(static_cast<int>(Traits::kSmemBytes)));
@@ -172,7 +173,7 @@ Status launch_decode_n(const cuda_engine::KernelParams& p, const DecodeLaunch& l
   GA_RETURN_IF_ERROR(cuda::last_launch_status("sm90_decode_kernel"));
   if (p.num_splits == 1) return Status::Ok();
   // The portable engine's combine kernel, unchanged: it reads the partials through p's part_* strides.
-  using Combine = cuda_engine::CombineTraits<T, kHeadDim>;
+  using Combine = cuda_engine::CombineTraits<T, kHeadDim>;  // D == Dv
   const int rows = p.seqlen_q * p.heads_q;
   const dim3 combine_grid(static_cast<unsigned>((rows + Combine::kWarps - 1) / Combine::kWarps),
                           static_cast<unsigned>(p.batch));
@@ -180,23 +181,56 @@ Status launch_decode_n(const cuda_engine::KernelParams& p, const DecodeLaunch& l
                                 stream, /*use_pdl=*/true, "launching combine_kernel", p);
 }
 
-template <class T, bool kFp8>
+template <class T, int kHeadDim, bool kFp8>
 Status launch_decode_kv(const cuda_engine::KernelParams& p, const DecodeLaunch& l, cudaStream_t stream) {
   switch (l.col_tile) {
     case 8:
-      return launch_decode_n<T, 8, kFp8>(p, l, stream);
+      return launch_decode_n<T, kHeadDim, 8, kFp8>(p, l, stream);
     case 16:
-      return launch_decode_n<T, 16, kFp8>(p, l, stream);
+      return launch_decode_n<T, kHeadDim, 16, kFp8>(p, l, stream);
     case 32:
-      return launch_decode_n<T, 32, kFp8>(p, l, stream);
+      return launch_decode_n<T, kHeadDim, 32, kFp8>(p, l, stream);
     default:
       return Status(StatusCode::kInternal, "sm90 engine: column tile " + std::to_string(l.col_tile));
   }
 }
 
+template <class T, int kHeadDim>
+Status launch_decode_head_dim(const cuda_engine::KernelParams& p, const DecodeLaunch& l,
+                              cudaStream_t stream) {
+  if constexpr (kHeadDim == kFp8HeadDim) {
+    if (l.fp8) return launch_decode_kv<T, kHeadDim, true>(p, l, stream);
+  } else {
+    if (l.fp8) {
+      return Status(StatusCode::kInternal, "sm90 engine: fp8 K/V at head dim " + std::to_string(kHeadDim));
+    }
+  }
+  return launch_decode_kv<T, kHeadDim, false>(p, l, stream);
+}
+
+// Head dims 64 and 256 compile in their own translation units (inst_{bf16,f16}_d{64,256}.cu), so
+// the d128 ones (which hold the dispatch below) do not build their kernels as well.
+extern template Status launch_decode_head_dim<__nv_bfloat16, 64>(const cuda_engine::KernelParams&,
+                                                                 const DecodeLaunch&, cudaStream_t);
+extern template Status launch_decode_head_dim<__half, 64>(const cuda_engine::KernelParams&,
+                                                          const DecodeLaunch&, cudaStream_t);
+extern template Status launch_decode_head_dim<__nv_bfloat16, 256>(const cuda_engine::KernelParams&,
+                                                                  const DecodeLaunch&, cudaStream_t);
+extern template Status launch_decode_head_dim<__half, 256>(const cuda_engine::KernelParams&,
+                                                           const DecodeLaunch&, cudaStream_t);
+
 template <class T>
 Status launch_decode(const cuda_engine::KernelParams& p, const DecodeLaunch& l, cudaStream_t stream) {
-  return l.fp8 ? launch_decode_kv<T, true>(p, l, stream) : launch_decode_kv<T, false>(p, l, stream);
+  switch (l.head_dim) {
+    case 64:
+      return launch_decode_head_dim<T, 64>(p, l, stream);
+    case 128:
+      return launch_decode_head_dim<T, 128>(p, l, stream);
+    case 256:
+      return launch_decode_head_dim<T, 256>(p, l, stream);
+    default:
+      return Status(StatusCode::kInternal, "sm90 engine: head dim " + std::to_string(l.head_dim));
+  }
 }
 
 }  // namespace groupattn::sm90_engine

@@ -2,14 +2,15 @@
 // consumer warpgroup (swap-AB: KV positions on wgmma's M side). See decode_kernel.cuh for the
 // algorithm as a whole.
 //
-//   S^T [64 keys x kN] = K [64 x 128] . Q^T [128 x kN]
-//       SS wgmma m64nNk16, 8 k-steps. A = K tile, K-major over d (TMA boxes [64 keys][64 d],
-//       128B swizzle); B = packed Q rows [kN][128], K-major over d (two [kN][64] blocks written by
-//       the consumer threads in the same swizzled layout).                 -- verified forms
-//   O^T [128 x kN] += V^T [128 x 64 keys] . P^T [64 keys x kN]
-//       SS wgmma, two m64 halves of d, 4 k-steps over keys each. A = V^T read straight from the V
-//       tile ([64 keys][64 d] boxes: M = d contiguous, i.e. A MN-major, imm-trans-a = 1); B = P^T
-//       stored by the consumer threads as [kN][64 keys], K-major over keys.
+//   S^T [64 keys x kN] = K [64 x D] . Q^T [D x kN]        (D = kHeadDim: 64, 128 or 256)
+//       SS wgmma m64nNk16, D / 16 k-steps. A = K tile, K-major over d (D / 64 TMA boxes [64 keys]
+//       [64 d], 128B swizzle); B = packed Q rows [kN][D], K-major over d (D / 64 [kN][64] blocks
+//       written by the consumer threads in the same swizzled layout).       -- verified forms
+//   O^T [D x kN] += V^T [D x 64 keys] . P^T [64 keys x kN]
+//       SS wgmma, D / 64 m64 blocks of d, 4 k-steps over keys each. A = V^T read straight from the
+//       V tile ([64 keys][64 d] boxes: M = d contiguous, i.e. A MN-major, imm-trans-a = 1); B = P^T
+//       stored by the consumer threads as [kN][64 keys], K-major over keys. The head dim changes
+//       only the number of boxes, k-steps and m64 blocks: every box is the same [64][64] operand.
 //   Why this form: O^T = V^T P^T puts d on M, so A must be V^T. V arrives by TMA as [keys][d] with d
 //   contiguous, i.e. A is M-major. The RS form (A from registers) has no transpose and would need
 //   V^T gathered into registers (ldmatrix.trans from a swizzled tile, per k-step, per d half);
@@ -22,12 +23,12 @@
 //   P V with A = P [64 query rows, zero-padded][64 keys] (the same P smem buffer, K-major) and
 //   B = V MN-major (tB = 1, N = 128), at the cost of padding the query side to 64 rows.
 //
-// fp8 (e4m3) K/V: both A operands come from registers (the RS form, which takes 16-bit A only):
-// each thread loads its fragment's bytes of the fp8 tile straight from the 128B-swizzled TMA box
-// and converts e4m3 pairs to Element pairs in registers (exact), so no converted copy of the tile
-// is written to shared memory and no barrier is spent on one. The B operands (Q, P^T) and the
-// accumulator maps stay as above; two permutations, free because a sum does not care about the
-// order of its terms, make every thread's loads contiguous:
+// fp8 (e4m3) K/V, D = 128 only: both A operands come from registers (the RS form, which takes
+// 16-bit A only): each thread loads its fragment's bytes of the fp8 tile straight from the
+// 128B-swizzled TMA box and converts e4m3 pairs to Element pairs in registers (exact), so no
+// converted copy of the tile is written to shared memory and no barrier is spent on one. The B
+// operands (Q, P^T) and the accumulator maps stay as above; two permutations, free because a sum
+// does not care about the order of its terms, make every thread's loads contiguous:
 //   S^T: k-step kk, fragment column c = 8 hi + 2 q + e (q = lane % 4) is head dim
 //        d = 32 q + 4 kk + 2 hi + e, so a thread's k-steps are 32 contiguous bytes of each of its
 //        two key rows (two 16-byte loads per row); load_q stores Q in the same d order.
@@ -75,7 +76,7 @@ struct CtaWork {
 template <class Traits>
 struct SmemMap {
   unsigned char* base;  // 1024-byte aligned
-  // The stage's K and V tiles (16-bit: two [64][64] boxes each; fp8: one [64][128] byte box each).
+  // The stage's K and V tiles (16-bit: kDBlocks [64][64] boxes each; fp8: one [64][128] byte box each).
   __device__ unsigned char* k(int stage) const { return base + stage * Traits::kRingStageBytes; }
   __device__ unsigned char* v(int stage) const {
     return k(stage) + (Traits::kFp8 ? Traits::kFp8TileBytes : Traits::kTileBytes);
@@ -96,7 +97,7 @@ struct SmemMap {
 };
 
 // Producer (one elected thread of the producer warp): for each KV tile, wait until its stage is
-// free, announce the stage's bytes, then TMA two K boxes and two V boxes into it. Paged K/V: a
+// free, announce the stage's bytes, then TMA kDBlocks K boxes and kDBlocks V boxes into it. Paged K/V: a
 // tile lies inside one page (page_size is a multiple of 64), at slot (j0 % page_size).
 template <class Traits>
 __device__ void produce(const KernelParams& p, const CtaWork& w, const SmemMap<Traits>& sm, const CUtensorMap* tmap_k,
@@ -307,15 +308,16 @@ __device__ __forceinline__ void gemm_scores(float (&s)[Traits::kN / 2], const Sm
   hw::fence_regs(s);
 }
 
-// O^T += V^T P^T. d half h: A = V box h as MN-major (k-step kk = key rows 16kk.. = +2048 bytes,
-// descriptor + 128); B = P^T [kN][64 keys] K-major (k-step kk = +32 bytes, descriptor + 2).
+// O^T += V^T P^T. m64 block h of d: A = V box h as MN-major (k-step kk = key rows 16kk.. = +2048
+// bytes, descriptor + 128); B = P^T [kN][64 keys] K-major (k-step kk = +32 bytes, descriptor + 2).
 template <class Traits>
-__device__ __forceinline__ void gemm_output(float (&o)[2][Traits::kN / 2], const SmemMap<Traits>& sm, int stage) {
-  hw::fence_regs(o[0]);
-  hw::fence_regs(o[1]);
+__device__ __forceinline__ void gemm_output(float (&o)[Traits::kDBlocks][Traits::kN / 2],
+                                            const SmemMap<Traits>& sm, int stage) {
+#pragma unroll
+  for (int h = 0; h < Traits::kDBlocks; ++h) hw::fence_regs(o[h]);
   hw::wgmma_fence();
 #pragma unroll
-  for (int h = 0; h < 2; ++h) {
+  for (int h = 0; h < Traits::kDBlocks; ++h) {
 #pragma unroll
     for (int kk = 0; kk < Traits::kBlockKV / 16; ++kk) {
       const uint64_t da =
@@ -327,8 +329,8 @@ __device__ __forceinline__ void gemm_output(float (&o)[2][Traits::kN / 2], const
   }
   hw::wgmma_commit();
   hw::wgmma_wait<0>();
-  hw::fence_regs(o[0]);
-  hw::fence_regs(o[1]);
+#pragma unroll
+  for (int h = 0; h < Traits::kDBlocks; ++h) hw::fence_regs(o[h]);
 }
 
 template <class Traits>

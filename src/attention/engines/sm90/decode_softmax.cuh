@@ -77,7 +77,8 @@ struct ColumnSoftmax {
 
   // Online-softmax step for one tile: column maxima across the warpgroup, rescale of the running
   // sums and of O^T's columns, scores -> probabilities (in place).
-  __device__ void update(float (&s)[kRegs], float (&o)[2][kRegs], float* red_max, int warp, int lane) {
+  __device__ void update(float (&s)[kRegs], float (&o)[Traits::kDBlocks][kRegs], float* red_max, int warp,
+                         int lane) {
     float mx[kCols];
 #pragma unroll
     for (int c = 0; c < kCols; ++c) {
@@ -107,7 +108,7 @@ struct ColumnSoftmax {
       s[i + 2] = ::groupattn::cuda::fast_exp2(fmaf(s[i + 2], mult, -m_use));
       l_run[c] = l_run[c] * alpha + (s[i] + s[i + 2]);
 #pragma unroll
-      for (int h = 0; h < 2; ++h) {
+      for (int h = 0; h < Traits::kDBlocks; ++h) {
         o[h][i] *= alpha;
         o[h][i + 2] *= alpha;
       }

@@ -1,14 +1,16 @@
 // Shapes of the sm90 decode kernel, shared by the host (engine, launcher) and the device code.
 // No CUDA types here.
 //
-//   KV tile    kBlockKV = 64 keys x kHeadDim = 128: wgmma's M side (swap-AB)
+//   KV tile    kBlockKV = 64 keys x kHeadDim (64, 128 or 256, D == Dv): wgmma's M side (swap-AB);
+//              D / 64 128B-swizzled TMA boxes of [64 keys][64 d] per K and per V tile
 //   columns    kN packed query columns (column n = new token n / group, query head n % group of
 //              the KV head's group), 8..32; a sequence with more columns (group x new tokens up
 //              to 128 x 16) takes several column blocks, each reading the KV tiles again (from L2
 //              when the blocks run side by side)
-//   stages     kStages K+V tiles in flight (TMA, mbarrier ring)
+//   stages     kStages K+V tiles in flight (TMA, mbarrier ring): decode_tile()
 //   threads    one consumer warpgroup (128) + one producer warp (32)
-//   occupancy  two CTAs per SM (kCtasPerSm): shared memory <= half an SM's, registers <= 204.
+//   occupancy  kCtasPerSm CTAs per SM (decode_tile()): D 64 and 128 two (shared memory <= half an
+//              SM's, registers <= 204), D 256 one (a 64 KB K+V stage).
 //              Measured on the H200 (docs/DECODE_SM90.md): with one CTA of 64 columns per SM the
 //              consumer warp is alone on its scheduler and latency-bound (ncu: 0.13 issued
 //              instructions per cycle, half the stalls on instruction fetch), 5.7 us per KV tile
@@ -16,16 +18,40 @@
 //              the SM 2 x 3 tiles in flight instead of 4.
 #pragma once
 
+#include <array>
 #include <cstddef>
 #include <cstdint>
 
 namespace groupattn::sm90_engine {
 
-inline constexpr int kHeadDim = 128;
+// Head dims (D == Dv) of 16-bit K/V, and the one head dim of an f8e4m3 K/V cache (its register
+// fragment maps, decode_mainloop.cuh, are written for two 64-row halves of d).
+inline constexpr std::array<int64_t, 3> kDecodeHeadDims = {64, 128, 256};
+inline constexpr int kFp8HeadDim = 128;
 inline constexpr int kBlockKV = 64;   // keys per KV tile (wgmma M)
 inline constexpr int kMaxCols = 32;   // packed query columns per CTA (wgmma N)
-inline constexpr int kCtasPerSm = 2;
 inline constexpr int kMaxNewTokens = 16;
+
+// The ring and the occupancy per head dim and K/V element, the one place they are chosen.
+//   stages       K+V tiles in flight per CTA
+//   ctas_per_sm  CTAs one SM holds (__launch_bounds__, the shared-memory budget)
+//   split_wave   CTAs per SM the split planner fills in its one wave
+// Bytes in flight per SM stay ~192 KB across head dims:
+//   D 128 16-bit  32 KB stages x 3, two CTAs per SM (sections 3 and 8 of docs/DECODE_SM90.md); the
+//                 planner's wave is one CTA per SM, measured as fast or faster (section 8)
+//   fp8 (D 128)   16 KB stages x 6, two CTAs per SM, a wave of two (section 9, measured)
+//   D 64 16-bit   16 KB stages x 6, two CTAs per SM, a wave of two: the fp8 tile's bytes, so the
+//                 same per-byte cost of the consumer's per-tile chain (UNVERIFIED on GPU)
+//   D 256 16-bit  64 KB stages x 3 (192 KB): one CTA per SM, a wave of one (UNVERIFIED on GPU)
+struct DecodeTile {
+  int stages, ctas_per_sm, split_wave;
+};
+constexpr DecodeTile decode_tile(int head_dim, bool fp8) {
+  if (fp8) return DecodeTile{6, 2, 2};
+  if (head_dim == 64) return DecodeTile{6, 2, 2};
+  if (head_dim == 256) return DecodeTile{3, 1, 1};
+  return DecodeTile{3, 2, 1};
+}
 
 // Column tile for a problem with `cols` packed query columns per (sequence, KV head): the next
 // power of two >= cols, between 8 and kMaxCols.
@@ -35,27 +61,28 @@ constexpr int column_tile(int64_t cols) {
   return n;
 }
 
-// kFp8_: the K/V cache is f8e4m3 (EXPERIMENTAL until measured faster than bf16): the ring holds
-// fp8 K and V tiles ([64 keys][128 d] bytes, one 128B-swizzled TMA box each, half the bytes of a
-// 16-bit stage, so twice the stages in the same shared memory). The consumer threads load them
+// kHeadDim_: D == Dv, one of kDecodeHeadDims. kFp8_: the K/V cache is f8e4m3 (D 128 only): the
+// ring holds fp8 K and V tiles ([64 keys][128 d] bytes, one 128B-swizzled TMA box each, half the
+// bytes of a 16-bit stage, so twice the stages in the same shared memory). The consumer threads load them
 // straight into wgmma's register A fragments, converting e4m3 -> Element in registers (exact),
 // and run the RS form of both GEMMs (decode_mainloop.cuh); no converted copy in shared memory.
 // Per-(sequence, KV head) scales fold into the score scale (k) and the output (v).
-template <class T, int kN_, bool kFp8_ = false>
+template <class T, int kHeadDim_, int kN_, bool kFp8_ = false>
 struct DecodeTraits {
   using Element = T;
   static constexpr int kN = kN_;
   static constexpr bool kFp8 = kFp8_;
-  static constexpr int kHeadDim = sm90_engine::kHeadDim;
+  static constexpr int kHeadDim = kHeadDim_;
   static constexpr int kBlockKV = sm90_engine::kBlockKV;
-  static constexpr int kStages = kFp8_ ? 6 : 3;
+  static constexpr int kStages = decode_tile(kHeadDim_, kFp8_).stages;
+  static constexpr int kCtasPerSm = decode_tile(kHeadDim_, kFp8_).ctas_per_sm;
   static constexpr int kConsumerWarps = 4;  // one warpgroup
   static constexpr int kConsumerThreads = kConsumerWarps * 32;
   static constexpr int kThreads = kConsumerThreads + 32;  // + the producer warp
   static constexpr int kProducerWarp = kConsumerWarps;
 
   static constexpr int kSwizzleElems = 64;  // 16-bit elements per 128-byte swizzled row
-  static constexpr int kDBlocks = kHeadDim / kSwizzleElems;  // 64-wide blocks of the head dim
+  static constexpr int kDBlocks = kHeadDim / kSwizzleElems;  // 64-wide blocks of d: 1, 2 or 4
   // One K or V tile: kDBlocks boxes of [kBlockKV rows][64], box b at b * kBoxBytes.
   static constexpr int kBoxBytes = kBlockKV * 128;
   static constexpr int kTileBytes = kDBlocks * kBoxBytes;
@@ -80,12 +107,16 @@ struct DecodeTraits {
 
   static_assert(sizeof(T) == 2, "wgmma path takes 16-bit inputs (bf16, fp16)");
   static_assert(kN >= 8 && kN <= kMaxCols && kN % 8 == 0, "wgmma N: a multiple of 8, here at most kMaxCols");
-  static_assert(kHeadDim % kSwizzleElems == 0 && kDBlocks == 2, "O^T = V^T P^T uses two m64 halves of d = 128");
+  static_assert(kHeadDim == 64 || kHeadDim == 128 || kHeadDim == 256,
+                "head dim: one of kDecodeHeadDims (O^T = V^T P^T takes one m64 block per 64 d)");
+  static_assert(!kFp8 || kHeadDim == kFp8HeadDim, "the fp8 fragment maps cover two m64 halves of d = 128");
   static_assert(kBlockKV == 64, "the KV tile is wgmma's M = 64");
   static_assert(kFp8TileBytes % 1024 == 0, "fp8 tiles are 128B-swizzled TMA boxes (1024-byte aligned)");
   static_assert(kBoxBytes % 1024 == 0 && kQBlockBytes % 1024 == 0 && kPBytes % 1024 == 0,
                 "128B-swizzled operands start on 1024-byte boundaries (descriptor base offset 0)");
   static_assert(kRedOffset % 16 == 0 && kBarOffset % 8 == 0, "exchange buffer and mbarrier alignment");
+  static_assert(kStages >= 2, "the ring overlaps the next tile's copy with this tile's GEMMs");
+  static_assert(kSmemBytes <= 227 * 1024, "shared memory of one sm_90 CTA");
   // 228 KB per SM, 1 KB of it reserved per CTA.
   static_assert(kCtasPerSm * (kSmemBytes + 1024) <= 228 * 1024, "kCtasPerSm CTAs must fit one SM's shared memory");
 };

@@ -60,9 +60,9 @@ inline bool nested_strides(const TensorView& t) {
 }
 
 // What the sm90 kernels take: 16-bit q (k, v and out follow it, or k/v are fp8) and D == Dv, one
-// of `head_dims` (decode: 128; prefill: 64, 128 or 256).
-inline Status check_16bit_head_dims(const AttentionParams& p, const char* engine,
-                                    std::initializer_list<int64_t> head_dims) {
+// of `head_dims` (decode: kDecodeHeadDims; prefill: 64, 128 or 256).
+template <class HeadDims>
+Status check_16bit_head_dims(const AttentionParams& p, const char* engine, const HeadDims& head_dims) {
   if (p.q.dtype != DType::kBF16 && p.q.dtype != DType::kF16) {
     return NotSupported(std::string(engine) + " engine: dtype " + dtype_name(p.q.dtype) +
                         " not supported (accepted: bf16, f16)");
@@ -81,6 +81,11 @@ inline Status check_16bit_head_dims(const AttentionParams& p, const char* engine
                         std::to_string(d) + ", Dv " + std::to_string(dv));
   }
   return Status::Ok();
+}
+
+inline Status check_16bit_head_dims(const AttentionParams& p, const char* engine,
+                                    std::initializer_list<int64_t> head_dims) {
+  return check_16bit_head_dims<std::initializer_list<int64_t>>(p, engine, head_dims);
 }
 
 // q, k, v and out addressable by 16-byte vector copies and TMA maps (tma_compatible), and each

@@ -1,4 +1,5 @@
-// Explicit instantiation: sm90 decode engine, f16, head dim 128.
+// Explicit instantiation: sm90 decode engine, f16, head dim 128 (16-bit and fp8 K/V), and the
+// dispatch over head dims (64 and 256: inst_f16_d{64,256}.cu).
 #include "attention/engines/sm90/decode_kernel.cuh"
 
 namespace groupattn::sm90_engine {

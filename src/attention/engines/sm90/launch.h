@@ -1,6 +1,7 @@
-// Host launchers of the sm90 engines, one explicit instantiation per element type (decode:
-// inst_bf16_d128.cu, inst_f16_d128.cu; prefill: inst_prefill_{bf16,f16}_d128.cu for head dims 64
-// and 128, inst_prefill_{bf16,f16}_d256.cu for 256).
+// Host launchers of the sm90 engines, explicit instantiations per element type and head dim
+// (decode: inst_{bf16,f16}_d128.cu for 128 and the dispatch, inst_{bf16,f16}_d{64,256}.cu for 64
+// and 256; prefill: inst_prefill_{bf16,f16}_d128.cu for head dims 64 and 128,
+// inst_prefill_{bf16,f16}_d256.cu for 256).
 #pragma once
 
 #include <cuda_runtime.h>
@@ -15,14 +16,20 @@ namespace groupattn::sm90_engine {
 struct DecodeLaunch {
   const void* k_tmap = nullptr;
   const void* v_tmap = nullptr;
-  int col_tile = 8;  // column_tile(max_q * group)
-  bool fp8 = false;  // f8e4m3 K/V (EXPERIMENTAL): fp8 tensor maps, in-kernel conversion
+  int col_tile = 8;    // column_tile(max_q * group)
+  int head_dim = 128;  // D == Dv: one of kDecodeHeadDims
+  bool fp8 = false;    // f8e4m3 K/V (head dim 128): fp8 tensor maps, in-register conversion
 };
 
 // Runs the decode kernel (grid: m_blocks * num_splits, Hkv, B) and, when p.num_splits > 1, the
-// portable engine's combine kernel as a programmatic dependent launch.
+// portable engine's combine kernel as a programmatic dependent launch. Dispatches on l.head_dim to
+// launch_decode_head_dim.
 template <class T>
 Status launch_decode(const cuda_engine::KernelParams& p, const DecodeLaunch& l, cudaStream_t stream);
+
+// The decode kernels of one head dim (64, 128 or 256).
+template <class T, int kHeadDim>
+Status launch_decode_head_dim(const cuda_engine::KernelParams& p, const DecodeLaunch& l, cudaStream_t stream);
 
 // The prefill kernel (prefill_kernel.cuh): tensor maps of Q (64-row boxes) and of K and V (boxes of
 // prefill_tile(head_dim).block_n rows), built by tma_desc.h.

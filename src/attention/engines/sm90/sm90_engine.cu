@@ -33,8 +33,18 @@ using cuda_engine::KernelParams;
 
 using sm90_engine::kMaxGridYZ;
 
+constexpr bool head_dims_supported() {
+  for (int64_t d : sm90_engine::kDecodeHeadDims) {
+    bool found = false;
+    for (int64_t x : kAttentionHeadDims) found = found || x == d;
+    if (!found) return false;
+  }
+  return true;
+}
+static_assert(head_dims_supported(), "the sm90 engine's head dims must be a subset of supported.h's kAttentionHeadDims");
+
 struct Geometry {
-  int64_t batch = 0, total_q = 0, max_q = 0, max_k = 0, heads_q = 0, heads_kv = 0;
+  int64_t batch = 0, total_q = 0, max_q = 0, max_k = 0, heads_q = 0, heads_kv = 0, head_dim = 0;
   int64_t group = 0, cols = 0;  // packed query columns per (sequence, KV head)
   int col_tile = 8, m_blocks = 0, n_blocks = 0;
 };
@@ -46,6 +56,7 @@ Geometry geometry(const AttentionParams& p) {
   g.total_q = g.batch * g.max_q;
   g.heads_q = p.q.size(-2);
   g.heads_kv = p.k.size(-2);
+  g.head_dim = p.q.size(-1);
   g.group = g.heads_kv > 0 ? g.heads_q / g.heads_kv : 0;
   if (kv_layout(p) == KvLayout::kPaged) {
     g.max_k = p.max_seqlen_k > 0 ? p.max_seqlen_k : p.block_table.size(1) * p.k.size(1);
@@ -67,11 +78,13 @@ int num_splits_for(const AttentionParams& p, const Geometry& g, int sm_count) {
   sp.m_blocks = g.m_blocks;
   sp.n_blocks = g.n_blocks;
   if (p.num_splits > 0) return cuda_engine::plan_num_splits(sp, p.num_splits);
-  // fp8 K/V: up to a wave of kCtasPerSm CTAs per SM, not one. Its tiles carry half the bytes, so
-  // per byte the consumer warpgroup's per-tile chain (latency-bound, DECODE_SM90.md section 2)
-  // costs twice as much; a second CTA on the SM gives each scheduler a second, independent chain.
-  // (16-bit: one CTA per SM measured as fast or faster, section 8.) UNVERIFIED on GPU for fp8.
-  if (kv_is_fp8(p)) sp.sm_count = sm_count * sm90_engine::kCtasPerSm;
+  // fp8 K/V and 16-bit D 64: up to a wave of two CTAs per SM, not one (decode_tile().split_wave).
+  // Their tiles carry 16 KB, half of a 16-bit D 128 tile, so per byte the consumer warpgroup's
+  // per-tile chain (latency-bound, DECODE_SM90.md section 2) costs twice as much; a second CTA on
+  // the SM gives each scheduler a second, independent chain (fp8: measured, section 9; D 64:
+  // UNVERIFIED on GPU). 16-bit D 128: one CTA per SM measured as fast or faster (section 8); D 256
+  // holds one CTA per SM.
+  sp.sm_count = sm_count * sm90_engine::decode_tile(static_cast<int>(g.head_dim), kv_is_fp8(p)).split_wave;
   // At least 8 KV tiles (512 keys) per split: below that the per-split fixed cost and the combine
   // outweigh the extra parallelism (split sweeps on the H200, cuda/split_planner.h).
   return cuda_engine::balanced_num_splits(sp, 8);
@@ -84,10 +97,11 @@ class Sm90Attention final : public AttentionEngine {
     return "Hopper decode (wgmma swap-AB, TMA), sm90a";
   }
   std::string supports() const override {
-    return "device tensors, bf16/f16, head dim 128 (D == Dv), decode of 1.." + std::to_string(sm90_engine::kMaxNewTokens) +
+    return "device tensors, bf16/f16, head dim 64, 128 or 256 (D == Dv), decode of 1.." +
+           std::to_string(sm90_engine::kMaxNewTokens) +
            " new tokens (batched Q); batched K/V (optional seqlens_k) or paged K/V with page_size a multiple "
            "of 64; causal, window, softcap, scale, split-KV, partial-output mode; f8e4m3 K/V with per-(sequence, "
-           "KV head) scales";
+           "KV head) scales at head dim 128";
   }
   Status available() const override { return sm90_engine::sm90_device_available("sm90"); }
 
@@ -99,7 +113,13 @@ class Sm90Attention final : public AttentionEngine {
                             "sequence and KV head only)");
       }
     }
-    GA_RETURN_IF_ERROR(sm90_engine::check_16bit_head_dims(p, "sm90", {sm90_engine::kHeadDim}));
+    GA_RETURN_IF_ERROR(sm90_engine::check_16bit_head_dims(p, "sm90", sm90_engine::kDecodeHeadDims));
+    if (kv_is_fp8(p) && p.q.size(-1) != sm90_engine::kFp8HeadDim) {
+      return NotSupported("sm90 engine: f8e4m3 K/V at head dim " + std::to_string(sm90_engine::kFp8HeadDim) +
+                          " only (got " + std::to_string(p.q.size(-1)) +
+                          "; the fp8 register-fragment maps cover two 64-row halves of d); 16-bit K/V serves "
+                          "64, 128 and 256");
+    }
     if (q_is_varlen(p)) return NotSupported("sm90 engine: varlen Q not supported yet (batched Q only)");
     const KvLayout layout = kv_layout(p);
     if (layout == KvLayout::kVarlen) {
@@ -134,7 +154,7 @@ class Sm90Attention final : public AttentionEngine {
     const Geometry g = geometry(p);
     const int splits = num_splits_for(p, g, sms);
     if (splits <= 1) return 0;
-    return cuda_engine::split_workspace_bytes(splits, g.total_q, g.heads_q, sm90_engine::kHeadDim);
+    return cuda_engine::split_workspace_bytes(splits, g.total_q, g.heads_q, g.head_dim);
   }
 
   Status run(const AttentionParams& p, void* workspace, void* stream) const override {
@@ -147,7 +167,7 @@ class Sm90Attention final : public AttentionEngine {
     if (g.batch == 0 || g.max_q == 0 || g.heads_kv == 0) return Status::Ok();
     if (kp.num_splits > 1) {
       if (workspace == nullptr) return Status(StatusCode::kInternal, "sm90 engine: split-KV run without workspace");
-      cuda_engine::set_split_workspace(&kp, workspace, g.total_q, sm90_engine::kHeadDim);
+      cuda_engine::set_split_workspace(&kp, workspace, g.total_q, g.head_dim);
     }
 
     // One rank-4 map per K and V over the whole cache: {d, head, row, batch|page}.
@@ -159,6 +179,7 @@ class Sm90Attention final : public AttentionEngine {
     launch.k_tmap = &k_map;
     launch.v_tmap = &v_map;
     launch.col_tile = g.col_tile;
+    launch.head_dim = static_cast<int>(g.head_dim);
     launch.fp8 = kv_is_fp8(p);
     const auto s = static_cast<cudaStream_t>(stream);
     if (bf16) return sm90_engine::launch_decode<__nv_bfloat16>(kp, launch, s);

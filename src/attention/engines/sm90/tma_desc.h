@@ -6,7 +6,8 @@
 //   paged   K [pages][page_size][Hkv][D] dims {D, Hkv, page_size, pages}
 // Box {64, 1, 64, 1}: 64 head-dim elements (128 bytes, the 128B swizzle span) of one KV head for
 // 64 consecutive keys, so a box lands as [64 keys][64 d] with 128-byte rows, swizzled; a K or V
-// tile is two boxes (d = 0..63, 64..127). Keys past the tensor's end arrive as zeros.
+// tile is D / 64 boxes (d = 0..63, 64..127, ...; D = 64, 128 or 256). Keys past the tensor's end
+// arrive as zeros.
 #pragma once
 
 #include <cuda.h>
