@@ -61,8 +61,8 @@ struct Geometry {
   int64_t heads_q = 0, heads_kv = 0, head_dim = 0, head_dim_v = 0;
   bool q_varlen = false;
   KvLayout layout = KvLayout::kBatched;
-  // One query token per sequence at a decode head dim: the one-token decode kernel
-  // (launch.h, use_decode_kernel), kDecodeRows query heads per CTA. Otherwise the packed rows
+  // At most kDecodeMaxTokens query tokens per sequence at a decode head dim: the decode kernel
+  // (launch.h, use_decode_kernel), kDecodeRows packed rows per CTA. Otherwise the packed rows
   // (token x query head of a KV group) of the longest sequence decide the tile-kernel variant
   // (rows per CTA). m_blocks: query tiles per (sequence, KV head) of the kernel used.
   bool decode = false;

@@ -1,7 +1,9 @@
-// The cuda engine's one-token decode kernel (flash-decoding on mma.sync, sm80+): one query token
-// per sequence, the query heads of one KV group packed into the 16 rows of one m16 MMA tile.
+// The cuda engine's decode kernel (flash-decoding on mma.sync, sm80+): 1..16 new query tokens per
+// sequence; the (token, query head) pairs of one KV group packed into the 16 rows of one m16 MMA
+// tile, the tile kernel's PackGQA order.
 //
-//   Q   [.., 1, Hq, D]    tile row r = query head (m_block * 16 + r) of KV group blockIdx.y
+//   Q   [.., T, Hq, D]    tile row r = packed row R = m_block * 16 + r of KV group blockIdx.y:
+//                         token R / group, query head blockIdx.y * group + R % group
 //   K,V [.., Sk, Hkv, D]  batched, varlen or paged; read once per (split, m-block)
 //   out / lse, or o_partial / lse_partial when split: the tile kernel's formats (kernel_params.h)
 //
@@ -9,8 +11,14 @@
 // above 16 heads) read the same K/V at about the same time. 4 warps; the CTA's split is a range of
 // 64-key blocks and warp w takes the 16-key sub-tile w of each: it streams its own sub-tiles
 // through a private kStages-deep cp.async ring (no CTA barrier in the mainloop), computes
-// S = Q K^T (16 x 16), masks, runs the online softmax and O += P V for its keys. At the end the
-// warps' (max, sum, O) are merged through shared memory in warp order (deterministic).
+// S = Q K^T (16 x 16), masks (per row: causal among the new tokens), runs the online softmax and
+// O += P V for its keys. At the end the warps' (max, sum, O) are merged through shared memory in
+// warp order (deterministic).
+//
+// Rows are independent in the MMAs, and which keys a warp sees depends on the sequence and split
+// only (sub-tile u goes to warp u mod 4); a sub-tile fully masked for a row leaves its state
+// bitwise unchanged. So a row's result does not depend on the rows packed next to it: native GQA
+// and the same problem with K/V copied up to every query head (group 1) give bitwise-equal rows.
 //
 // Why (docs/ENGINES.md, "one-token decode kernel"): the tile kernel gives a decode CTA one compute
 // warp that works through 64-key tiles serially with one K and one V tile in flight; here four
@@ -38,7 +46,7 @@ struct DecodeTraits {
   static constexpr int kWarps = 4;
   static constexpr int kThreads = kWarps * cuda::kWarpSize;
   static constexpr int kMmaM = 16, kMmaN = 8, kMmaK = 16;  // mma.sync m16n8k16
-  static constexpr int kRows = kMmaM;                      // query heads per CTA (launch.h: kDecodeRows)
+  static constexpr int kRows = kMmaM;                      // packed rows per CTA (launch.h: kDecodeRows)
   static constexpr int kWarpKeys = kMmaK;                  // keys per warp step: one P V reduction step
   static constexpr int kBlockKeys = kWarps * kWarpKeys;    // keys per CTA step; splits count in these
   // Ring depth per warp. Shared memory per CTA: D 64 5 stages 94 KB, D 128 3 stages 109 KB (two
@@ -133,37 +141,51 @@ struct DecodeKernel {
     const int kv_group = blockIdx.y;  // query heads [kv_group * group, +group)
     const int b = blockIdx.z;
     const SeqInfo s = seq_info(p, b);
-    if (s.q_len == 0) return;  // varlen: a sequence without a query token writes nothing
-    const int head0 = kv_group * p.group + m_block * kRows;             // query head of tile row 0
-    const int rows = min(kRows, p.group - m_block * kRows);            // real rows of this tile
-    const int kvh = kv_head_of(kv_group * p.group, p.group, p.heads_kv);
+    const int row0 = m_block * kRows;                      // packed row of tile row 0
+    const int rows = min(kRows, s.q_len * p.group - row0);  // real rows of this tile (varlen: fewer)
+    if (rows <= 0) return;  // varlen: a sequence with fewer (or no) query tokens
+    const int head_base = kv_group * p.group;  // query head of packed row R: head_base + R % group
+    const int kvh = kv_head_of(head_base, p.group, p.heads_kv);
 
     const int warp = threadIdx.x / cuda::kWarpSize, lane = threadIdx.x % cuda::kWarpSize;
     const int g = lane / 4, t = lane % 4;  // fragment row group and column pair
 
-    // Sub-tiles (16 keys) this CTA visits: its split's 64-key blocks, cut to the keys the one
-    // query token sees. Warp w takes those with index = w mod 4, so each step of the four warps
-    // reads one 64-key block. Every visited sub-tile holds at least one visible key.
-    const KeyInterval vis = visible_keys(p, s, 0);
+    // Sub-tiles (16 keys) this CTA visits: its split's 64-key blocks, cut to the keys its rows
+    // see. Both ends of a row's interval grow with its token, so the union over the tile is
+    // [lo(first row), hi(last row)] and the intersection [lo(last row), hi(first row)]. Warp w
+    // takes the sub-tiles with index = w mod 4, so each step of the four warps reads one 64-key
+    // block.
+    const KeyInterval vis_first = visible_keys(p, s, row0 / p.group);
+    const KeyInterval vis_last = visible_keys(p, s, (row0 + rows - 1) / p.group);
+    const int all_lo = vis_last.lo, all_hi = vis_first.hi;  // keys every row of the tile sees
     const int n_blocks = (s.k_len + Traits::kBlockKeys - 1) / Traits::kBlockKeys;
     int blk_begin = 0, blk_end = 0;
     split_range(n_blocks, split, p.num_splits, &blk_begin, &blk_end);
     int u_begin = blk_begin * kWarps, u_end = blk_end * kWarps;
-    if (vis.lo <= vis.hi) {
-      u_begin = max(u_begin, vis.lo / kWarpKeys);
-      u_end = min(u_end, vis.hi / kWarpKeys + 1);
+    if (vis_first.lo <= vis_last.hi) {
+      u_begin = max(u_begin, vis_first.lo / kWarpKeys);
+      u_end = min(u_end, vis_last.hi / kWarpKeys + 1);
     } else {
       u_end = u_begin;
+    }
+    // This thread's rows g and g + 8: their visible keys (rows past the tile's end: none).
+    KeyInterval row_vis[2];
+#pragma unroll
+    for (int r = 0; r < 2; ++r) {
+      const int tr = g + 8 * r;
+      row_vis[r] = tr < rows ? visible_keys(p, s, (row0 + tr) / p.group) : KeyInterval{0, -1};
     }
     const int u_first = u_begin + ((warp - u_begin % kWarps) + kWarps) % kWarps;
     const int n_steps = u_first < u_end ? (u_end - 1 - u_first) / kWarps + 1 : 0;  // this warp's sub-tiles
 
-    // Q rows: tile row r <- Q[token 0, head head0 + r]; rows past the group are zero-filled.
+    // Q rows: tile row r <- Q[token R / group, head head_base + R % group], R = row0 + r; rows
+    // past the tile's end are zero-filled.
     const T* q = static_cast<const T*>(p.q);
     for (int c = threadIdx.x; c < kRows * kChunksPerRow; c += kThreads) {
       const int r = c / kChunksPerRow, ch = c % kChunksPerRow;
       const bool valid = r < rows;
-      const T* src = valid ? q + s.q_offset + (head0 + r) * p.q_head_stride + ch * kChunk : q;
+      const int tok = (row0 + r) / p.group, head = head_base + (row0 + r) % p.group;
+      const T* src = valid ? q + s.q_offset + tok * p.q_row_stride + head * p.q_head_stride + ch * kChunk : q;
       cuda::cp_async_16_or_zero(q_s + r * kRowStride + ch * kChunk, src, valid);
     }
     cuda::cp_async_commit();  // group: Q
@@ -201,7 +223,7 @@ struct DecodeKernel {
     float m_run[2] = {-INFINITY, -INFINITY};  // running max of the row's scores, log2 units
     float l_run[2] = {0.f, 0.f};              // this thread's share of the row's running sum
 
-    // Keys [vis.lo, vis.hi] are visible to every row (one token): a sub-tile inside needs no mask.
+    // Keys [all_lo, all_hi] are visible to every row: a sub-tile inside needs no mask.
     const float mult_plain = p.scale * kLog2e;
     for (int i = 0; i < n_steps; ++i) {
       cuda::cp_async_wait<kStages - 2>();  // sub-tile i landed (this lane's copies)
@@ -249,13 +271,14 @@ struct DecodeKernel {
         mult = kLog2e;
       }
       const int j0 = (u_first + i * kWarps) * kWarpKeys;
-      if (!(vis.lo <= j0 && j0 + kWarpKeys - 1 <= vis.hi)) {  // uniform over the warp
+      if (!(all_lo <= j0 && j0 + kWarpKeys - 1 <= all_hi)) {  // uniform over the warp
 #pragma unroll
         for (int nt = 0; nt < Traits::kNTiles; ++nt)
 #pragma unroll
           for (int e = 0; e < 4; ++e) {
-            const int j = j0 + nt * Traits::kMmaN + 2 * t + (e % 2);  // key of element e
-            sc[nt][e] = (j < vis.lo || j > vis.hi) ? -INFINITY : sc[nt][e];
+            const int j = j0 + nt * Traits::kMmaN + 2 * t + (e % 2);  // key of element e (row g + 8 (e / 2))
+            const KeyInterval& rv = row_vis[e / 2];
+            sc[nt][e] = (j < rv.lo || j > rv.hi) ? -INFINITY : sc[nt][e];
           }
       }
       // Online softmax per row; P rounded to the input type as the A fragment of P V (C layout
@@ -268,7 +291,7 @@ struct DecodeKernel {
         mx = fmaxf(mx, __shfl_xor_sync(cuda::kFullWarpMask, mx, 1));
         mx = fmaxf(mx, __shfl_xor_sync(cuda::kFullWarpMask, mx, 2));
         const float m_new = fmaxf(m_run[r], mx * mult);        // mult > 0: the max commutes with it
-        const float m_use = m_new == -INFINITY ? 0.f : m_new;  // cannot stay -inf: a visible key is here
+        const float m_use = m_new == -INFINITY ? 0.f : m_new;  // a row that has seen no visible key yet
         const float alpha = cuda::fast_exp2(m_run[r] - m_use);
         m_run[r] = m_new;
         float sum = 0.f;
@@ -340,9 +363,10 @@ struct DecodeKernel {
     }
     const float inv = l > 0.f ? 1.f / l : 0.f;  // no visible key: O = 0
     const float lse = l > 0.f ? (m_max + log2f(l)) * kLn2 : -INFINITY;
-    const int head = head0 + row;
+    const int tok = (row0 + row) / p.group;
+    const int head = head_base + (row0 + row) % p.group;
     const SeqInfo so = seq_info(p, b);
-    const int64_t q_token = so.q_token0;
+    const int64_t q_token = so.q_token0 + tok;
     auto o_at = [&](int c) {
       float x = 0.f;
 #pragma unroll
@@ -350,7 +374,7 @@ struct DecodeKernel {
       return x * inv;
     };
     if (p.num_splits == 1) {
-      T* o = static_cast<T*>(p.out) + so.o_offset + head * p.o_head_stride;
+      T* o = static_cast<T*>(p.out) + so.o_offset + tok * p.o_row_stride + head * p.o_head_stride;
 #pragma unroll
       for (int c = c0; c < c0 + Traits::kMergeCols; c += 2) Mma::store2(o + c, o_at(c), o_at(c + 1));
       if (p.lse != nullptr && c0 == 0) p.lse[head * p.lse_head_stride + q_token * p.lse_row_stride] = lse;

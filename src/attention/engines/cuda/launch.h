@@ -22,16 +22,19 @@ constexpr int tile_rows(int d, int64_t packed_rows) {
 // Keys per KV tile of the attention kernel for head dim `d` (the split planner counts in these).
 constexpr int tile_keys(int d) { return d <= 128 ? 64 : 32; }
 
-// One-token decode kernel (decode_kernel.cuh): serves problems whose every sequence has at most
-// one query token, at the head dims below. A CTA holds kDecodeRows query heads of one KV group
-// (m_blocks = ceil(group / kDecodeRows)) and steps through its split 64 keys at a time (the split
-// planner counts in these). The choice depends on the query length alone, never on the group, so
-// native GQA and the same problem on K/V copied up to Hq heads take the same kernel (bitwise-equal
-// rows, tested).
+// Decode kernel (decode_kernel.cuh): serves problems whose every sequence has at most
+// kDecodeMaxTokens query tokens, at the head dims below. A CTA holds kDecodeRows packed rows
+// (token x query head of one KV group, m_blocks = ceil(tokens x group / kDecodeRows)) and steps
+// through its split 64 keys at a time (the split planner counts in these). The choice depends on
+// the query length alone, never on the group, so native GQA and the same problem on K/V copied up
+// to Hq heads take the same kernel (bitwise-equal rows, tested).
 inline constexpr int kDecodeRows = 16;
 inline constexpr int kDecodeBlockKeys = 64;
+inline constexpr int kDecodeMaxTokens = 16;
 constexpr bool has_decode_kernel(int d) { return d == 64 || d == 128 || d == 256; }
-constexpr bool use_decode_kernel(int d, int64_t max_q) { return has_decode_kernel(d) && max_q == 1; }
+constexpr bool use_decode_kernel(int d, int64_t max_q) {
+  return has_decode_kernel(d) && max_q >= 1 && max_q <= kDecodeMaxTokens;
+}
 
 // Runs the tile kernel with `tile_rows` (tile_rows() above) rows per CTA and, when
 // p.num_splits > 1, the combine kernel (as a programmatic dependent launch when `use_pdl`).
@@ -45,8 +48,8 @@ Status launch_attention(const KernelParams& p, int tile_rows, cudaStream_t strea
 template <class T, int kHeadDim>
 int tile_ctas_per_sm(int tile_rows);
 
-// Runs the one-token decode kernel and, when p.num_splits > 1, the combine kernel; p.m_blocks is
-// ceil(group / kDecodeRows). Instantiated for has_decode_kernel head dims only.
+// Runs the decode kernel and, when p.num_splits > 1, the combine kernel; p.m_blocks is
+// ceil(max query tokens x group / kDecodeRows). Instantiated for has_decode_kernel head dims only.
 template <class T, int kHeadDim>
 Status launch_decode(const KernelParams& p, cudaStream_t stream, bool use_pdl);
 
