@@ -157,10 +157,11 @@ TEST_F(CudaAttention, WindowSoftcapScale) {
   check_case(c);
 }
 
+// New tokens 1..16 run the decode kernel at D 128, 17 the tile kernel.
 TEST_F(CudaAttention, DecodePagedPageSizesSplits) {
   for (int page : {1, 16, 64}) {
     for (int splits : {1, 3, 0}) {
-      for (int sq : {1, 16}) {
+      for (int sq : {1, 2, 4, 16, 17}) {
         Case c;
         c.hq = 32, c.hkv = 8, c.d = 128;
         c.q_lens = {sq, sq, sq};
@@ -174,6 +175,113 @@ TEST_F(CudaAttention, DecodePagedPageSizesSplits) {
       }
     }
   }
+}
+
+// Multi-token decode (2..16 new tokens, D 64/128/256) runs the decode kernel too: packed rows
+// (token x query head) of one KV group, 16 per CTA; causal among the new tokens. 16 tokens with
+// group 8 take 8 CTAs per KV head, group 3 (12/4) splits a token's heads between CTAs, a 1-key
+// cache leaves all but the last token without a visible key.
+TEST_F(CudaAttention, MultiTokenDecodeHeadRatiosAndDims) {
+  std::vector<std::pair<int64_t, int64_t>> ratios = kHeadRatios;
+  ratios.push_back({32, 1});
+  for (int64_t d : {64, 128, 256}) {
+    for (auto [hq, hkv] : ratios) {
+      for (int sq : {2, 4, 16}) {
+        for (int splits : {1, 3}) {
+          Case c;
+          c.dtype = d == 128 ? DType::kF16 : DType::kBF16;
+          c.hq = hq, c.hkv = hkv, c.d = d;
+          c.q_lens = {sq, sq, sq};
+          c.k_lens = {700, 33, 1};
+          c.kv = KvKind::kPaged;
+          c.page_size = sq == 4 ? 1 : 16;
+          c.causal = true;
+          c.num_splits = splits;
+          c.seed = static_cast<uint64_t>(d * 100 + hq * 10 + sq + splits);
+          check_case(c);
+        }
+      }
+    }
+  }
+}
+
+// Multi-token decode at lengths around the decode kernel's 16-key sub-tile, 64-key block and ring
+// (and shorter than the new tokens: the first rows see no key), batched K/V with seqlens_k,
+// splits 1 / 3 / auto; page size 64 for the last.
+TEST_F(CudaAttention, MultiTokenDecodeLengthsAroundSubTilesAndRing) {
+  const std::vector<int> lens = {0, 1, 3, 15, 16, 17, 63, 64, 65, 127, 129, 191, 192, 193, 255, 257, 319, 321, 1025};
+  for (int64_t d : {64, 128, 256}) {
+    for (int sq : {2, 4, 16}) {
+      for (int splits : {1, 3, 0}) {
+        Case c;
+        c.hq = 8, c.hkv = 2, c.d = d;
+        c.q_lens = std::vector<int>(lens.size(), sq);
+        c.k_lens = lens;
+        c.causal = true;
+        c.num_splits = splits;
+        c.seed = static_cast<uint64_t>(d + sq * 7 + splits);
+        check_case(c);
+      }
+    }
+    Case c;
+    c.hq = 64, c.hkv = 8, c.d = d;
+    c.q_lens = {4, 4, 4, 4};
+    c.k_lens = {63, 65, 193, 1025};
+    c.kv = KvKind::kPaged;
+    c.page_size = 64;
+    c.causal = true;
+    c.num_splits = 0;
+    check_case(c);
+  }
+}
+
+// Multi-token decode with windows (starting inside sub-tiles and moving with the token), softcap,
+// scale, non-causal; varlen Q with 0..16 tokens per sequence; varlen and strided K/V.
+TEST_F(CudaAttention, MultiTokenDecodeWindowSoftcapVarlenStrided) {
+  for (int page : {1, 64}) {
+    Case c;
+    c.hq = 12, c.hkv = 4, c.d = 128;
+    c.q_lens = {4, 4};
+    c.k_lens = {1000, 90};
+    c.kv = KvKind::kPaged;
+    c.page_size = page;
+    c.causal = true;
+    c.window_left = 203;
+    c.softcap = 5.f;
+    c.scale = 0.3f;
+    c.num_splits = 3;
+    check_case(c);
+    c.causal = false;
+    c.window_left = 40;
+    c.window_right = 2;  // the last tokens' windows reach past the cache end
+    c.softcap = 0.f;
+    c.num_splits = 0;
+    check_case(c);
+  }
+  Case v;
+  v.hq = 16, v.hkv = 2, v.d = 64;
+  v.q_varlen = true;
+  v.q_lens = {16, 0, 3, 1, 9};
+  v.k_lens = {300, 50, 0, 129, 5};  // the last: 9 tokens on 5 keys, its first 4 rows see none
+  v.kv = KvKind::kPaged;
+  v.causal = true;
+  v.num_splits = 3;
+  check_case(v);
+  v.kv = KvKind::kVarlen;
+  v.num_splits = 0;
+  check_case(v);
+  v.num_splits = 1;
+  check_case(v);
+  Case st;
+  st.hq = 8, st.hkv = 2, st.d = 256;
+  st.strided = true;
+  st.q_lens = {5, 5};
+  st.k_lens = {400, 77};
+  st.causal = true;
+  st.num_splits = 3;
+  check_case(st);
+  st.kv = KvKind::kPaged;
+  check_case(st);
 }
 
 TEST_F(CudaAttention, DecodeLongAutoSplitAllDims) {
@@ -328,20 +436,27 @@ TEST_F(CudaAttention, GqaEqualsCopiedUpBitwise) {
     decode.kv = KvKind::kPaged;
     decode.num_splits = 3;
     cases.push_back(decode);
-    // One token: the decode kernel on both sides (its choice does not depend on the group);
-    // group 32 takes two 16-head CTAs natively, the copied-up problem one row per CTA.
-    for (auto [hq, hkv] : {std::pair<int64_t, int64_t>{64, 8}, {32, 1}}) {
-      for (int splits : {1, 3}) {
-        Case one = decode;
-        one.hq = hq, one.hkv = hkv;
-        one.q_lens = {1, 1};
-        one.num_splits = splits;
-        for (int64_t d : {64, 256}) {
-          one.d = d;
-          cases.push_back(one);
+    // 1..16 tokens: the decode kernel on both sides (its choice does not depend on the group).
+    // Natively group x tokens rows are packed 16 per CTA (64/8 x 16 tokens: 8 CTAs per KV head;
+    // 12/4: a token's heads straddle two CTAs), copied up the tokens of one head (one CTA).
+    for (auto [hq, hkv] : {std::pair<int64_t, int64_t>{64, 8}, {32, 1}, {12, 4}}) {
+      for (int sq : {1, 2, 4, 16}) {
+        for (int splits : {1, 3}) {
+          Case one = decode;
+          one.hq = hq, one.hkv = hkv;
+          one.q_lens = {sq, sq};
+          one.k_lens = {700, sq == 16 ? 9 : 33};  // 9 keys: 16 tokens' first 7 rows see none
+          one.num_splits = splits;
+          for (int64_t d : {64, 128, 256}) {
+            one.d = d;
+            cases.push_back(one);
+          }
         }
       }
     }
+    Case tile = decode;  // 17 tokens: the tile kernel on both sides
+    tile.q_lens = {17, 17};
+    cases.push_back(tile);
     for (const Case& c : cases) {
       expect_gqa_equals_copied_up(c);
     }
@@ -349,7 +464,7 @@ TEST_F(CudaAttention, GqaEqualsCopiedUpBitwise) {
 }
 
 TEST_F(CudaAttention, DeterministicOver20Runs) {
-  for (int sq : {2, 1}) {  // tile kernel, then the one-token decode kernel
+  for (int sq : {17, 4, 1}) {  // tile kernel, then the decode kernel (4 tokens, 1 token)
     Case c;
     c.hq = 8, c.hkv = 2, c.d = 128;
     c.q_lens = {sq};
