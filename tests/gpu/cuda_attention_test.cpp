@@ -6,9 +6,18 @@
 
 #if GROUPATTN_WITH_CUDA
 
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <numeric>
+#include <string>
 #include <utility>
 #include <vector>
 
+#include "attention/engines/cuda/host_params.h"
+#include "attention/engines/cuda/launch.h"
 #include "gpu/cuda_attention_harness.h"
 
 namespace groupattn::test {
@@ -157,11 +166,12 @@ TEST_F(CudaAttention, WindowSoftcapScale) {
   check_case(c);
 }
 
-// New tokens 1..16 run the decode kernel at D 128, 17 the tile kernel.
+// New tokens 1..4 run the decode kernel at D 128 (launch.h, kDecodeMaxTokens), 5 and 16 the tile
+// kernel.
 TEST_F(CudaAttention, DecodePagedPageSizesSplits) {
   for (int page : {1, 16, 64}) {
     for (int splits : {1, 3, 0}) {
-      for (int sq : {1, 2, 4, 16, 17}) {
+      for (int sq : {1, 2, 4, 5, 16}) {
         Case c;
         c.hq = 32, c.hkv = 8, c.d = 128;
         c.q_lens = {sq, sq, sq};
@@ -177,16 +187,16 @@ TEST_F(CudaAttention, DecodePagedPageSizesSplits) {
   }
 }
 
-// Multi-token decode (2..16 new tokens, D 64/128/256) runs the decode kernel too: packed rows
-// (token x query head) of one KV group, 16 per CTA; causal among the new tokens. 16 tokens with
-// group 8 take 8 CTAs per KV head, group 3 (12/4) splits a token's heads between CTAs, a 1-key
-// cache leaves all but the last token without a visible key.
+// Multi-token decode (2..kDecodeMaxTokens = 4 new tokens, D 64/128/256) runs the decode kernel
+// too: packed rows (token x query head) of one KV group, 16 per CTA; causal among the new tokens.
+// Group 8 x 4 tokens takes 2 CTAs per KV head, group 32 x 4 8, group 3 (12/4) splits a token's
+// heads between CTAs, a 1-key cache leaves all but the last token without a visible key.
 TEST_F(CudaAttention, MultiTokenDecodeHeadRatiosAndDims) {
   std::vector<std::pair<int64_t, int64_t>> ratios = kHeadRatios;
   ratios.push_back({32, 1});
   for (int64_t d : {64, 128, 256}) {
     for (auto [hq, hkv] : ratios) {
-      for (int sq : {2, 4, 16}) {
+      for (int sq : {2, 3, 4}) {
         for (int splits : {1, 3}) {
           Case c;
           c.dtype = d == 128 ? DType::kF16 : DType::kBF16;
@@ -194,7 +204,7 @@ TEST_F(CudaAttention, MultiTokenDecodeHeadRatiosAndDims) {
           c.q_lens = {sq, sq, sq};
           c.k_lens = {700, 33, 1};
           c.kv = KvKind::kPaged;
-          c.page_size = sq == 4 ? 1 : 16;
+          c.page_size = sq == 3 ? 1 : 16;
           c.causal = true;
           c.num_splits = splits;
           c.seed = static_cast<uint64_t>(d * 100 + hq * 10 + sq + splits);
@@ -211,7 +221,7 @@ TEST_F(CudaAttention, MultiTokenDecodeHeadRatiosAndDims) {
 TEST_F(CudaAttention, MultiTokenDecodeLengthsAroundSubTilesAndRing) {
   const std::vector<int> lens = {0, 1, 3, 15, 16, 17, 63, 64, 65, 127, 129, 191, 192, 193, 255, 257, 319, 321, 1025};
   for (int64_t d : {64, 128, 256}) {
-    for (int sq : {2, 4, 16}) {
+    for (int sq : {2, 4}) {
       for (int splits : {1, 3, 0}) {
         Case c;
         c.hq = 8, c.hkv = 2, c.d = d;
@@ -236,7 +246,7 @@ TEST_F(CudaAttention, MultiTokenDecodeLengthsAroundSubTilesAndRing) {
 }
 
 // Multi-token decode with windows (starting inside sub-tiles and moving with the token), softcap,
-// scale, non-causal; varlen Q with 0..16 tokens per sequence; varlen and strided K/V.
+// scale, non-causal; varlen Q with 0..4 tokens per sequence; varlen and strided K/V.
 TEST_F(CudaAttention, MultiTokenDecodeWindowSoftcapVarlenStrided) {
   for (int page : {1, 64}) {
     Case c;
@@ -261,8 +271,8 @@ TEST_F(CudaAttention, MultiTokenDecodeWindowSoftcapVarlenStrided) {
   Case v;
   v.hq = 16, v.hkv = 2, v.d = 64;
   v.q_varlen = true;
-  v.q_lens = {16, 0, 3, 1, 9};
-  v.k_lens = {300, 50, 0, 129, 5};  // the last: 9 tokens on 5 keys, its first 4 rows see none
+  v.q_lens = {4, 0, 3, 1, 4};
+  v.k_lens = {300, 50, 0, 129, 2};  // the last: 4 tokens on 2 keys, its first 2 rows see none
   v.kv = KvKind::kPaged;
   v.causal = true;
   v.num_splits = 3;
@@ -275,7 +285,7 @@ TEST_F(CudaAttention, MultiTokenDecodeWindowSoftcapVarlenStrided) {
   Case st;
   st.hq = 8, st.hkv = 2, st.d = 256;
   st.strided = true;
-  st.q_lens = {5, 5};
+  st.q_lens = {3, 3};
   st.k_lens = {400, 77};
   st.causal = true;
   st.num_splits = 3;
@@ -384,6 +394,132 @@ TEST_F(CudaAttention, OneTokenDecodeWindowSoftcapVarlenStrided) {
   check_case(st);
 }
 
+// The decode kernel launched directly (as the engine's run() would, with an explicit split count),
+// for token counts the engine sends to the tile kernel today (kDecodeMaxTokens): the kernel takes
+// any count, and these tests keep it so for when the choice changes.
+template <class T>
+Status launch_decode_for(int64_t d, const cuda_engine::KernelParams& kp) {
+  switch (d) {
+    case 64:
+      return cuda_engine::launch_decode<T, 64>(kp, nullptr, false);
+    case 128:
+      return cuda_engine::launch_decode<T, 128>(kp, nullptr, false);
+    case 256:
+      return cuda_engine::launch_decode<T, 256>(kp, nullptr, false);
+    default:
+      return Status(StatusCode::kInvalidArgument, "no decode kernel for head dim " + std::to_string(d));
+  }
+}
+
+Status run_decode_kernel(Problem& p, HostTensor* got_out, HostTensor* got_lse) {
+  const Case& c = p.c;
+  if (c.num_splits < 1) return Status(StatusCode::kInvalidArgument, "run_decode_kernel takes an explicit split count");
+  p.dout->poison();
+  p.dlse->poison();
+  cuda_engine::KernelParams kp = cuda_engine::kernel_params_from(p.device_params());
+  const int64_t max_q = *std::max_element(c.q_lens.begin(), c.q_lens.end());
+  const int64_t total_q = std::accumulate(c.q_lens.begin(), c.q_lens.end(), int64_t{0});
+  kp.m_blocks = static_cast<int>((max_q * (c.hq / c.hkv) + cuda_engine::kDecodeRows - 1) / cuda_engine::kDecodeRows);
+  kp.num_splits = c.num_splits;
+  void* ws = nullptr;
+  if (kp.num_splits > 1) {
+    if (cudaMalloc(&ws, cuda_engine::split_workspace_bytes(kp.num_splits, total_q, c.hq, c.d)) != cudaSuccess)
+      return Status(StatusCode::kInternal, "cudaMalloc of the split workspace failed");
+    cuda_engine::set_split_workspace(&kp, ws, total_q, c.d);
+  }
+  Status s = c.dtype == DType::kBF16 ? launch_decode_for<__nv_bfloat16>(c.d, kp) : launch_decode_for<__half>(c.d, kp);
+  if (cudaDeviceSynchronize() != cudaSuccess && s.ok()) s = Status(StatusCode::kInternal, "decode kernel failed");
+  if (ws != nullptr) cudaFree(ws);
+  GA_RETURN_IF_ERROR(s);
+  p.dout->download(got_out);
+  p.dlse->download(got_lse);
+  return Status::Ok();
+}
+
+void check_decode_kernel(const Case& c) {
+  const std::string label = describe(c) + " (decode kernel, direct)";
+  auto p = make_problem(c);
+  ASSERT_TRUE(run_reference(*p).ok()) << label;
+  HostTensor out = like(p->out), lse = like(p->lse);
+  const Status s = run_decode_kernel(*p, &out, &lse);
+  ASSERT_TRUE(s.ok()) << label << ": " << s.to_string();
+  expect_matches_reference(*p, out, lse, label);
+  EXPECT_TRUE(p->dout->guards_intact()) << label << ": write outside out";
+  EXPECT_TRUE(p->dlse->guards_intact()) << label << ": write outside lse";
+}
+
+TEST_F(CudaAttention, DecodeKernelDirectUpTo16Tokens) {
+  // Head ratios x head dims x 5 / 8 / 16 tokens (64/8 x 16: 8 CTAs per KV head; 12/4: a token's
+  // heads straddle two CTAs), paged page sizes 1 / 16 / 64, splits 1 / 3.
+  std::vector<std::pair<int64_t, int64_t>> ratios = kHeadRatios;
+  ratios.push_back({32, 1});
+  for (int64_t d : {64, 128, 256}) {
+    for (auto [hq, hkv] : ratios) {
+      for (int sq : {5, 8, 16}) {
+        for (int splits : {1, 3}) {
+          Case c;
+          c.dtype = d == 128 ? DType::kF16 : DType::kBF16;
+          c.hq = hq, c.hkv = hkv, c.d = d;
+          c.q_lens = {sq, sq, sq};
+          c.k_lens = {700, 33, 9};  // 9 keys: the first rows of 16 tokens see none
+          c.kv = KvKind::kPaged;
+          c.page_size = sq == 5 ? 1 : sq == 8 ? 16 : 64;
+          c.causal = true;
+          c.num_splits = splits;
+          c.seed = static_cast<uint64_t>(d * 100 + hq * 10 + sq + splits);
+          check_decode_kernel(c);
+        }
+      }
+    }
+  }
+  // Lengths around the sub-tile, block and ring; batched K/V with seqlens_k; windows, softcap.
+  const std::vector<int> lens = {0, 1, 15, 16, 17, 63, 64, 65, 127, 129, 191, 192, 193, 255, 257, 319, 321, 1025};
+  for (int64_t d : {64, 128, 256}) {
+    for (int splits : {1, 3}) {
+      Case c;
+      c.hq = 8, c.hkv = 2, c.d = d;
+      c.q_lens = std::vector<int>(lens.size(), 16);
+      c.k_lens = lens;
+      c.causal = true;
+      c.num_splits = splits;
+      check_decode_kernel(c);
+      c.window_left = 100;
+      c.softcap = 5.f;
+      c.scale = 0.3f;
+      check_decode_kernel(c);
+    }
+  }
+}
+
+// Native GQA == K/V copied up, bitwise, through the decode kernel at 8 and 16 tokens (the engine
+// would send these to the tile kernel on both sides).
+TEST_F(CudaAttention, DecodeKernelDirectGqaEqualsCopiedUpBitwise) {
+  for (DType dt : {DType::kBF16, DType::kF16}) {
+    for (auto [hq, hkv] : {std::pair<int64_t, int64_t>{64, 8}, {12, 4}}) {
+      for (int sq : {8, 16}) {
+        for (int splits : {1, 3}) {
+          for (int64_t d : {64, 128, 256}) {
+            Case c;
+            c.dtype = dt, c.hq = hq, c.hkv = hkv, c.d = d;
+            c.q_lens = {sq, sq};
+            c.k_lens = {700, 9};
+            c.kv = KvKind::kPaged;
+            c.causal = true;
+            c.num_splits = splits;
+            auto gqa = make_problem(c);
+            auto mha = make_copied_up(*gqa);
+            HostTensor o1 = like(gqa->out), l1 = like(gqa->lse), o2 = like(mha->out), l2 = like(mha->lse);
+            ASSERT_TRUE(run_decode_kernel(*gqa, &o1, &l1).ok()) << describe(c);
+            ASSERT_TRUE(run_decode_kernel(*mha, &o2, &l2).ok()) << describe(c);
+            EXPECT_TRUE(bitwise_equal(o1, o2)) << describe(c) << ": O differs";
+            EXPECT_TRUE(bitwise_equal(l1, l2)) << describe(c) << ": LSE differs";
+          }
+        }
+      }
+    }
+  }
+}
+
 TEST_F(CudaAttention, DecodeBatchedCacheWithSeqlensAndVarlenQ) {
   Case c;
   c.hq = 16, c.hkv = 4, c.d = 128;
@@ -436,16 +572,16 @@ TEST_F(CudaAttention, GqaEqualsCopiedUpBitwise) {
     decode.kv = KvKind::kPaged;
     decode.num_splits = 3;
     cases.push_back(decode);
-    // 1..16 tokens: the decode kernel on both sides (its choice does not depend on the group).
-    // Natively group x tokens rows are packed 16 per CTA (64/8 x 16 tokens: 8 CTAs per KV head;
+    // 1..4 tokens: the decode kernel on both sides (its choice does not depend on the group).
+    // Natively group x tokens rows are packed 16 per CTA (64/8 x 4 tokens: 2 CTAs per KV head;
     // 12/4: a token's heads straddle two CTAs), copied up the tokens of one head (one CTA).
     for (auto [hq, hkv] : {std::pair<int64_t, int64_t>{64, 8}, {32, 1}, {12, 4}}) {
-      for (int sq : {1, 2, 4, 16}) {
+      for (int sq : {1, 2, 4}) {
         for (int splits : {1, 3}) {
           Case one = decode;
           one.hq = hq, one.hkv = hkv;
           one.q_lens = {sq, sq};
-          one.k_lens = {700, sq == 16 ? 9 : 33};  // 9 keys: 16 tokens' first 7 rows see none
+          one.k_lens = {700, sq == 4 ? 2 : 33};  // 2 keys: 4 tokens' first 2 rows see none
           one.num_splits = splits;
           for (int64_t d : {64, 128, 256}) {
             one.d = d;
@@ -454,8 +590,8 @@ TEST_F(CudaAttention, GqaEqualsCopiedUpBitwise) {
         }
       }
     }
-    Case tile = decode;  // 17 tokens: the tile kernel on both sides
-    tile.q_lens = {17, 17};
+    Case tile = decode;  // 16 tokens: the tile kernel on both sides
+    tile.q_lens = {16, 16};
     cases.push_back(tile);
     for (const Case& c : cases) {
       expect_gqa_equals_copied_up(c);
@@ -464,7 +600,7 @@ TEST_F(CudaAttention, GqaEqualsCopiedUpBitwise) {
 }
 
 TEST_F(CudaAttention, DeterministicOver20Runs) {
-  for (int sq : {17, 4, 1}) {  // tile kernel, then the decode kernel (4 tokens, 1 token)
+  for (int sq : {16, 4, 1}) {  // tile kernel, then the decode kernel (4 tokens, 1 token)
     Case c;
     c.hq = 8, c.hkv = 2, c.d = 128;
     c.q_lens = {sq};

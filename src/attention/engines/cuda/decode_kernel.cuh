@@ -1,6 +1,6 @@
-// The cuda engine's decode kernel (flash-decoding on mma.sync, sm80+): 1..16 new query tokens per
-// sequence; the (token, query head) pairs of one KV group packed into the 16 rows of one m16 MMA
-// tile, the tile kernel's PackGQA order.
+// The cuda engine's decode kernel (flash-decoding on mma.sync, sm80+): 1..kDecodeMaxTokens
+// (launch.h) new query tokens per sequence; the (token, query head) pairs of one KV group packed
+// into the 16 rows of one m16 MMA tile, the tile kernel's PackGQA order (any token count works).
 //
 //   Q   [.., T, Hq, D]    tile row r = packed row R = m_block * 16 + r of KV group blockIdx.y:
 //                         token R / group, query head blockIdx.y * group + R % group

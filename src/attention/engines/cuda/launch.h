@@ -28,9 +28,14 @@ constexpr int tile_keys(int d) { return d <= 128 ? 64 : 32; }
 // through its split 64 keys at a time (the split planner counts in these). The choice depends on
 // the query length alone, never on the group, so native GQA and the same problem on K/V copied up
 // to Hq heads take the same kernel (bitwise-equal rows, tested).
+// Why 4 tokens (docs/ENGINES.md, "Multi-token decode"): every m-block re-reads its split's K/V
+// from L2 into shared memory, so tokens x group rows cost tokens x group / 16 times the one-token
+// L2 and shared-memory traffic. Group 8 x 4 tokens is 2x (predicted a win over the tile kernel);
+// x 16 tokens 8x (predicted slower than the tile kernel's 128-row tile, which reads K/V once per
+// 128 rows).
 inline constexpr int kDecodeRows = 16;
 inline constexpr int kDecodeBlockKeys = 64;
-inline constexpr int kDecodeMaxTokens = 16;
+inline constexpr int kDecodeMaxTokens = 4;
 constexpr bool has_decode_kernel(int d) { return d == 64 || d == 128 || d == 256; }
 constexpr bool use_decode_kernel(int d, int64_t max_q) {
   return has_decode_kernel(d) && max_q >= 1 && max_q <= kDecodeMaxTokens;
