@@ -24,6 +24,8 @@
 #include <cuda_runtime.h>
 
 #include <cmath>
+#include <cstdint>
+#include <type_traits>
 
 #include "core/cuda_runtime_shim.h"
 #include "cuda/cuda_check.h"
@@ -94,12 +96,74 @@ __device__ __forceinline__ Tf32Split<N> fragment(const float (&x)[N]) {
   }
 }
 
+// Prep's token tiles are 16 rows x K channels: thread tid owns row tid / 16 and the kPer = K / 16
+// adjacent channels from (tid % 16) kPer (8 at K = 128, 4 at K = 64), so the 16 threads of a row
+// are one half-warp and every load and store of the tile is one vector per tensor per thread.
+template <int K>
+struct PrepSlice {
+  static constexpr int kPer = K * kChunk / kThreads;
+  static constexpr int kRowThreads = K / kPer;  // a half-warp
+  static_assert((kPer == 8 || kPer == 4) && kRowThreads == 16, "a row per half-warp, 4 or 8 channels each");
+};
+
+__device__ __forceinline__ bool aligned_to(const void* ptr, size_t bytes) {
+  return reinterpret_cast<uintptr_t>(ptr) % bytes == 0;
+}
+
+// N adjacent elements as floats: 16- or 8-byte vector loads when `vec` (the caller checked the
+// alignment), else N scalar loads (views whose strides are not multiples of the vector).
+template <int N, class T>
+__device__ __forceinline__ void load_elems(const T* src, bool vec, float (&dst)[N]) {
+  static_assert(N == 4 || N == 8, "8 or 16 bytes of bf16/f16");
+  if (vec) {
+    using Raw = std::conditional_t<N == 8, uint4, uint2>;
+    const Raw raw = *reinterpret_cast<const Raw*>(src);
+    const T* e = reinterpret_cast<const T*>(&raw);
+#pragma unroll
+    for (int i = 0; i < N; ++i) dst[i] = to_float(e[i]);
+  } else {
+#pragma unroll
+    for (int i = 0; i < N; ++i) dst[i] = to_float(src[i]);
+  }
+}
+template <int N>
+__device__ __forceinline__ void load_elems(const float* src, bool vec, float (&dst)[N]) {
+  static_assert(N % 4 == 0, "whole float4s");
+  if (vec) {
+#pragma unroll
+    for (int j = 0; j < N / 4; ++j) {
+      const float4 x = reinterpret_cast<const float4*>(src)[j];
+      dst[4 * j] = x.x, dst[4 * j + 1] = x.y, dst[4 * j + 2] = x.z, dst[4 * j + 3] = x.w;
+    }
+  } else {
+#pragma unroll
+    for (int i = 0; i < N; ++i) dst[i] = src[i];
+  }
+}
+// N floats to 16-byte-aligned memory (shared or global) as float4s.
+template <int N>
+__device__ __forceinline__ void store4(float* dst, const float (&x)[N]) {
+#pragma unroll
+  for (int j = 0; j < N / 4; ++j) {
+    reinterpret_cast<float4*>(dst)[j] = make_float4(x[4 * j], x[4 * j + 1], x[4 * j + 2], x[4 * j + 3]);
+  }
+}
+
+// Sum over the 16 threads of a row (one half-warp: xor offsets below 16 stay inside it).
+__device__ __forceinline__ float row_sum(float x) {
+#pragma unroll
+  for (int o = 8; o > 0; o /= 2) x += __shfl_xor_sync(0xffffffffu, x, o);
+  return x;
+}
+
 // 5 CTAs per SM (44 KiB of shared memory each at K = 128): at most 51 registers.
 constexpr int kPrepMinBlocks = 5;
 
 template <class T, int K>
 __global__ void __launch_bounds__(kThreads, kPrepMinBlocks)
     kda_chunk_prep_kernel(const DeviceParams p, const int64_t* chunk_offsets, float* blocks, const ChunkLayout l) {
+  using S = PrepSlice<K>;
+  constexpr int kPer = S::kPer;
   const int64_t c = blockIdx.x;
   const int hv = static_cast<int>(blockIdx.y);
   if (c >= chunk_offsets[p.N]) return;  // the grid is sized by an upper bound
@@ -126,30 +190,69 @@ __global__ void __launch_bounds__(kThreads, kPrepMinBlocks)
   const T* kb = static_cast<const T*>(p.k) + sq.batch * p.k_sb + h * p.k_sh;
   const T* vb = static_cast<const T*>(p.v) + sq.batch * p.v_sb + hv * p.v_sh;
   const float* gb = p.g + sq.batch * p.g_sb + hv * p.g_sh;
-  // effective_gate with exp(A_log[hv]) taken once per thread instead of once per element.
-  const bool in_kernel_gate = p.gate != kGateLogDecay;
-  const float eA = in_kernel_gate && p.A_log != nullptr ? expf(p.A_log[hv]) : 1.f;
-  for (int i = tid; i < kChunk * K; i += kThreads) {
-    const int r = i / K, d = i % K;  // token r of the chunk, key channel d
-    const bool ok = r < C;
-    const int64_t t = t0 + r;
-    ks[r][d] = ok ? to_float(kb[t * p.k_st + d]) : 0.f;
-    qs[r][d] = ok ? to_float(qb[t * p.q_st + d]) : 0.f;
-    float gd = 0.f;
-    if (ok) {
-      gd = gb[t * p.g_st + d];
-      const float dt = p.dt_bias != nullptr ? p.dt_bias[hv * p.dt_sh + d] : 0.f;
-      if (in_kernel_gate) gd = gate_from_biased(p, gd + dt, eA);
-    }
-    G[r][d] = gd;
-    dec1[r][d] = exp2f(gd * kLog2e);  // padded rows: g = 0, decay 1
-  }
-  for (int i = tid; i < kChunk * V; i += kThreads) {
-    const int r = i / V, e = i % V;
-    vs[r][e] = r < C ? to_float(vb[(t0 + r) * p.v_st + e]) : 0.f;
+  const float* dtb = p.dt_bias != nullptr ? p.dt_bias + hv * p.dt_sh : nullptr;
+  // Vector loads need every row start of this (batch, head) on the vector size: the tests' default
+  // views and packed tensors are; a view with odd strides takes the scalar loads (same values).
+  constexpr size_t kQkBytes = kPer * sizeof(T), kVBytes = 4 * sizeof(T);
+  const bool vec_qk = aligned_to(qb, kQkBytes) && aligned_to(kb, kQkBytes) && p.q_st % kPer == 0 &&
+                      p.k_st % kPer == 0 && aligned_to(gb, 16) && p.g_st % 4 == 0 &&
+                      (dtb == nullptr || aligned_to(dtb, 16));
+  const bool vec_v = aligned_to(vb, kVBytes) && p.v_st % 4 == 0;
+
+  // v in pieces of 4 columns (V = 64 or 128: 1 or 2 per thread) and beta, first: their 64-bit
+  // addresses are dead before the gate math (whose slow-path calls would make them spill).
+  for (int i = tid; i < kChunk * V / 4; i += kThreads) {
+    const int r = i / (V / 4), e = i % (V / 4) * 4;
+    float x[4] = {0.f, 0.f, 0.f, 0.f};
+    if (r < C) load_elems<4>(vb + (t0 + r) * p.v_st + e, vec_v, x);
+    store4(&vs[r][e], x);
   }
   if (tid < kChunk) {
     bs[tid] = tid < C ? effective_beta(p, p.beta[sq.batch * p.b_sb + (t0 + tid) * p.b_st + hv * p.b_sh]) : 0.f;
+  }
+  {  // Token tiles, this thread's slice: k and q (l2-normalised), then the effective gate g and exp(g).
+    const int r = tid / S::kRowThreads, d0 = tid % S::kRowThreads * kPer;
+    const int64_t t = t0 + r;
+    float kx[kPer], qx[kPer];
+    if (r < C) {
+      load_elems<kPer>(kb + t * p.k_st + d0, vec_qk, kx);
+      load_elems<kPer>(qb + t * p.q_st + d0, vec_qk, qx);
+    } else {  // padded rows: k = q = 0
+#pragma unroll
+      for (int i = 0; i < kPer; ++i) kx[i] = qx[i] = 0.f;
+    }
+    if (p.l2norm) {  // x / sqrt(sum x^2 + 1e-6) per token row, before the scale (uniform branch)
+      float kk = 0.f, qq = 0.f;
+#pragma unroll
+      for (int i = 0; i < kPer; ++i) kk += kx[i] * kx[i], qq += qx[i] * qx[i];
+      const float rk = 1.f / sqrtf(row_sum(kk) + 1e-6f), rq = 1.f / sqrtf(row_sum(qq) + 1e-6f);
+#pragma unroll
+      for (int i = 0; i < kPer; ++i) kx[i] *= rk, qx[i] *= rq;
+    }
+    store4(&ks[r][d0], kx);
+    store4(&qs[r][d0], qx);
+    float gx[kPer];
+    if (r < C) {
+      load_elems<kPer>(gb + t * p.g_st + d0, vec_qk, gx);
+      if (p.gate != kGateLogDecay) {  // effective_gate, exp(A_log[hv]) once per thread
+        const float eA = p.A_log != nullptr ? expf(p.A_log[hv]) : 1.f;
+        if (dtb != nullptr) {
+          float dt[kPer];
+          load_elems<kPer>(dtb + d0, vec_qk, dt);
+#pragma unroll
+          for (int i = 0; i < kPer; ++i) gx[i] += dt[i];
+        }
+#pragma unroll
+        for (int i = 0; i < kPer; ++i) gx[i] = gate_from_biased(p, gx[i], eA);
+      }
+    } else {  // padded rows: g = 0 (decay 1)
+#pragma unroll
+      for (int i = 0; i < kPer; ++i) gx[i] = 0.f;
+    }
+    store4(&G[r][d0], gx);
+#pragma unroll
+    for (int i = 0; i < kPer; ++i) gx[i] = exp2f(gx[i] * kLog2e);
+    store4(&dec1[r][d0], gx);
   }
   if (tid < kChunk * kChunk) {
     L[tid / kChunk][tid % kChunk] = 0.f;
@@ -157,22 +260,9 @@ __global__ void __launch_bounds__(kThreads, kPrepMinBlocks)
   }
   __syncthreads();
 
-  if (p.l2norm) {  // x / sqrt(sum x^2 + 1e-6) per token row, before the scale; a warp per row
-    for (int r = warp; r < kChunk; r += kWarps) {
-      float kk = 0.f, qq = 0.f;
-      for (int d = lane; d < K; d += kWarp) {
-        kk += ks[r][d] * ks[r][d];
-        qq += qs[r][d] * qs[r][d];
-      }
-      const float rk = 1.f / sqrtf(warp_sum(kk) + 1e-6f), rq = 1.f / sqrtf(warp_sum(qq) + 1e-6f);
-      for (int d = lane; d < K; d += kWarp) {
-        ks[r][d] *= rk;
-        qs[r][d] *= rq;
-      }
-    }
-  }
   if (tid < K) {  // Gamma: chunk-local cumsum; fp32 sums of g <= 0 stay non-increasing along r
-    for (int r = 1; r < kChunk; ++r) G[r][tid] += G[r - 1][tid];
+    float acc = G[0][tid];
+    for (int r = 1; r < kChunk; ++r) G[r][tid] = acc += G[r][tid];
   }
   __syncthreads();
 
@@ -219,28 +309,42 @@ __global__ void __launch_bounds__(kThreads, kPrepMinBlocks)
   }
   __syncthreads();
 
-  // Tm = (I + L)^-1, unit lower: lane s owns column s, rows in order (forward substitution).
+  // Tm = (I + L)^-1, unit lower, by forward substitution: lane s of warp 0 owns column s in
+  // registers, x_r = -sum_{m<r} L[r][m] x_m for r > s (the terms m < s are exact zeros, so the
+  // sum equals the one from m = s), L's rows broadcast from shared memory.
   if (warp == 0 && lane < kChunk) {
     const int s = lane;
+    float x[kChunk];
+#pragma unroll
     for (int r = 0; r < kChunk; ++r) {
-      float x = r == s ? 1.f : 0.f;
-      if (r > s) {
-        float acc = 0.f;
-        for (int m = s; m < r; ++m) acc += L[r][m] * Tm[m][s];
-        x = -acc;
-      }
-      Tm[r][s] = x;
+      float lr[kChunk], acc = 0.f;
+      load_elems<kChunk>(&L[r][0], true, lr);
+#pragma unroll
+      for (int m = 0; m < r; ++m) acc += lr[m] * x[m];
+      x[r] = r == s ? 1.f : r < s ? 0.f : -acc;
+      Tm[r][s] = x[r];
     }
   }
 
   float* blk = blocks + (c * p.HV + hv) * l.block_floats;  // this (chunk, value head)'s block
-  for (int i = tid; i < kChunk * K; i += kThreads) {
-    const int r = i / K, d = i % K;
-    const float gr = G[r][d], er = exp2f(gr * kLog2e);
-    blk[l.qt + i] = mma_operand(p.scale * qs[r][d] * er);
-    // padded rows keep Gamma, so Gamma_15 = Gamma_C
-    blk[l.kh + i] = mma_operand(ks[r][d] * exp2f((G[kChunk - 1][d] - gr) * kLog2e));
-    ks[r][d] = bs[r] * ks[r][d] * er;  // Diag(beta) K~, in place (own element only)
+  {  // Qt, Kh (stored mma operands) and Diag(beta) K~ (in place), this thread's slice.
+    const int r = tid / S::kRowThreads, d0 = tid % S::kRowThreads * kPer;
+    float gr[kPer], gc[kPer], kx[kPer], qx[kPer], qt[kPer], kh[kPer];
+    load_elems<kPer>(&G[r][d0], true, gr);
+    load_elems<kPer>(&G[kChunk - 1][d0], true, gc);  // padded rows keep Gamma, so Gamma_15 = Gamma_C
+    load_elems<kPer>(&ks[r][d0], true, kx);
+    load_elems<kPer>(&qs[r][d0], true, qx);
+    const float br = bs[r];
+#pragma unroll
+    for (int i = 0; i < kPer; ++i) {
+      const float er = exp2f(gr[i] * kLog2e);
+      qt[i] = mma_operand(p.scale * qx[i] * er);
+      kh[i] = mma_operand(kx[i] * exp2f((gc[i] - gr[i]) * kLog2e));
+      kx[i] = br * kx[i] * er;
+    }
+    store4(blk + l.qt + r * K + d0, qt);
+    store4(blk + l.kh + r * K + d0, kh);
+    store4(&ks[r][d0], kx);  // own slice only
   }
   if (tid < K) blk[l.ec + tid] = exp2f(G[kChunk - 1][tid] * kLog2e);
   if (tid < kChunk * kChunk) blk[l.aqk + tid] = A[tid / kChunk][tid % kChunk];
