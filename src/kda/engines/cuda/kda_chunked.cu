@@ -156,6 +156,32 @@ __device__ __forceinline__ float row_sum(float x) {
   return x;
 }
 
+// gate_from_biased (kda_cuda_common.cuh) without slow-path calls, for the prep: the lower-bound
+// gate's sigmoid as (x >= 0 ? 1 : e) / (1 + e) with e = exp(-|x|) <= 1 (no positive exponent) and a
+// fast division by 1 + e in [1, 2] (2 ulp); the softplus gate as there.
+__device__ __forceinline__ float prep_gate(const DeviceParams& p, float xd, float eA) {
+  if (p.gate == kGateSoftplus) return -eA * softplusf_stable(xd);
+  const float arg = p.A_log != nullptr ? eA * xd : xd;
+  const float e = exp2f(-fabsf(arg) * kLog2e);
+  return p.lower_bound * __fdividef(arg >= 0.f ? 1.f : e, 1.f + e);
+}
+
+// x = hi + lo for 3xTF32 by truncation: hi keeps x's top 10 significand bits (exact, one LOP), lo is
+// x - hi (exact in fp32) truncated the same way, so both are valid tf32 whatever the tensor core does
+// with low bits. Products lose ~2^-20 relative (the rounded split: ~2^-22) at 3 instructions per
+// element instead of 9 (cvt.rna.tf32 is 4 SASS instructions on sm_90). NaN stays NaN.
+template <int N>
+__device__ __forceinline__ Tf32Split<N> split_trunc(const float (&x)[N]) {
+  constexpr uint32_t kTf32Mask = 0xffffe000u;
+  Tf32Split<N> f;
+#pragma unroll
+  for (int i = 0; i < N; ++i) {
+    f.hi[i] = __float_as_uint(x[i]) & kTf32Mask;
+    f.lo[i] = __float_as_uint(x[i] - __uint_as_float(f.hi[i])) & kTf32Mask;
+  }
+  return f;
+}
+
 // 5 CTAs per SM (44 KiB of shared memory each at K = 128): at most 51 registers.
 constexpr int kPrepMinBlocks = 5;
 
@@ -225,7 +251,7 @@ __global__ void __launch_bounds__(kThreads, kPrepMinBlocks)
       float kk = 0.f, qq = 0.f;
 #pragma unroll
       for (int i = 0; i < kPer; ++i) kk += kx[i] * kx[i], qq += qx[i] * qx[i];
-      const float rk = 1.f / sqrtf(row_sum(kk) + 1e-6f), rq = 1.f / sqrtf(row_sum(qq) + 1e-6f);
+      const float rk = rsqrtf(row_sum(kk) + 1e-6f), rq = rsqrtf(row_sum(qq) + 1e-6f);
 #pragma unroll
       for (int i = 0; i < kPer; ++i) kx[i] *= rk, qx[i] *= rq;
     }
@@ -243,7 +269,7 @@ __global__ void __launch_bounds__(kThreads, kPrepMinBlocks)
           for (int i = 0; i < kPer; ++i) gx[i] += dt[i];
         }
 #pragma unroll
-        for (int i = 0; i < kPer; ++i) gx[i] = gate_from_biased(p, gx[i], eA);
+        for (int i = 0; i < kPer; ++i) gx[i] = prep_gate(p, gx[i], eA);
       }
     } else {  // padded rows: g = 0 (decay 1)
 #pragma unroll
@@ -378,26 +404,41 @@ __global__ void __launch_bounds__(kThreads, kPrepMinBlocks)
   if (tid < kChunk * kChunk) blk[l.aqk + tid] = A[tid / kChunk][tid % kChunk];
   __syncthreads();
 
-  // W = Tm (Diag(beta) K~) and U = Tm Diag(beta) V, one column per thread (threads < K: W's
-  // column tid; the next V: U's), the column's 16 inputs in registers and Tm's rows broadcast.
-  static_assert(K + kMaxV <= kThreads, "a column per thread");
-  if (tid < K + V) {
-    const bool is_w = tid < K;
-    const int col = is_w ? tid : tid - K, stride = is_w ? K : V;
-    float x[kChunk];
+  // W = Tm (Diag(beta) K~) and U = Tm Diag(beta) V on tensor cores: (K + V) / 8 output tiles of
+  // m16n8 (the W tiles first), warp w taking tiles w, w + 8, ..; 2 k-steps of m16n8k8 each, in the
+  // truncated 3xTF32 form (split_trunc: ~2^-20 relative, about fp32; W is rounded to tf32 after).
+  {
+    const int g = lane / 4, t = lane % 4;  // mma fragment coordinates
+    Tf32Split<4> a[2];                     // Tm's A fragments, both k-steps, shared by every tile
 #pragma unroll
-    for (int m = 0; m < kChunk; ++m) x[m] = is_w ? ks[m][col] : bs[m] * vs[m][col];
-    float* dst = blk + (is_w ? l.w : l.u) + col;  // row r at dst[r * stride]
-#pragma unroll 4
-    for (int r = 0; r < kChunk; ++r) {
-      float acc = 0.f;
+    for (int kk = 0; kk < 2; ++kk) {
+      const int k0 = 8 * kk;
+      const float x[4] = {Tm[g][k0 + t], Tm[g + 8][k0 + t], Tm[g][k0 + t + 4], Tm[g + 8][k0 + t + 4]};
+      a[kk] = split_trunc(x);
+    }
+    for (int tile = warp; tile < (K + V) / 8; tile += kWarps) {
+      const bool is_w = tile < K / 8;  // warp-uniform
+      const int n0 = is_w ? 8 * tile : 8 * tile - K, col = n0 + g;  // B column of this lane
+      Tf32Acc<3> acc;
 #pragma unroll
-      for (int m = 0; m <= r; ++m) acc += Tm[r][m] * x[m];
-      dst[r * stride] = is_w ? mma_operand(acc) : acc;  // W is an mma operand, U is not
+      for (int kk = 0; kk < 2; ++kk) {
+        const int m0 = 8 * kk + t, m1 = m0 + 4;  // B rows (tokens) of this lane
+        const float x[2] = {is_w ? ks[m0][col] : bs[m0] * vs[m0][col], is_w ? ks[m1][col] : bs[m1] * vs[m1][col]};
+        acc.mma(a[kk], split_trunc(x));
+      }
+      // C fragment: rows g and g + 8, columns n0 + 2t, + 1.
+      const int stride = is_w ? K : V;
+      float* dst = blk + (is_w ? l.w : l.u) + g * stride + n0 + 2 * t;
+      float c[4] = {acc.sum(0), acc.sum(1), acc.sum(2), acc.sum(3)};
+      if (is_w) {  // W is an mma operand, U is not
+#pragma unroll
+        for (int q = 0; q < 4; ++q) c[q] = mma_operand(c[q]);
+      }
+      *reinterpret_cast<float2*>(dst) = make_float2(c[0], c[1]);
+      *reinterpret_cast<float2*>(dst + 8 * stride) = make_float2(c[2], c[3]);
     }
   }
 }
-
 
 // Shared-memory plan of the state pass for head dim K and VT value columns per CTA (16 or 32; floats;
 // every tile 16-byte aligned for cp.async). Row strides are padded so the mma fragment loads hit 32
