@@ -10,7 +10,8 @@
 //     Aqk[r][s] = scale sum_d q_rd k_sd exp(Gamma_rd - Gamma_sd) (s <= r) elementwise per channel
 //     (the token-parallel form: no reference point, every exponent <= 0, so no gate strength can
 //     overflow it); Tm = (I + L)^-1 by forward substitution; W = Tm Diag(beta) (k exp(Gamma)),
-//     U = Tm Diag(beta) V, Kh = k exp(Gamma_C - Gamma), Qt = scale q exp(Gamma), exp(Gamma_C).
+//     U = Tm Diag(beta) V (tensor cores, no exponential inside), Kh = k exp(Gamma_C - Gamma),
+//     Qt = scale q exp(Gamma), exp(Gamma_C). One 16-byte load per tensor per thread for the tiles.
 //     A partial last chunk is padded with k = q = v = beta = g = 0, which leaves every real row exact.
 //  3. state pass, grid (sequence x V-tile of 16, value head), sequential over the sequence's chunks:
 //     D = U - W S;  O = Qt S + Aqk D;  S <- Diag(exp(Gamma_C)) S + Kh^T D, the products on tensor
