@@ -361,13 +361,8 @@ __global__ void __launch_bounds__(kThreads, kPrepMinBlocks)
       x[0] += __shfl_xor_sync(0xffffffffu, x[0], 1);
       // Lane 4 v + u (u < 4) now holds value v = (lane bits 4, 3, 2): kind v / kGroup, pair s = sb - v % kGroup.
       const int v = lane / 4, s = sb - v % kGroup;
-      if (lane % 4 == 0 && s >= 0) {
-        if (v < kGroup) {
-          if (s < r) L[r][s] = br * x[0];
-        } else {
-          A[r][s] = p.scale * x[0];
-        }
-      }
+      const bool is_l = v < kGroup;  // L (strictly lower: s < r) or Aqk (s <= r)
+      if (lane % 4 == 0 && s >= 0 && (!is_l || s < r)) (is_l ? L : A)[r][s] = (is_l ? br : p.scale) * x[0];
     }
   }
   __syncthreads();
