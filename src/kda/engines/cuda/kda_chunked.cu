@@ -359,7 +359,7 @@ __global__ void __launch_bounds__(kThreads, kPrepMinBlocks)
       }
       x[0] += __shfl_xor_sync(0xffffffffu, x[0], 2);
       x[0] += __shfl_xor_sync(0xffffffffu, x[0], 1);
-      // Lane 4 v + u (u < 4) now holds value v = (lane bits 4, 3, 2): kind v / kGroup, pair s = sb - v % kGroup.
+      // Lane 4 v + u (u < 4) now holds value v (lane bits 4, 3, 2): kind v / kGroup, s = sb - v % kGroup.
       const int v = lane / 4, s = sb - v % kGroup;
       const bool is_l = v < kGroup;  // L (strictly lower: s < r) or Aqk (s <= r)
       if (lane % 4 == 0 && s >= 0 && (!is_l || s < r)) (is_l ? L : A)[r][s] = (is_l ? br : p.scale) * x[0];
@@ -427,7 +427,8 @@ __global__ void __launch_bounds__(kThreads, kPrepMinBlocks)
 #pragma unroll
       for (int kk = 0; kk < 2; ++kk) {
         const int m0 = 8 * kk + t, m1 = m0 + 4;  // B rows (tokens) of this lane
-        const float x[2] = {is_w ? ks[m0][col] : bs[m0] * vs[m0][col], is_w ? ks[m1][col] : bs[m1] * vs[m1][col]};
+        const float x[2] = {is_w ? ks[m0][col] : bs[m0] * vs[m0][col],
+                            is_w ? ks[m1][col] : bs[m1] * vs[m1][col]};
         acc.mma(a[kk], split_trunc(x));
       }
       // C fragment: rows g and g + 8, columns n0 + 2t, + 1.
