@@ -355,6 +355,23 @@ TEST_F(KdaCuda, RecurrentUnalignedVFirstPool) {
   }
 }
 
+// The chunked prep's scalar token loads: every stride padded by one element, so no q/k/v/g/dt_bias
+// row starts on its vector size (the default views take 16-byte loads); both head dims, the
+// softplus and lower-bound gates, a partial last chunk.
+TEST_F(KdaCuda, ChunkedPrepUnalignedViews) {
+  for (auto [K, V] : {std::pair<int64_t, int64_t>{128, 128}, {64, 128}, {128, 64}}) {
+    for (KdaGate gate : {KdaGate::kLowerBound, KdaGate::kSoftplus}) {
+      KdaRun r;
+      r.c = base_case();
+      r.c.B = 2, r.c.T = 45, r.c.K = K, r.c.V = V;
+      r.c.gate = gate;
+      r.stride_pad = 1;
+      r.setup(130 + static_cast<uint64_t>(K + V), -1, true);
+      check_run(r, KdaCudaPath::kChunked, " strides padded by 1");
+    }
+  }
+}
+
 // More sequences than one grid dimension holds (65535): the kernel loops over them.
 TEST_F(KdaCuda, RecurrentManySequences) {
   KdaRun r;
