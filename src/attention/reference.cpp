@@ -1,13 +1,19 @@
 // The fp64 attention reference engine ("reference"). For every sequence b, query row i and query
 // head h: gather the keys the mask lets row i see, score them in double (scale, then softcap), take
 // a max-subtracted softmax and the weighted sum of V rows, and report LSE = m + log(sum). Plain
-// loops over strided views; speed is irrelevant, readability and exactness are the point.
+// loops over strided views; readability and exactness are the point. The only concession to speed:
+// large problems spread their query rows over a few threads (the GPU tier's fp64 checks set its run
+// time). Each row is computed by one thread in the same order, so the bits do not depend on it.
 #include "attention/reference.h"
 
 #include <algorithm>
 #include <cmath>
 #include <limits>
 #include <string>
+#include <system_error>
+#include <thread>
+#include <utility>
+#include <vector>
 
 #include "attention/attention_views.h"
 #include "attention/engine_list.h"
@@ -252,8 +258,16 @@ Status reference_attention_fp64(const AttentionParams& p, int64_t key_begin, int
   // Rows of a varlen Q that no sequence covers (past cu_seqlens_q[B]) keep O = 0, LSE = -inf.
   o->assign(static_cast<size_t>(g.total_q * g.hq * g.dv), 0.0);
   lse->assign(static_cast<size_t>(g.hq * g.total_q), kNegInf);
+  std::vector<std::pair<int64_t, int64_t>> rows;  // (sequence, query row) pairs
+  double macs = 0.0;                              // work estimate: query-key pairs x heads x D
   for (int64_t b = 0; b < g.batch; ++b) {
-    for (int64_t i = 0; i < g.q_len(b); ++i) {
+    for (int64_t i = 0; i < g.q_len(b); ++i) rows.emplace_back(b, i);
+    macs += static_cast<double>(g.q_len(b)) * static_cast<double>(g.k_len(b)) * static_cast<double>(g.hq * (g.d + g.dv));
+  }
+  // Rows first, first + stride, ...: interleaved, so causal masks (later rows see more keys) balance.
+  auto attend_rows = [&](size_t first, size_t stride) {
+    for (size_t n = first; n < rows.size(); n += stride) {
+      const auto [b, i] = rows[n];
       const int64_t r = g.q_begin(b) + i;  // global query row
       for (int64_t h = 0; h < g.hq; ++h) {
         // o: [total_q, Hq, Dv] row-major; lse: [Hq, total_q] row-major
@@ -261,7 +275,31 @@ Status reference_attention_fp64(const AttentionParams& p, int64_t key_begin, int
                    lse->data() + h * g.total_q + r);
       }
     }
+  };
+  // Threads only where they pay for themselves (~1e7 multiply-adds is a few ms of these loops).
+  constexpr double kMacsPerThread = 1e7;
+  constexpr unsigned kMaxThreads = 8;
+  const unsigned hw = std::max(1u, std::thread::hardware_concurrency());
+  const auto want = static_cast<size_t>(std::min<double>({static_cast<double>(std::min(hw, kMaxThreads)),
+                                                          macs / kMacsPerThread, static_cast<double>(rows.size())}));
+  const size_t n_threads = std::max<size_t>(1, want);
+  std::vector<std::thread> threads;
+  struct JoinAll {  // also when the calling thread's share throws
+    std::vector<std::thread>& ts;
+    ~JoinAll() {
+      for (std::thread& th : ts) th.join();
+    }
+  } join_all{threads};
+  size_t started = 1;  // row class 0 is the calling thread's
+  for (; started < n_threads; ++started) {
+    try {
+      threads.emplace_back(attend_rows, started, n_threads);
+    } catch (const std::system_error&) {
+      break;  // no more threads: the calling thread takes the classes left
+    }
   }
+  for (size_t t = started; t < n_threads; ++t) attend_rows(t, n_threads);
+  attend_rows(0, n_threads);
   return Status::Ok();
 }
 
