@@ -30,7 +30,8 @@ constexpr int tile_keys(int d) { return d <= 128 ? 64 : 32; }
 // to Hq heads take the same kernel (bitwise-equal rows, tested).
 // Why 4 tokens (docs/ENGINES.md, "Multi-token decode"): every m-block re-reads its split's K/V
 // from L2 into shared memory, so tokens x group rows cost tokens x group / 16 times the one-token
-// L2 and shared-memory traffic. Group 8 x 4 tokens is 2x (predicted a win over the tile kernel);
+// L2 and shared-memory traffic. Group 8 x 4 tokens is 2x (predicted a win over the tile kernel;
+// measured 1.53x the one-token time at 64/8 1 x 128K, the tile kernel not timed beside it);
 // x 16 tokens 8x (predicted slower than the tile kernel's 128-row tile, which reads K/V once per
 // 128 rows).
 inline constexpr int kDecodeRows = 16;
