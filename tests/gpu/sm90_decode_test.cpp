@@ -10,6 +10,7 @@
 #include <cmath>
 #include <cstdlib>
 #include <string>
+#include <tuple>
 #include <utility>
 #include <vector>
 
@@ -152,14 +153,18 @@ TEST_F(Sm90Decode, WindowSoftcapScale) {
   }
 }
 
+// Padded strides; paged also with pages of 16 (TMA boxes of 16 rows) and 1 (gathered: the
+// cp.async source addresses use the page, row and head strides).
 TEST_F(Sm90Decode, StridedViews) {
   for (int64_t d : kHeadDims) {
     Case c = decode_case(8, 2, 2, {500, 90}, d);
     c.strided = true;
     check_case(c, kEngine);
     c.kv = KvKind::kPaged;
-    c.page_size = 64;
-    check_case(c, kEngine);
+    for (int page : {64, 16, 1}) {
+      c.page_size = page;
+      check_case(c, kEngine);
+    }
   }
 }
 
@@ -210,10 +215,11 @@ TEST_F(Sm90Decode, DeterministicOver10Runs) {
 }
 
 // Paged K/V of any page size (issue 9: vLLM's and FlashInfer's default is 16; 1 must work). A
-// 64-key tile comes as runs of gcd(page_size, 64) keys, one TMA box per run from its own page
-// (decode_mainloop.cuh, produce()). Every cache row no live key uses -- spare pages, the slots past
-// a sequence's end in its last page -- is NaN, so a box read from the wrong page or slot, a run
-// past the end that is not masked, or a stale row reaching O fails the case.
+// 64-key tile comes as runs of gcd(page_size, 64) keys, one TMA box per run from its own page, or,
+// for runs shorter than 8 keys, gathered row by row with cp.async by the producer warp
+// (decode_mainloop.cuh, produce() and gather_tile()). Every cache row no live key uses -- spare
+// pages, the slots past a sequence's end in its last page -- is NaN, so a box or row read from the
+// wrong page or slot, a run past the end that is not masked, or a stale row reaching O fails.
 void expect_paged_ignores_stale_rows(const Case& c) {
   const std::string label = describe(c) + " (NaN in every row no key uses)";
   auto p = make_problem(c);
@@ -248,34 +254,33 @@ void expect_paged_ignores_stale_rows(const Case& c) {
   EXPECT_TRUE(p->dlse->guards_intact()) << label << ": write outside lse";
 }
 
-// Page sizes 1, 8 (boxes of 1 and 8 rows), 16, 32, 48 (gcd 16: a page's runs straddle tiles), 96
-// (gcd 32), and 64 (one box per tile, the unchanged path); shuffled pages and spare pages (the
+// Page sizes 1 (gathered), 8 (boxes of 8 rows), 16, 32, 48 (gcd 16: a page's runs straddle tiles),
+// 96 (gcd 32), and 64 (one box per tile, the unchanged path); shuffled pages and spare pages (the
 // harness), lengths that are multiples of neither the page nor the tile, splits 1 / 3 / automatic,
-// 1 and 4 new tokens, head ratios 8/2 and 64/8, bf16 and fp8 K/V.
+// head ratios 8/2 (4 new tokens) and 64/8 (1 new token), bf16 and fp8 K/V.
 TEST_F(Sm90Decode, PagedAnyPageSize) {
   for (int page : {1, 8, 16, 32, 48, 96, 64}) {
     for (bool fp8 : {false, true}) {
       for (int splits : {1, 3, 0}) {
-        for (auto [hq, hkv] : std::vector<std::pair<int64_t, int64_t>>{{8, 2}, {64, 8}}) {
-          for (int tokens : {1, 4}) {
-            Case c = decode_case(hq, hkv, tokens, {1000, 41, 300});
-            c.kv = KvKind::kPaged;
-            c.page_size = page;
-            c.num_splits = splits;
-            c.kv_fp8 = fp8;
-            expect_paged_ignores_stale_rows(c);
-          }
+        for (auto [hq, hkv, tokens] : std::vector<std::tuple<int64_t, int64_t, int>>{{8, 2, 4}, {64, 8, 1}}) {
+          Case c = decode_case(hq, hkv, tokens, {1000, 41, 300});
+          c.kv = KvKind::kPaged;
+          c.page_size = page;
+          c.num_splits = splits;
+          c.kv_fp8 = fp8;
+          expect_paged_ignores_stale_rows(c);
         }
       }
     }
   }
 }
 
-// Small pages at head dims 64 and 256 (1, 2 or 4 d boxes per run: the run's row offset inside each
-// d box), f16 too; and one split over 4099 keys, so the ring wraps many times with stages of up
-// to 64 runs and a last tile of 3 keys, 16 new tokens (32-column tiles, several column blocks).
+// Small pages at head dims 64, 128 and 256 (1, 2 or 4 d boxes per run: the run's row offset inside
+// each d box; gathered: 8, 16 or 32 lanes per key row), f16 too; pages of 1 and 12 (gcd 4) are
+// gathered, 16 and 48 come by TMA boxes. And one split over 4099 keys, so the ring wraps many
+// times, with a last tile of 3 keys and 16 new tokens (32-column tiles, several column blocks).
 TEST_F(Sm90Decode, PagedSmallPagesHeadDimsRingWrap) {
-  for (int page : {1, 16, 48}) {
+  for (int page : {1, 12, 16, 48}) {
     for (int64_t d : kHeadDims) {
       for (DType dt : {DType::kBF16, DType::kF16}) {
         Case c = decode_case(8, 2, 3, {700, 129, 64}, d);

@@ -70,9 +70,12 @@ __device__ void decode_cta(const KernelParams& p, const CUtensorMap* tmap_k, con
   w.common_hi = first_vis.hi;
 
   const int tid = static_cast<int>(threadIdx.x), warp = tid / 32, lane = tid % 32;
+  // Small pages: the producer warp gathers the tiles with cp.async (produce(), gather_tile()),
+  // every lane arriving on full[]; otherwise lane 0's expect_tx arrival and the TMA bytes.
+  const bool gather = p.block_table != nullptr && paged_gather(p.page_size);
   if (tid == 0) {
     for (int st = 0; st < Traits::kStages; ++st) {
-      hw::mbar_init(sm.full(st), 1);
+      hw::mbar_init(sm.full(st), gather ? kProducerLanes : 1);
       hw::mbar_init(sm.empty(st), Traits::kConsumerWarps);
     }
     hw::mbar_init_fence();
@@ -107,6 +110,9 @@ __device__ void decode_cta(const KernelParams& p, const CUtensorMap* tmap_k, con
   for (int blk = w.blk_begin, it = 0; blk < w.blk_end; ++blk, ++it) {
     const int stage = it % Traits::kStages;
     hw::mbar_wait(sm.full(stage), static_cast<uint32_t>(it / Traits::kStages) & 1u);
+    // Gathered tiles were written by cp.async (generic proxy); the GEMMs read them through the
+    // async proxy. (fp8 reads its tiles with ordinary loads.)
+    if (!Traits::kFp8 && gather) hw::fence_proxy_async_smem();
     const int j0 = blk * kBlockKV;
     [[maybe_unused]] uint32_t v_frag[2][4][4];
     if constexpr (Traits::kFp8) {

@@ -70,6 +70,17 @@ static_assert(paged_box_rows(1) == 1 && paged_box_rows(16) == 16 && paged_box_ro
                   paged_box_rows(12) == 4,
               "paged_box_rows: gcd(page_size, 64)");
 
+// Paged K/V whose runs are shorter than kMinTmaBoxRows keys (page_size not a multiple of 8: 1, 2,
+// 4, 12, odd sizes) is gathered instead: the producer warp's 32 lanes copy the tile's key rows with
+// cp.async (16 bytes a lane, one key row per 8 to 32 lanes) into the same swizzled layout. One TMA
+// box per run would cost 64 / g x D / 64 x 2 box issues per tile from one thread (256 per 32 KB
+// stage at g = 1, D 128), a few instructions each: more than the producer warp can issue in the
+// ~1-2 us a stage takes to stream. The gathered path arrives on the stage's full barrier with
+// cp.async.mbarrier.arrive.noinc from every lane (the barrier counts kProducerLanes arrivals).
+inline constexpr int kMinTmaBoxRows = 8;
+inline constexpr int kProducerLanes = 32;
+constexpr bool paged_gather(int64_t page_size) { return paged_box_rows(page_size) < kMinTmaBoxRows; }
+
 // Column tile for a problem with `cols` packed query columns per (sequence, KV head): the next
 // power of two >= cols, between 8 and kMaxCols.
 constexpr int column_tile(int64_t cols) {
