@@ -203,6 +203,9 @@ __device__ void produce(const KernelParams& p, const CtaWork& w, const SmemMap<T
       }
     }
   }
+  // A gathering lane leaves only once its last copies have landed (their mbarrier arrivals are
+  // tied to this thread's cp.async operations).
+  if (gather) asm volatile("cp.async.wait_all;" ::: "memory");
 }
 
 // Consumer threads copy the CTA's packed Q rows into the swizzled K-major B layout: row n (column

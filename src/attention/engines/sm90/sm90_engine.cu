@@ -100,9 +100,9 @@ class Sm90Attention final : public AttentionEngine {
     return "device tensors, bf16/f16, head dim 64, 128 or 256 (D == Dv), decode of 1.." +
            std::to_string(sm90_engine::kMaxNewTokens) +
            " new tokens (batched Q); batched K/V (optional seqlens_k) or paged K/V of any page_size "
-           "(TMA boxes of gcd(page_size, 64) rows, one per run of keys in a page); causal, window, softcap, "
-           "scale, split-KV, partial-output mode; f8e4m3 K/V with per-(sequence, KV head) scales at head dim "
-           "128";
+           "(TMA boxes of gcd(page_size, 64) rows, one per run of keys in a page; pages not a multiple of 8 "
+           "keys gathered with cp.async); causal, window, softcap, scale, split-KV, partial-output mode; "
+           "f8e4m3 K/V with per-(sequence, KV head) scales at head dim 128";
   }
   Status available() const override { return sm90_engine::sm90_device_available("sm90"); }
 
