@@ -368,8 +368,9 @@ TEST_F(GpuFuzz, AttentionRandomValidProblems) {
     const std::string repro =
         repro_commands(cli_repro(a), "", gtest_repro("AttentionRandomValidProblems", seed, i));
     ++t.run;
-    // The Hopper engines serve subsets (decode: D = 128, batched or paged by 64; prefill: D = 128,
-    // batched): every drawn problem one accepts is checked the same way; their declines are expected.
+    // The Hopper engines serve subsets (decode: D 64 / 128 / 256, batched or paged with any page
+    // size; prefill: batched): every drawn problem one accepts is checked the same way; their
+    // declines are expected.
     for (const char* hopper : {"sm90", "sm90-prefill"}) {
       const std::string r_hopper = run_attention_case(a, hopper);
       if (r_hopper.rfind("declined: ", 0) == 0) continue;

@@ -7,8 +7,10 @@
 
 #include <cuda_runtime.h>
 
+#include <cmath>
 #include <cstdlib>
 #include <string>
+#include <tuple>
 #include <utility>
 #include <vector>
 
@@ -151,14 +153,18 @@ TEST_F(Sm90Decode, WindowSoftcapScale) {
   }
 }
 
+// Padded strides; paged also with pages of 16 (TMA boxes of 16 rows) and 1 (gathered: the
+// cp.async source addresses use the page, row and head strides).
 TEST_F(Sm90Decode, StridedViews) {
   for (int64_t d : kHeadDims) {
     Case c = decode_case(8, 2, 2, {500, 90}, d);
     c.strided = true;
     check_case(c, kEngine);
     c.kv = KvKind::kPaged;
-    c.page_size = 64;
-    check_case(c, kEngine);
+    for (int page : {64, 16, 1}) {
+      c.page_size = page;
+      check_case(c, kEngine);
+    }
   }
 }
 
@@ -208,6 +214,95 @@ TEST_F(Sm90Decode, DeterministicOver10Runs) {
   }
 }
 
+// Paged K/V of any page size (issue 9: vLLM's and FlashInfer's default is 16; 1 must work). A
+// 64-key tile comes as runs of gcd(page_size, 64) keys, one TMA box per run from its own page, or,
+// for runs shorter than 8 keys, gathered row by row with cp.async by the producer warp
+// (decode_mainloop.cuh, produce() and gather_tile()). Every cache row no live key uses -- spare
+// pages, the slots past a sequence's end in its last page -- is NaN, so a box or row read from the
+// wrong page or slot, a run past the end that is not masked, or a stale row reaching O fails.
+void expect_paged_ignores_stale_rows(const Case& c) {
+  const std::string label = describe(c) + " (NaN in every row no key uses)";
+  auto p = make_problem(c);
+  const int64_t pages = p->k.shape()[0];
+  std::vector<char> live(static_cast<size_t>(pages * c.page_size), 0);  // [page][slot]
+  for (int64_t b = 0; b < static_cast<int64_t>(c.k_lens.size()); ++b) {
+    for (int64_t j = 0; j < c.k_lens[static_cast<size_t>(b)]; ++j) {
+      const auto page = static_cast<int64_t>(p->block_table.at({b, j / c.page_size}));
+      live[static_cast<size_t>(page * c.page_size + j % c.page_size)] = 1;
+    }
+  }
+  const double nan = std::nan("");
+  for (int64_t page = 0; page < pages; ++page) {
+    for (int64_t slot = 0; slot < c.page_size; ++slot) {
+      if (live[static_cast<size_t>(page * c.page_size + slot)]) continue;
+      for (int64_t h = 0; h < c.hkv; ++h) {
+        for (int64_t d = 0; d < c.d; ++d) {
+          p->k.set({page, slot, h, d}, nan);
+          p->v.set({page, slot, h, d}, nan);
+        }
+      }
+    }
+  }
+  p->upload();
+  const Status rs = run_reference(*p);
+  ASSERT_TRUE(rs.ok()) << label << ": reference: " << rs.to_string();
+  HostTensor o = like(p->out), l = like(p->lse);
+  const Status s = run_cuda(*p, &o, &l, kEngine);
+  ASSERT_TRUE(s.ok()) << label << ": " << s.to_string();
+  expect_matches_reference(*p, o, l, label);
+  EXPECT_TRUE(p->dout->guards_intact()) << label << ": write outside out";
+  EXPECT_TRUE(p->dlse->guards_intact()) << label << ": write outside lse";
+}
+
+// Page sizes 1 (gathered), 8 (boxes of 8 rows), 16, 32, 48 (gcd 16: a page's runs straddle tiles),
+// 96 (gcd 32), and 64 (one box per tile, the unchanged path); shuffled pages and spare pages (the
+// harness), lengths that are multiples of neither the page nor the tile, splits 1 / 3 / automatic,
+// head ratios 8/2 (4 new tokens) and 64/8 (1 new token), bf16 and fp8 K/V.
+TEST_F(Sm90Decode, PagedAnyPageSize) {
+  for (int page : {1, 8, 16, 32, 48, 96, 64}) {
+    for (bool fp8 : {false, true}) {
+      for (int splits : {1, 3, 0}) {
+        for (auto [hq, hkv, tokens] : std::vector<std::tuple<int64_t, int64_t, int>>{{8, 2, 4}, {64, 8, 1}}) {
+          Case c = decode_case(hq, hkv, tokens, {1000, 41, 300});
+          c.kv = KvKind::kPaged;
+          c.page_size = page;
+          c.num_splits = splits;
+          c.kv_fp8 = fp8;
+          expect_paged_ignores_stale_rows(c);
+        }
+      }
+    }
+  }
+}
+
+// Small pages at head dims 64, 128 and 256 (1, 2 or 4 d boxes per run: the run's row offset inside
+// each d box; gathered: 8, 16 or 32 lanes per key row), f16 too; pages of 1 and 12 (gcd 4) are
+// gathered, 16 and 48 come by TMA boxes. And one split over 4099 keys, so the ring wraps many
+// times, with a last tile of 3 keys and 16 new tokens (32-column tiles, several column blocks).
+TEST_F(Sm90Decode, PagedSmallPagesHeadDimsRingWrap) {
+  for (int page : {1, 12, 16, 48}) {
+    for (int64_t d : kHeadDims) {
+      for (DType dt : {DType::kBF16, DType::kF16}) {
+        Case c = decode_case(8, 2, 3, {700, 129, 64}, d);
+        c.dtype = dt;
+        c.kv = KvKind::kPaged;
+        c.page_size = page;
+        c.num_splits = 3;
+        expect_paged_ignores_stale_rows(c);
+      }
+      Case wrap = decode_case(8, 1, 16, {4099, 65}, d);
+      wrap.kv = KvKind::kPaged;
+      wrap.page_size = page;
+      wrap.num_splits = 1;
+      expect_paged_ignores_stale_rows(wrap);
+      if (d == 128) {
+        wrap.kv_fp8 = true;
+        expect_paged_ignores_stale_rows(wrap);
+      }
+    }
+  }
+}
+
 // Outside the engine's scope it declines with a reason (pinned: an error).
 TEST_F(Sm90Decode, DeclinesWithReason) {
   std::vector<std::pair<Case, std::string>> cases;
@@ -223,10 +318,6 @@ TEST_F(Sm90Decode, DeclinesWithReason) {
   }
   Case prefill = decode_case(8, 2, 17, {100});
   cases.push_back({prefill, "new tokens"});
-  Case small_page = c;
-  small_page.kv = KvKind::kPaged;
-  small_page.page_size = 16;
-  cases.push_back({small_page, "page_size"});
   Case varlen = c;  // varlen Q and K/V (the harness's usual varlen pairing)
   varlen.q_varlen = true;
   varlen.kv = KvKind::kVarlen;
@@ -305,6 +396,20 @@ TEST_F(Sm90Decode, AutomaticSelectionPrefersItForDecode) {
       {decode_case(8, 1, 16, {300}), "sm90"},
       {decode_case(16, 1, 1, {4096}, 64), "sm90"},
       {decode_case(32, 2, 1, {4096}, 256), "sm90"},
+      {[] {  // vLLM's default page size (any page size is served since the sub-page boxes)
+         Case c = decode_case(64, 8, 1, {4096});
+         c.kv = KvKind::kPaged;
+         c.page_size = 16;
+         return c;
+       }(),
+       "sm90"},
+      {[] {
+         Case c = decode_case(8, 2, 1, {100});
+         c.kv = KvKind::kPaged;
+         c.page_size = 1;
+         return c;
+       }(),
+       "sm90"},
       {decode_case(8, 2, 1, {100}, 32), "cuda"},
       {decode_case(8, 2, 40, {100}), "sm90-prefill"},  // 40 query rows: past decode, a batched prefill
       {[] {

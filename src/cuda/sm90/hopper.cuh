@@ -57,6 +57,13 @@ __device__ __forceinline__ void mbar_wait(uint64_t* bar, uint32_t parity) {
   }
 }
 
+// One arrival on `bar`, made by the hardware once every cp.async this thread issued before it
+// has completed (PTX cp.async.mbarrier.arrive). .noinc: the barrier's init count includes these
+// arrivals (without it the pending count is raised by one first, a net change of zero).
+__device__ __forceinline__ void cp_async_mbar_arrive_noinc(uint64_t* bar) {
+  asm volatile("cp.async.mbarrier.arrive.noinc.shared::cta.b64 [%0];" ::"r"(smem_u32(bar)) : "memory");
+}
+
 // ---- TMA ------------------------------------------------------------------------------------
 
 // Rank-4 tile load global -> this CTA's shared memory, completing as transaction bytes on `bar`.

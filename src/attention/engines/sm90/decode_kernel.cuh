@@ -4,14 +4,16 @@
 // side -- no 64-row query tile padded with empty rows.
 //
 //   Q   [B, Sq, Hq, D]                 columns n = token * group + head_in_group, kN per CTA
-//   K,V [B, Sk, Hkv, D] or paged [pages, page_size, Hkv, D] (page_size % 64 == 0)
+//   K,V [B, Sk, Hkv, D] or paged [pages, page_size, Hkv, D] (any page_size: a tile's keys come
+//       as 64 / gcd(page_size, 64) boxes, each from its own page; produce() in decode_mainloop.cuh)
 //   out [B, Sq, Hq, D] (Q's dtype), lse fp32 [Hq, B * Sq]            -- num_splits == 1
 //   o_partial / lse_partial fp32 (the portable engine's layout)     -- num_splits  > 1
 //
 // Grid (m_blocks * num_splits, Hkv, B); 160 threads: warps 0-3 = the consumer warpgroup, warp 4 =
 // the producer. Per KV tile of the CTA's split (cut to the keys its columns can see):
-//   producer   waits empty[stage], expect_tx(2 x 64 keys x D x 2 bytes), TMA D / 64 K and V boxes
-//              into the stage
+//   producer   waits empty[stage], expect_tx(the loaded boxes' bytes: 2 x 64 keys x D x 2 bytes
+//              unless the tile ends the sequence), TMA D / 64 K and V boxes per run of keys (one
+//              run of 64, or for small pages one run per gcd(page_size, 64) keys) into the stage
 //   consumer   waits full[stage]; S^T = K Q^T (wgmma, fp32); scale / softcap / mask; column max
 //              across the warpgroup; P = exp2(S - max) (fp32), stored to smem as bf16/f16 P^T;
 //              O^T = O^T * alpha + V^T P^T (wgmma); arrives on empty[stage]
@@ -68,9 +70,12 @@ __device__ void decode_cta(const KernelParams& p, const CUtensorMap* tmap_k, con
   w.common_hi = first_vis.hi;
 
   const int tid = static_cast<int>(threadIdx.x), warp = tid / 32, lane = tid % 32;
+  // Small pages: the producer warp gathers the tiles with cp.async (produce(), gather_tile()),
+  // every lane arriving on full[]; otherwise lane 0's expect_tx arrival and the TMA bytes.
+  const bool gather = p.block_table != nullptr && paged_gather(p.page_size);
   if (tid == 0) {
     for (int st = 0; st < Traits::kStages; ++st) {
-      hw::mbar_init(sm.full(st), 1);
+      hw::mbar_init(sm.full(st), gather ? kProducerLanes : 1);
       hw::mbar_init(sm.empty(st), Traits::kConsumerWarps);
     }
     hw::mbar_init_fence();
@@ -82,7 +87,7 @@ __device__ void decode_cta(const KernelParams& p, const CUtensorMap* tmap_k, con
   __syncthreads();
 
   if (warp == Traits::kProducerWarp) {
-    if (lane == 0) produce<Traits>(p, w, sm, tmap_k, tmap_v);
+    produce<Traits>(p, w, sm, tmap_k, tmap_v, lane);
     return;
   }
 
@@ -105,6 +110,9 @@ __device__ void decode_cta(const KernelParams& p, const CUtensorMap* tmap_k, con
   for (int blk = w.blk_begin, it = 0; blk < w.blk_end; ++blk, ++it) {
     const int stage = it % Traits::kStages;
     hw::mbar_wait(sm.full(stage), static_cast<uint32_t>(it / Traits::kStages) & 1u);
+    // Gathered tiles were written by cp.async (generic proxy); the GEMMs read them through the
+    // async proxy. (fp8 reads its tiles with ordinary loads.)
+    if (!Traits::kFp8 && gather) hw::fence_proxy_async_smem();
     const int j0 = blk * kBlockKV;
     [[maybe_unused]] uint32_t v_frag[2][4][4];
     if constexpr (Traits::kFp8) {

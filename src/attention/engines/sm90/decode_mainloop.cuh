@@ -49,6 +49,7 @@
 #include "attention/engines/cuda/kernel_params.h"
 #include "attention/engines/cuda/seq_and_mask.cuh"
 #include "attention/engines/sm90/decode_traits.h"
+#include "cuda/cp_async.cuh"
 #include "cuda/sm90/hopper.cuh"
 #include "cuda/sm90/wgmma.cuh"
 
@@ -96,37 +97,115 @@ struct SmemMap {
   }
 };
 
-// Producer (one elected thread of the producer warp): for each KV tile, wait until its stage is
-// free, announce the stage's bytes, then TMA kDBlocks K boxes and kDBlocks V boxes into it. Paged K/V: a
-// tile lies inside one page (page_size is a multiple of 64), at slot (j0 % page_size).
+// Paged K/V gathered by the producer warp (paged_gather(page_size): runs shorter than
+// kMinTmaBoxRows keys): lane l copies 16-byte chunk l % kLanesPerRow of key rows
+// l / kLanesPerRow + kRowsPerPass * pass with cp.async into the stage, at the position the TMA
+// box's 128B swizzle would give it (chunk c of row r: d block c / 8, row offset r x 128, 16-byte
+// chunk (c % 8) ^ (r % 8)); keys at or past the sequence's end are zero-filled (no global read).
+// Each lane then arrives on full[stage] once its copies land (cp.async.mbarrier.arrive.noinc; the
+// barrier counts kProducerLanes arrivals in this mode). outer / slot: the pages of keys lane and
+// lane + 32 of the tile (produce()).
+template <class Traits>
+__device__ __forceinline__ void gather_tile(const KernelParams& p, const CtaWork& w, const SmemMap<Traits>& sm,
+                                            int stage, int j0, const int (&outer)[2], const int (&slot)[2],
+                                            int lane) {
+  constexpr int kElemBytes = Traits::kFp8 ? 1 : 2;
+  constexpr int kChunks = Traits::kHeadDim * kElemBytes / 16;  // 16-byte chunks per key row: 8, 16 or 32
+  constexpr int kLanesPerRow = kChunks;
+  constexpr int kRowsPerPass = kProducerLanes / kLanesPerRow;
+  constexpr int kDBoxStride = Traits::kFp8 ? 0 : Traits::kBoxBytes;
+  static_assert(kChunks % 8 == 0 && kChunks <= kProducerLanes, "one 16-byte chunk per lane and key row");
+  constexpr unsigned kAll = 0xffffffffu;
+  const int c = lane % kLanesPerRow;
+  const auto* k = static_cast<const char*>(p.k) + (w.kvh * p.k_head_stride * kElemBytes + c * 16);
+  const auto* v = static_cast<const char*>(p.v) + (w.kvh * p.v_head_stride * kElemBytes + c * 16);
+  // The previous round's wgmma read this stage through the async proxy; these are generic writes.
+  hw::fence_proxy_async_smem();
+#pragma unroll 4
+  for (int pass = 0; pass < Traits::kBlockKV / kRowsPerPass; ++pass) {
+    const int r = pass * kRowsPerPass + lane / kLanesPerRow;  // key j0 + r
+    const int page = __shfl_sync(kAll, r < 32 ? outer[0] : outer[1], r % 32);
+    const int s = __shfl_sync(kAll, r < 32 ? slot[0] : slot[1], r % 32);
+    const bool valid = j0 + r < w.s.k_len;
+    const int dst = (c / 8) * kDBoxStride + r * 128 + (((c % 8) ^ (r % 8)) << 4);
+    const int64_t k_off = (page * p.k_batch_stride + s * p.k_row_stride) * kElemBytes;
+    const int64_t v_off = (page * p.v_batch_stride + s * p.v_row_stride) * kElemBytes;
+    cuda::cp_async_16_or_zero(sm.k(stage) + dst, k + k_off, valid);
+    cuda::cp_async_16_or_zero(sm.v(stage) + dst, v + v_off, valid);
+  }
+  hw::cp_async_mbar_arrive_noinc(sm.full(stage));
+}
+
+// Producer (the producer warp): for each KV tile, wait until its stage is free, then fill it with
+// the tile's K and V. A tile's 64 keys come as runs of box_rows keys:
+//   batched    one run of 64, rows j0.. of sequence b
+//   paged      box_rows = paged_box_rows(page_size) = gcd(page_size, 64); run i holds keys
+//              j0 + i g .. + g - 1, all in page block_table[b][(j0 + i g) / page_size] at slot
+//              (j0 + i g) % page_size (g divides page_size, so a run never crosses a page)
+// The lanes look up the tile's pages together (lane l: runs l and l + 32). Then, unless the
+// pages are small enough to gather (gather_tile, with runs of one key), lane 0 announces the
+// stage's bytes and TMAs one box per run and 64-wide d block (fp8: one box of 128-byte rows), K
+// then V, landing at row offset (run x box_rows) of the tile.
+// Why sub-boxes compose into the one-box layout: TMA's 128B swizzle is a function of the shared
+// address (PTX ISA, "Swizzling Modes": a destination off the 1024-byte pattern boundary gets the
+// base offset (dstMem / 128) % 8), so row r of the tile gets chunk c at c ^ (r % 8) whichever box
+// wrote it; every destination is 128-byte aligned (rows are 128 bytes; tiles 1024-aligned).
+// Runs that start at or past the sequence's end are not loaded (the stage keeps older rows
+// there; as for the rows past k_len inside a loaded box, their scores are masked by selection and
+// their V rows zeroed before O^T), and the stage's expected bytes count only the loaded boxes.
 template <class Traits>
 __device__ void produce(const KernelParams& p, const CtaWork& w, const SmemMap<Traits>& sm, const CUtensorMap* tmap_k,
-                        const CUtensorMap* tmap_v) {
+                        const CUtensorMap* tmap_v, int lane) {
+  constexpr int kRowBytes = 128;  // one key row of one box: 64 16-bit d, or 128 fp8 d (one swizzle row)
+  constexpr int kDBoxes = Traits::kFp8 ? 1 : Traits::kDBlocks;  // boxes across d per run
+  constexpr int kDElems = Traits::kFp8 ? 0 : Traits::kSwizzleElems;
+  constexpr int kDBoxStride = Traits::kFp8 ? 0 : Traits::kBoxBytes;
+  constexpr unsigned kAll = 0xffffffffu;
+  const bool paged = p.block_table != nullptr;
+  const bool gather = paged && paged_gather(p.page_size);
+  const int box_rows = !paged ? Traits::kBlockKV : gather ? 1 : paged_box_rows(p.page_size);
+  const int runs = Traits::kBlockKV / box_rows;  // 1..64
+  const uint32_t run_bytes = static_cast<uint32_t>(box_rows * kRowBytes * kDBoxes * 2);  // K and V
+  const int32_t* table = paged ? p.block_table + w.b * p.block_table_stride : nullptr;
   for (int blk = w.blk_begin, it = 0; blk < w.blk_end; ++blk, ++it) {
     const int stage = it % Traits::kStages;
     const uint32_t phase = static_cast<uint32_t>(it / Traits::kStages) & 1u;
     hw::mbar_wait(sm.empty(stage), phase ^ 1u);  // the first round passes at once
     const int j0 = blk * Traits::kBlockKV;
-    int row = j0, outer = w.b;
-    if (p.block_table != nullptr) {
-      outer = p.block_table[w.b * p.block_table_stride + j0 / p.page_size];
-      row = j0 % p.page_size;
+    const int live = min(runs, (w.s.k_len - j0 + box_rows - 1) / box_rows);  // runs starting before k_len
+    int outer[2], row[2];  // runs lane and lane + 32: (batch | page, row | slot)
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      const int key = j0 + (lane + 32 * h) * box_rows;
+      outer[h] = w.b;
+      row[h] = key;
+      if (paged) {
+        outer[h] = lane + 32 * h < live ? table[key / p.page_size] : 0;
+        row[h] = key % p.page_size;
+      }
     }
-    if constexpr (Traits::kFp8) {
-      // One 128B-swizzled box of [64 keys][128 d] bytes per tile.
-      hw::mbar_arrive_expect_tx(sm.full(stage), static_cast<uint32_t>(Traits::kRingStageBytes));
-      hw::tma_load_4d(sm.k(stage), tmap_k, 0, w.kvh, row, outer, sm.full(stage));
-      hw::tma_load_4d(sm.v(stage), tmap_v, 0, w.kvh, row, outer, sm.full(stage));
+    if (gather) {
+      gather_tile<Traits>(p, w, sm, stage, j0, outer, row, lane);
       continue;
     }
-    hw::mbar_arrive_expect_tx(sm.full(stage), static_cast<uint32_t>(Traits::kStageBytes));
-    for (int db = 0; db < Traits::kDBlocks; ++db)
-      hw::tma_load_4d(sm.k(stage) + db * Traits::kBoxBytes, tmap_k, db * Traits::kSwizzleElems, w.kvh, row, outer,
-                      sm.full(stage));
-    for (int db = 0; db < Traits::kDBlocks; ++db)
-      hw::tma_load_4d(sm.v(stage) + db * Traits::kBoxBytes, tmap_v, db * Traits::kSwizzleElems, w.kvh, row, outer,
-                      sm.full(stage));
+    if (lane == 0) hw::mbar_arrive_expect_tx(sm.full(stage), static_cast<uint32_t>(live) * run_bytes);
+    for (int i = 0; i < live; ++i) {
+      const int o = __shfl_sync(kAll, i < 32 ? outer[0] : outer[1], i % 32);
+      const int r = __shfl_sync(kAll, i < 32 ? row[0] : row[1], i % 32);
+      if (lane == 0) {
+        const int dst = i * box_rows * kRowBytes;
+#pragma unroll
+        for (int db = 0; db < kDBoxes; ++db)
+          hw::tma_load_4d(sm.k(stage) + dst + db * kDBoxStride, tmap_k, db * kDElems, w.kvh, r, o, sm.full(stage));
+#pragma unroll
+        for (int db = 0; db < kDBoxes; ++db)
+          hw::tma_load_4d(sm.v(stage) + dst + db * kDBoxStride, tmap_v, db * kDElems, w.kvh, r, o, sm.full(stage));
+      }
+    }
   }
+  // A gathering lane leaves only once its last copies have landed (their mbarrier arrivals are
+  // tied to this thread's cp.async operations).
+  if (gather) asm volatile("cp.async.wait_all;" ::: "memory");
 }
 
 // Consumer threads copy the CTA's packed Q rows into the swizzled K-major B layout: row n (column

@@ -55,6 +55,32 @@ constexpr DecodeTile decode_tile(int head_dim, bool fp8) {
   return DecodeTile{3, 2, 1};
 }
 
+// Paged K/V: rows per TMA box, g = gcd(page_size, kBlockKV) (the largest power of two <= 64 that
+// divides page_size). A 64-key tile starts at a multiple of 64, so its keys split into 64 / g runs
+// of g keys, each starting at a multiple of g and therefore inside one page (g divides page_size):
+// one box per run, from that run's page, landing at the run's row offset in the tile (128-byte rows).
+// page_size a multiple of 64: one box per tile, as for batched K/V.
+constexpr int paged_box_rows(int64_t page_size) {
+  int g = 1;
+  while (g < kBlockKV && page_size % (2 * g) == 0) g *= 2;
+  return g;
+}
+static_assert(paged_box_rows(1) == 1 && paged_box_rows(16) == 16 && paged_box_rows(48) == 16 &&
+                  paged_box_rows(96) == 32 && paged_box_rows(64) == 64 && paged_box_rows(192) == 64 &&
+                  paged_box_rows(12) == 4,
+              "paged_box_rows: gcd(page_size, 64)");
+
+// Paged K/V whose runs are shorter than kMinTmaBoxRows keys (page_size not a multiple of 8: 1, 2,
+// 4, 12, odd sizes) is gathered instead: the producer warp's 32 lanes copy the tile's key rows with
+// cp.async (16 bytes a lane, one key row per 8 to 32 lanes) into the same swizzled layout. One TMA
+// box per run would cost 64 / g x D / 64 x 2 box issues per tile from one thread (256 per 32 KB
+// stage at g = 1, D 128), a few instructions each: more than the producer warp can issue in the
+// ~1-2 us a stage takes to stream. The gathered path arrives on the stage's full barrier with
+// cp.async.mbarrier.arrive.noinc from every lane (the barrier counts kProducerLanes arrivals).
+inline constexpr int kMinTmaBoxRows = 8;
+inline constexpr int kProducerLanes = 32;
+constexpr bool paged_gather(int64_t page_size) { return paged_box_rows(page_size) < kMinTmaBoxRows; }
+
 // Column tile for a problem with `cols` packed query columns per (sequence, KV head): the next
 // power of two >= cols, between 8 and kMaxCols.
 constexpr int column_tile(int64_t cols) {

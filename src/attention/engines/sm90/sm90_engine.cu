@@ -99,9 +99,10 @@ class Sm90Attention final : public AttentionEngine {
   std::string supports() const override {
     return "device tensors, bf16/f16, head dim 64, 128 or 256 (D == Dv), decode of 1.." +
            std::to_string(sm90_engine::kMaxNewTokens) +
-           " new tokens (batched Q); batched K/V (optional seqlens_k) or paged K/V with page_size a multiple "
-           "of 64; causal, window, softcap, scale, split-KV, partial-output mode; f8e4m3 K/V with per-(sequence, "
-           "KV head) scales at head dim 128";
+           " new tokens (batched Q); batched K/V (optional seqlens_k) or paged K/V of any page_size "
+           "(TMA boxes of gcd(page_size, 64) rows, one per run of keys in a page; pages not a multiple of 8 "
+           "keys gathered with cp.async); causal, window, softcap, scale, split-KV, partial-output mode; "
+           "f8e4m3 K/V with per-(sequence, KV head) scales at head dim 128";
   }
   Status available() const override { return sm90_engine::sm90_device_available("sm90"); }
 
@@ -132,10 +133,6 @@ class Sm90Attention final : public AttentionEngine {
     }
     if (p.k.size(1) == 0) {
       return NotSupported("sm90 engine: an empty K/V cache (Sk == 0) is not supported (a TMA map needs every dim >= 1)");
-    }
-    if (layout == KvLayout::kPaged && p.k.size(1) % sm90_engine::kBlockKV != 0) {
-      return NotSupported("sm90 engine: paged K/V needs page_size a multiple of " +
-                          std::to_string(sm90_engine::kBlockKV) + " (got " + std::to_string(p.k.size(1)) + ")");
     }
     GA_RETURN_IF_ERROR(sm90_engine::check_tma_layouts(p, "sm90", {{&p.k, "k"}, {&p.v, "v"}}));
     if (g.batch > kMaxGridYZ || g.heads_kv > kMaxGridYZ) {
@@ -170,11 +167,15 @@ class Sm90Attention final : public AttentionEngine {
       cuda_engine::set_split_workspace(&kp, workspace, g.total_q, g.head_dim);
     }
 
-    // One rank-4 map per K and V over the whole cache: {d, head, row, batch|page}.
+    // One rank-4 map per K and V over the whole cache: {d, head, row, batch|page}. Boxes of a whole
+    // 64-key tile, or for paged K/V of gcd(page_size, 64) rows (the kernel's paged_box_rows, so a
+    // box never crosses a page; decode_mainloop.cuh, produce()).
     const bool bf16 = p.q.dtype == DType::kBF16;
+    const int box_rows = kv_layout(p) == KvLayout::kPaged ? sm90_engine::paged_box_rows(p.k.size(1))
+                                                           : sm90_engine::kBlockKV;
     CUtensorMap k_map, v_map;
-    GA_RETURN_IF_ERROR(sm90_engine::encode_map_of(p.k, sm90_engine::kBlockKV, &k_map));
-    GA_RETURN_IF_ERROR(sm90_engine::encode_map_of(p.v, sm90_engine::kBlockKV, &v_map));
+    GA_RETURN_IF_ERROR(sm90_engine::encode_map_of(p.k, box_rows, &k_map));
+    GA_RETURN_IF_ERROR(sm90_engine::encode_map_of(p.v, box_rows, &v_map));
     sm90_engine::DecodeLaunch launch;
     launch.k_tmap = &k_map;
     launch.v_tmap = &v_map;

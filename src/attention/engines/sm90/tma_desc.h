@@ -4,10 +4,11 @@
 //
 //   batched K [B][Sk][Hkv][D]          dims {D, Hkv, Sk, B}
 //   paged   K [pages][page_size][Hkv][D] dims {D, Hkv, page_size, pages}
-// Box {64, 1, 64, 1}: 64 head-dim elements (128 bytes, the 128B swizzle span) of one KV head for
-// 64 consecutive keys, so a box lands as [64 keys][64 d] with 128-byte rows, swizzled; a K or V
-// tile is D / 64 boxes (d = 0..63, 64..127, ...; D = 64, 128 or 256). Keys past the tensor's end
-// arrive as zeros.
+// Box {64, 1, rows, 1}: 64 head-dim elements (128 bytes, the 128B swizzle span) of one KV head for
+// `rows` consecutive keys, landing as [rows keys][64 d] with 128-byte rows, swizzled; a K or V
+// tile is D / 64 boxes (d = 0..63, 64..127, ...; D = 64, 128 or 256) of rows = 64, or for paged
+// K/V with small pages 64 / rows such stacks of rows = gcd(page_size, 64) (decode_mainloop.cuh,
+// produce()). Keys past the tensor's end arrive as zeros.
 #pragma once
 
 #include <cuda.h>
