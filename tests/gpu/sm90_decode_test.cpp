@@ -7,7 +7,6 @@
 
 #include <cuda_runtime.h>
 
-#include <cmath>
 #include <cstdlib>
 #include <string>
 #include <utility>
@@ -131,23 +130,29 @@ TEST_F(Sm90Decode, LongCacheAutoSplit) {
   }
 }
 
+// Case c (causal) with a causal window, a window straddling the new tokens (not causal), softcap,
+// and a custom scale, each checked.
+void check_window_softcap_scale(Case c) {
+  c.window_left = 100;
+  c.window_right = 0;
+  check_case(c, kEngine);
+  c.window_left = 70, c.window_right = 5, c.causal = false;  // window straddling the new tokens
+  check_case(c, kEngine);
+  c.window_left = c.window_right = -1;
+  c.causal = true;
+  c.softcap = 30.f;
+  check_case(c, kEngine);
+  c.softcap = 0.f;
+  c.scale = 0.05f;
+  check_case(c, kEngine);
+}
+
 TEST_F(Sm90Decode, WindowSoftcapScale) {
   for (int64_t d : kHeadDims) {
     for (int splits : {1, 3}) {
       Case c = decode_case(8, 2, 4, {1000, 200}, d);
       c.num_splits = splits;
-      c.window_left = 100;
-      c.window_right = 0;
-      check_case(c, kEngine);
-      c.window_left = 70, c.window_right = 5, c.causal = false;  // window straddling the new tokens
-      check_case(c, kEngine);
-      c.window_left = c.window_right = -1;
-      c.causal = true;
-      c.softcap = 30.f;
-      check_case(c, kEngine);
-      c.softcap = 0.f;
-      c.scale = 0.05f;
-      check_case(c, kEngine);
+      check_window_softcap_scale(c);
     }
   }
 }
@@ -386,52 +391,17 @@ TEST_F(Sm90Decode, PackedRowsLengthsAroundTilesAndSplits) {
   check_case(c, kEngine);
 }
 
-// Rows of the cache past seqlens_k hold NaN (batched: rows past each sequence's length; paged:
-// every page slot no sequence uses, spare pages included): none may reach O. The packed form
-// zeroes V rows past the end in shared memory and skips 64-row boxes wholly past it.
-void expect_ignores_stale_rows(const Case& c) {
-  auto p = make_problem(c);
-  const double nan = std::nan("");
-  auto poison_row = [&](int64_t outer, int64_t row) {
-    for (int64_t h = 0; h < c.hkv; ++h) {
-      for (int64_t d = 0; d < c.d; ++d) {
-        p->k.set({outer, row, h, d}, nan);
-        p->v.set({outer, row, h, d}, nan);
-      }
-    }
-  };
-  const int64_t outers = p->k.shape()[0], rows = p->k.shape()[1];
-  std::vector<char> live(static_cast<size_t>(outers * rows), 0);
-  for (int64_t b = 0; b < static_cast<int64_t>(c.k_lens.size()); ++b) {
-    for (int64_t j = 0; j < c.k_lens[static_cast<size_t>(b)]; ++j) {
-      int64_t outer = b, row = j;
-      if (c.kv == KvKind::kPaged) {
-        outer = static_cast<int64_t>(p->block_table.at({b, j / c.page_size}));
-        row = j % c.page_size;
-      }
-      live[static_cast<size_t>(outer * rows + row)] = 1;
-    }
-  }
-  for (int64_t o = 0; o < outers; ++o) {
-    for (int64_t r = 0; r < rows; ++r) {
-      if (!live[static_cast<size_t>(o * rows + r)]) poison_row(o, r);
-    }
-  }
-  p->upload();
-  ASSERT_TRUE(run_reference(*p).ok());
-  HostTensor o = like(p->out), l = like(p->lse);
-  ASSERT_TRUE(run_cuda(*p, &o, &l, kEngine).ok()) << describe(c);
-  expect_matches_reference(*p, o, l, describe(c) + " (NaN past seqlens_k)");
-}
-
+// Rows of the cache no sequence reads hold NaN (expect_ignores_stale_rows, the harness): none may
+// reach O. The packed form zeroes V rows past the end in shared memory and skips 64-row boxes
+// wholly past it (a paged table's last page may end mid-tile).
 TEST_F(Sm90Decode, PackedRowsIgnoreStaleRows) {
   for (int split : {1, 3}) {
     Case c = decode_case(8, 1, 8, {300, 171, 129, 64});
     c.num_splits = split;
-    expect_ignores_stale_rows(c);
+    expect_ignores_stale_rows(c, kEngine);
     c.kv = KvKind::kPaged;
     c.page_size = 64;
-    expect_ignores_stale_rows(c);
+    expect_ignores_stale_rows(c, kEngine);
   }
 }
 
@@ -439,19 +409,7 @@ TEST_F(Sm90Decode, PackedRowsWindowSoftcapScaleStrided) {
   for (int splits : {1, 3}) {
     Case c = decode_case(16, 2, 16, {1000, 200});
     c.num_splits = splits;
-    c.window_left = 100;
-    c.window_right = 0;
-    check_case(c, kEngine);
-    c.window_left = 70, c.window_right = 5, c.causal = false;  // window straddling the new tokens
-    check_case(c, kEngine);
-    c.window_left = c.window_right = -1;
-    c.causal = true;
-    c.softcap = 30.f;
-    check_case(c, kEngine);
-    c.softcap = 0.f;
-    c.scale = 0.05f;
-    check_case(c, kEngine);
-    c.scale = NAN;
+    check_window_softcap_scale(c);
     c.strided = true;
     check_case(c, kEngine);
   }
