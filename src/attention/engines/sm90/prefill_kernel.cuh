@@ -89,8 +89,6 @@ struct Work {
   __device__ bool has_tiles() const { return blk_begin < blk_end; }
 };
 
-// The grid is (query tile, head, sequence), the last query tiles launched first (causal: they see
-// the most keys).
 // The query token of row r: r itself, or (packed decode) r / group.
 template <class Traits>
 __device__ __forceinline__ int row_token(int r, int group) {
@@ -134,6 +132,8 @@ __device__ __forceinline__ Work packed_decode_work(const KernelParams& p) {
   return w;
 }
 
+// The grid is (query tile, head, sequence), the last query tiles launched first (causal: they see
+// the most keys); packed decode: packed_decode_work.
 template <class Traits>
 __device__ __forceinline__ Work cta_work(const KernelParams& p) {
   if constexpr (Traits::kPackedDecode) return packed_decode_work<Traits>(p);
