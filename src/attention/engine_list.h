@@ -16,6 +16,8 @@ const AttentionEngine& attention_reference_engine();  // reference.cpp
 #if GROUPATTN_WITH_CUDA
 const AttentionEngine& attention_cuda_engine();  // engines/cuda/ (portable sm80+)
 const AttentionEngine& attention_sm90_engine();  // engines/sm90/ (Hopper decode)
+// engines/sm90/: sm90's packed-rows multi-token form for every group (pinned by tests and benchmarks)
+const AttentionEngine& attention_sm90_rows_engine();
 const AttentionEngine& attention_sm90_prefill_engine();  // engines/sm90/ (Hopper prefill, experimental)
 #endif
 

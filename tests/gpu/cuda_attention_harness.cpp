@@ -6,9 +6,11 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cmath>
 #include <numeric>
 #include <random>
 #include <sstream>
+#include <vector>
 
 namespace groupattn::test {
 
@@ -318,6 +320,40 @@ void check_case(const Case& c, const char* engine) {
   EXPECT_TRUE(p->dlse->guards_intact()) << label << ": write outside lse";
   for (auto* t : {p->dq.get(), p->dk.get(), p->dv.get()})
     EXPECT_TRUE(t->guards_intact()) << label << ": inputs' guards";
+}
+
+void expect_ignores_stale_rows(const Case& c, const char* engine) {
+  auto p = make_problem(c);
+  ASSERT_TRUE(p->k.view().rank == 4) << describe(c) << ": batched or paged K/V";
+  const int64_t outers = p->k.shape()[0], rows = p->k.shape()[1];  // [B | pages, Sk | page_size, Hkv, D]
+  std::vector<char> live(static_cast<size_t>(outers * rows), 0);
+  for (int64_t b = 0; b < static_cast<int64_t>(c.k_lens.size()); ++b) {
+    for (int64_t j = 0; j < c.k_lens[static_cast<size_t>(b)]; ++j) {
+      int64_t outer = b, row = j;
+      if (c.kv == KvKind::kPaged) {
+        outer = static_cast<int64_t>(p->block_table.at({b, j / c.page_size}));
+        row = j % c.page_size;
+      }
+      live[static_cast<size_t>(outer * rows + row)] = 1;
+    }
+  }
+  const double nan = std::nan("");
+  for (int64_t o = 0; o < outers; ++o) {
+    for (int64_t r = 0; r < rows; ++r) {
+      if (live[static_cast<size_t>(o * rows + r)]) continue;
+      for (int64_t h = 0; h < c.hkv; ++h) {
+        for (int64_t d = 0; d < c.d; ++d) {
+          p->k.set({o, r, h, d}, nan);
+          p->v.set({o, r, h, d}, nan);
+        }
+      }
+    }
+  }
+  p->upload();
+  ASSERT_TRUE(run_reference(*p).ok());
+  HostTensor out = like(p->out), lse = like(p->lse);
+  ASSERT_TRUE(run_cuda(*p, &out, &lse, engine).ok()) << describe(c);
+  expect_matches_reference(*p, out, lse, describe(c) + " (NaN in stale cache rows)");
 }
 
 }  // namespace groupattn::test

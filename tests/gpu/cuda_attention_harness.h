@@ -84,6 +84,13 @@ void expect_gqa_equals_copied_up(const Case& c, const char* engine = "cuda");
 // Whole check: reference vs the pinned device engine (default "cuda"), guards, NaN-free.
 void check_case(const Case& c, const char* engine = "cuda");
 
+// Case c (batched K/V with seqlens_k, or paged) with every K/V cache row no sequence reads set to
+// NaN -- batched: the rows past each sequence's length; paged: every page slot outside the
+// sequences' keys, spare pages included -- against the reference of the same problem: stale cache
+// contents must not reach O or LSE (a tile holding the last key also holds such rows, and P = 0
+// times NaN is NaN).
+void expect_ignores_stale_rows(const Case& c, const char* engine);
+
 }  // namespace groupattn::test
 
 #endif  // GROUPATTN_WITH_CUDA

@@ -132,23 +132,29 @@ TEST_F(Sm90Decode, LongCacheAutoSplit) {
   }
 }
 
+// Case c (causal) with a causal window, a window straddling the new tokens (not causal), softcap,
+// and a custom scale, each checked.
+void check_window_softcap_scale(Case c) {
+  c.window_left = 100;
+  c.window_right = 0;
+  check_case(c, kEngine);
+  c.window_left = 70, c.window_right = 5, c.causal = false;  // window straddling the new tokens
+  check_case(c, kEngine);
+  c.window_left = c.window_right = -1;
+  c.causal = true;
+  c.softcap = 30.f;
+  check_case(c, kEngine);
+  c.softcap = 0.f;
+  c.scale = 0.05f;
+  check_case(c, kEngine);
+}
+
 TEST_F(Sm90Decode, WindowSoftcapScale) {
   for (int64_t d : kHeadDims) {
     for (int splits : {1, 3}) {
       Case c = decode_case(8, 2, 4, {1000, 200}, d);
       c.num_splits = splits;
-      c.window_left = 100;
-      c.window_right = 0;
-      check_case(c, kEngine);
-      c.window_left = 70, c.window_right = 5, c.causal = false;  // window straddling the new tokens
-      check_case(c, kEngine);
-      c.window_left = c.window_right = -1;
-      c.causal = true;
-      c.softcap = 30.f;
-      check_case(c, kEngine);
-      c.softcap = 0.f;
-      c.scale = 0.05f;
-      check_case(c, kEngine);
+      check_window_softcap_scale(c);
     }
   }
 }
@@ -394,6 +400,8 @@ TEST_F(Sm90Decode, AutomaticSelectionPrefersItForDecode) {
   const std::vector<std::pair<Case, std::string>> cases = {
       {decode_case(64, 8, 1, {4096}), "sm90"},
       {decode_case(8, 1, 16, {300}), "sm90"},
+      {decode_case(64, 8, 8, {4096}), "sm90"},  // the packed-rows form, inside sm90
+      {decode_case(64, 8, 16, {4096}), "sm90"},
       {decode_case(16, 1, 1, {4096}, 64), "sm90"},
       {decode_case(32, 2, 1, {4096}, 256), "sm90"},
       {[] {  // vLLM's default page size (any page size is served since the sub-page boxes)
@@ -425,6 +433,142 @@ TEST_F(Sm90Decode, AutomaticSelectionPrefersItForDecode) {
     ASSERT_TRUE(attention_engine_for(p->device_params(), RunOptions{}, &name).ok()) << describe(cs);
     EXPECT_EQ(std::string(name), want) << describe(cs);
   }
+}
+
+// ---- The packed-rows multi-token form (docs/DECODE_SM90.md section 12) ----
+// A 16-bit cache at head dim 128 with group x new tokens >= 64 runs the prefill kernel's
+// packed-decode mode: query rows r = token * group + head on wgmma's M side, 128-key tiles as two
+// 64-row boxes, split-KV partials for the combine kernel. "sm90" takes it by itself for these
+// problems; "sm90-rows" pins it for any group (the bitwise comparison against K/V copied up,
+// whose group of 1 would otherwise run swap-AB).
+
+// Head ratios whose group x {8, 16} tokens reach 64 rows: group 8 (64/8, 8/1, 16/2; 64 rows at 8
+// tokens fill one warpgroup, the second exits), group 16 (32/2: 256 rows at 16 tokens, two row
+// blocks) and a non-power-of-two group (40/8: 80 rows at 16 tokens, the second warpgroup 16 rows).
+const std::vector<std::pair<int64_t, int64_t>> kPackedRatios = {{64, 8}, {8, 1}, {16, 2}, {32, 2}, {40, 8}};
+
+bool packed_rows(int64_t hq, int64_t hkv, int tokens) { return (hq / hkv) * tokens >= 64; }
+
+TEST_F(Sm90Decode, PackedRowsHeadRatiosTokens) {
+  for (auto [hq, hkv] : kPackedRatios) {
+    for (int tokens : {8, 16}) {
+      if (!packed_rows(hq, hkv, tokens)) continue;  // 40/8 x 8: 40 rows, swap-AB
+      for (bool causal : {true, false}) {
+        Case c = decode_case(hq, hkv, tokens, {300, 65});  // seqlens_k: 300 and 65 keys
+        c.causal = causal;
+        c.num_splits = 0;
+        check_case(c, kEngine);
+        c.dtype = DType::kF16;
+        c.num_splits = 3;
+        check_case(c, kEngine);
+      }
+    }
+  }
+}
+
+// KV lengths around the 128-key tile, its 64-row boxes and the splits: a sequence whose early
+// rows see no key (1 key, 8 tokens, causal), tile +- 1, two tiles +- 1, 4099 keys (33 tiles, the
+// 3-stage ring wraps at one split); splits 1, 3 and automatic; batched and paged 64 (a tile spans
+// two shuffled pages; the table's last page ends mid-tile).
+TEST_F(Sm90Decode, PackedRowsLengthsAroundTilesAndSplits) {
+  for (int k : {1, 63, 64, 65, 127, 128, 129, 255, 257, 1000, 4099}) {
+    for (int split : {1, 3, 0}) {
+      for (bool paged : {false, true}) {
+        Case c = decode_case(16, 2, 8, {k});
+        c.num_splits = split;
+        if (paged) {
+          c.kv = KvKind::kPaged;
+          c.page_size = 64;
+        }
+        check_case(c, kEngine);
+      }
+    }
+  }
+  // 16 tokens (128 rows: both warpgroups), several sequences of different lengths, non-causal.
+  Case c = decode_case(64, 8, 16, {129, 1000, 64});
+  c.causal = false;
+  c.num_splits = 3;
+  check_case(c, kEngine);
+  c.kv = KvKind::kPaged;
+  c.page_size = 128;
+  c.causal = true;
+  c.num_splits = 0;
+  check_case(c, kEngine);
+}
+
+// Rows of the cache no sequence reads hold NaN (expect_ignores_stale_rows, the harness): none may
+// reach O. The packed form zeroes V rows past the end in shared memory and skips 64-row boxes
+// wholly past it (a paged table's last page may end mid-tile).
+TEST_F(Sm90Decode, PackedRowsIgnoreStaleRows) {
+  for (int split : {1, 3}) {
+    Case c = decode_case(8, 1, 8, {300, 171, 129, 64});
+    c.num_splits = split;
+    expect_ignores_stale_rows(c, kEngine);
+    c.kv = KvKind::kPaged;
+    c.page_size = 64;
+    expect_ignores_stale_rows(c, kEngine);
+  }
+}
+
+TEST_F(Sm90Decode, PackedRowsWindowSoftcapScaleStrided) {
+  for (int splits : {1, 3}) {
+    Case c = decode_case(16, 2, 16, {1000, 200});
+    c.num_splits = splits;
+    check_window_softcap_scale(c);
+    c.strided = true;
+    check_case(c, kEngine);
+  }
+}
+
+// Native GQA through the packed form == the same form on K/V copied up to every query head (group
+// 1: one row per token, where "sm90" would take swap-AB, hence the pinned "sm90-rows"): the head
+// mapping reads the right KV head and no row's bits depend on its neighbours or the group. Split
+// counts are fixed (the automatic count depends on the number of KV heads).
+TEST_F(Sm90Decode, PackedRowsGqaEqualsCopiedUpBitwise) {
+  for (DType dt : {DType::kBF16, DType::kF16}) {
+    std::vector<Case> cases;
+    Case batched = decode_case(64, 8, 8, {700, 33});
+    batched.dtype = dt;
+    cases.push_back(batched);
+    Case paged = decode_case(16, 2, 16, {700, 129});
+    paged.dtype = dt;
+    paged.kv = KvKind::kPaged;
+    paged.page_size = 64;
+    paged.num_splits = 3;
+    cases.push_back(paged);
+    Case odd_group = decode_case(40, 8, 16, {300});  // 80 rows: the second warpgroup holds 16
+    odd_group.dtype = dt;
+    odd_group.num_splits = 3;
+    cases.push_back(odd_group);
+    for (const Case& c : cases) expect_gqa_equals_copied_up(c, "sm90-rows");
+  }
+}
+
+TEST_F(Sm90Decode, PackedRowsDeterministicOver20Runs) {
+  Case c = decode_case(64, 8, 16, {5000});
+  c.kv = KvKind::kPaged;
+  c.page_size = 64;
+  c.num_splits = 0;
+  auto p = make_problem(c);
+  HostTensor o0 = like(p->out), l0 = like(p->lse);
+  ASSERT_TRUE(run_cuda(*p, &o0, &l0, kEngine).ok()) << describe(c);
+  for (int run = 1; run < 20; ++run) {
+    HostTensor o = like(p->out), l = like(p->lse);
+    ASSERT_TRUE(run_cuda(*p, &o, &l, kEngine).ok()) << describe(c);
+    ASSERT_TRUE(bitwise_equal(o, o0) && bitwise_equal(l, l0)) << describe(c) << ": run " << run << " differs";
+  }
+}
+
+// Pinned, the packed form serves any group (MHA, one token: 1 row of 64) and declines what it
+// does not build, with the reason (sm90 serves those with swap-AB).
+TEST_F(Sm90Decode, PackedRowsPinnedServesAnyGroupDeclinesOthers) {
+  check_case(decode_case(8, 8, 1, {300, 65}), "sm90-rows");
+  check_case(decode_case(8, 2, 4, {129}), "sm90-rows");
+  Case fp8 = decode_case(64, 8, 8, {100});
+  fp8.kv_fp8 = true;
+  expect_declines(fp8, "sm90-rows", "f8e4m3");
+  Case d64 = decode_case(64, 8, 8, {100}, 64);
+  expect_declines(d64, "sm90-rows", "head dim 128 only");
 }
 
 }  // namespace

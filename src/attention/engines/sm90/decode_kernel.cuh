@@ -27,7 +27,7 @@
 
 #include <cuda.h>
 
-#include "attention/engines/cuda/combine_kernel.cuh"
+#include "attention/engines/sm90/decode_combine.cuh"
 #include "attention/engines/sm90/decode_epilogue.cuh"
 #include "attention/engines/sm90/decode_traits.h"
 #include "attention/engines/sm90/launch.h"
@@ -180,13 +180,7 @@ Status launch_decode_n(const cuda_engine::KernelParams& p, const DecodeLaunch& l
                                                                   *static_cast<const CUtensorMap*>(l.v_tmap));
   GA_RETURN_IF_ERROR(cuda::last_launch_status("sm90_decode_kernel"));
   if (p.num_splits == 1) return Status::Ok();
-  // The portable engine's combine kernel, unchanged: it reads the partials through p's part_* strides.
-  using Combine = cuda_engine::CombineTraits<T, kHeadDim>;  // D == Dv
-  const int rows = p.seqlen_q * p.heads_q;
-  const dim3 combine_grid(static_cast<unsigned>((rows + Combine::kWarps - 1) / Combine::kWarps),
-                          static_cast<unsigned>(p.batch));
-  return cuda::launch_maybe_pdl(cuda_engine::combine_kernel<Combine>, combine_grid, dim3(Combine::kThreads), 0,
-                                stream, /*use_pdl=*/true, "launching combine_kernel", p);
+  return launch_split_combine<T, kHeadDim>(p, stream);
 }
 
 template <class T, int kHeadDim, bool kFp8>

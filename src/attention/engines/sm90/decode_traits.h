@@ -31,6 +31,22 @@ inline constexpr int kFp8HeadDim = 128;
 inline constexpr int kBlockKV = 64;   // keys per KV tile (wgmma M)
 inline constexpr int kMaxCols = 32;   // packed query columns per CTA (wgmma N)
 inline constexpr int kMaxNewTokens = 16;
+// The multi-token form (docs/DECODE_SM90.md section 12): a 16-bit cache at head dim 128 with at
+// least kPackedDecodeMinRows packed query rows (group x new tokens) per KV head runs the packed-rows
+// kernel (prefill_kernel.cuh, PrefillTraits<T, 128, true>: query rows on wgmma's M side, 128-key
+// tiles, row softmax inside a quad); everything else this one (swap-AB, columns on N).
+inline constexpr int64_t kPackedDecodeMinRows = 64;
+inline constexpr int kPackedDecodeHeadDim = 128;
+
+// The form a decode problem the engine supports runs, chosen here only (sm90_engine.cu; the CPU
+// tier's selection test): packed rows for a 16-bit cache at head dim 128 whose packed query rows
+// per KV head (group x new tokens, the longest sequence's) reach kPackedDecodeMinRows; swap-AB for
+// the rest (fp8 K/V: its register-fragment conversion is written for swap-AB; head dims 64 / 256:
+// not built in the packed form). 64 rows fill one consumer warpgroup of the packed form: below
+// that its m64 tiles are mostly padding, where swap-AB's N = 8..32 columns are not.
+constexpr bool packed_rows_form(int64_t head_dim, bool fp8, int64_t group, int64_t max_new_tokens) {
+  return !fp8 && head_dim == kPackedDecodeHeadDim && group * max_new_tokens >= kPackedDecodeMinRows;
+}
 
 // The ring and the occupancy per head dim and K/V element, the one place they are chosen.
 //   stages       K+V tiles in flight per CTA

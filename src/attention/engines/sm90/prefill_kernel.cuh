@@ -15,6 +15,17 @@
 // product; across the two warpgroups, named-barrier turns order their GEMM issues (pingpong), so
 // one's softmax runs under the other's products. Every warp arrives on the stage's empty barrier
 // when its O product is done. Each step's measured effect: docs/PREFILL_SM90.md.
+//
+// Packed decode (PrefillTraits::kPackedDecode, the sm90 decode engine's path for group x new
+// tokens >= 64, docs/DECODE_SM90.md section 12): the same loop on other rows and keys.
+//   Q   [B, Sq, Hq, D], Sq <= 16            rows r = token * group + head-in-group of one KV head,
+//                                           read by the consumer threads (no Q map)
+//   grid (row block x split, Hkv, B)        each CTA: its split's KV tiles (split_range), 64-row
+//                                           K/V boxes (paged: one page lookup per box)
+//   out / lse as above, or (num_splits > 1) fp32 partials in the portable engine's layout, merged
+//   by its combine kernel (decode_combine.cuh)
+// Row r's mask is that of token r / group (bottom-right causal, window): the visible-key interval
+// stays non-decreasing in r, which the tile and mask logic below relies on.
 #pragma once
 
 #include <cuda.h>
@@ -26,11 +37,14 @@
 
 #include "attention/engines/cuda/kernel_params.h"
 #include "attention/engines/cuda/seq_and_mask.cuh"
+#include "attention/engines/sm90/decode_combine.cuh"
+#include "attention/engines/sm90/decode_traits.h"
 #include "attention/engines/sm90/launch.h"
 #include "attention/engines/sm90/prefill_traits.h"
 #include "cuda/cuda_check.h"
 #include "cuda/fast_math.cuh"
 #include "cuda/mma_sm80.cuh"
+#include "cuda/pdl.cuh"
 #include "cuda/sm90/hopper.cuh"
 #include "cuda/sm90/wgmma.cuh"
 
@@ -58,12 +72,16 @@ struct Smem {
   __device__ uint64_t* empty(int stage) const { return q_full() + 1 + Traits::kStages + stage; }
 };
 
-// A CTA's work: a 128-row query tile of one query head of one sequence, and the KV tiles
-// [blk_begin, blk_end) its rows see. Producer and consumers derive it the same way, so they agree
-// on every load (a work without KV tiles loads nothing, not even Q).
+// A CTA's work: a 128-row query tile of one query head of one sequence (packed decode: 128
+// packed rows of one KV head's group), and the KV tiles [blk_begin, blk_end) its rows see (packed
+// decode: within its split). Producer and consumers derive it the same way, so they agree on every
+// load (a work without KV tiles loads nothing, not even Q).
 struct Work {
   SeqInfo s;
   int h, kvh, m0, blk_begin, blk_end;
+  // rows: the sequence's rows in this kernel's numbering (q_len; packed decode: q_len x group).
+  // wgs: consumer warpgroups that take part (2; packed decode: 1 when the CTA has <= 64 rows).
+  int b, rows, wgs, split, kv_group;
   // Tensor-map coordinates of the sequence's first row: batched views are rank-4 maps (row 0 of
   // outer index b), varlen ones rank-3 views mapped with outer = 1 (row cu_seqlens[b] of outer 0).
   int q_row0, q_outer, kv_row0, kv_outer;
@@ -71,13 +89,60 @@ struct Work {
   __device__ bool has_tiles() const { return blk_begin < blk_end; }
 };
 
+// The query token of row r: r itself, or (packed decode) r / group.
+template <class Traits>
+__device__ __forceinline__ int row_token(int r, int group) {
+  if constexpr (Traits::kPackedDecode) return r / group;
+  (void)group;
+  return r;
+}
+
+// Packed decode: grid (row block x split, KV head, sequence). Rows r = token * group + head in
+// the group, so the visible keys of rows m0 .. m0 + n - 1 are those of tokens m0 / group ..
+// (m0 + n - 1) / group, non-decreasing as in prefill.
+template <class Traits>
+__device__ __forceinline__ Work packed_decode_work(const KernelParams& p) {
+  Work w;
+  w.b = static_cast<int>(blockIdx.z);
+  w.s = cuda_engine::seq_info(p, w.b);
+  const int m_block = static_cast<int>(blockIdx.x) / p.num_splits;
+  w.split = static_cast<int>(blockIdx.x) % p.num_splits;
+  w.kv_group = static_cast<int>(blockIdx.y);
+  w.h = -1;  // per row: kv_group * group + r % group
+  w.kvh = cuda_engine::kv_head_of(w.kv_group * p.group, p.group, p.heads_kv);
+  w.q_row0 = w.kv_row0 = 0;  // batched Q and K/V (or paged: rows come per page)
+  w.q_outer = w.kv_outer = w.b;
+  w.rows = w.s.q_len * p.group;
+  w.m0 = m_block * Traits::kBlockM;
+  w.has_rows = w.m0 < w.rows;
+  w.wgs = w.rows - w.m0 > Traits::kRowsPerWg ? Traits::kConsumerWgs : 1;
+  w.blk_begin = w.blk_end = 0;
+  if (w.has_rows) {
+    const int rows = min(Traits::kBlockM, w.rows - w.m0);
+    const KeyInterval first = cuda_engine::visible_keys(p, w.s, w.m0 / p.group);
+    const KeyInterval last = cuda_engine::visible_keys(p, w.s, (w.m0 + rows - 1) / p.group);
+    const int n_blocks = (w.s.k_len + Traits::kBlockN - 1) / Traits::kBlockN;
+    int split_begin = 0, split_end = 0;
+    cuda_engine::split_range(n_blocks, w.split, p.num_splits, &split_begin, &split_end);
+    if (first.lo <= last.hi) {
+      w.blk_begin = max(split_begin, first.lo / Traits::kBlockN);
+      w.blk_end = min(split_end, last.hi / Traits::kBlockN + 1);
+    }
+  }
+  return w;
+}
+
 // The grid is (query tile, head, sequence), the last query tiles launched first (causal: they see
-// the most keys).
+// the most keys); packed decode: packed_decode_work.
 template <class Traits>
 __device__ __forceinline__ Work cta_work(const KernelParams& p) {
+  if constexpr (Traits::kPackedDecode) return packed_decode_work<Traits>(p);
   const int b = static_cast<int>(blockIdx.z);
   Work w;
   w.s = cuda_engine::seq_info(p, b);
+  w.b = b;
+  w.split = w.kv_group = 0;
+  w.wgs = Traits::kConsumerWgs;
   w.h = static_cast<int>(blockIdx.y);
   w.kvh = cuda_engine::kv_head_of(w.h, p.group, p.heads_kv);
   const bool q_varlen = p.cu_seqlens_q != nullptr, kv_varlen = p.cu_seqlens_k != nullptr;
@@ -86,6 +151,7 @@ __device__ __forceinline__ Work cta_work(const KernelParams& p) {
   w.kv_row0 = kv_varlen ? p.cu_seqlens_k[b] : 0;
   w.kv_outer = kv_varlen ? 0 : b;
   w.m0 = (static_cast<int>(gridDim.x) - 1 - static_cast<int>(blockIdx.x)) * Traits::kBlockM;
+  w.rows = w.s.q_len;
   w.has_rows = w.m0 < w.s.q_len;
   w.blk_begin = w.blk_end = 0;
   if (w.has_rows) {
@@ -116,22 +182,58 @@ __device__ __forceinline__ int acc_col(int i, int lane) { return 8 * (i >> 2) + 
 template <class Traits>
 using WgmmaS = hw::Wgmma<std::is_same_v<typename Traits::Element, __nv_bfloat16>, Traits::kBlockN, 0, 0>;
 
-// Producer (one elected thread): the work's Q, then its KV tiles into the ring.
+// Packed decode: one KV tile as kKvSubBoxes 64-row boxes per d block of K and of V (paged: each box
+// inside one page, page_size being a multiple of 64). Boxes wholly past the sequence's last key
+// are not loaded (a paged sequence's block table may end there): their K rows are masked and
+// their V rows zeroed like any row past k_len (zero_stale_v), whatever the stage held.
 template <class Traits>
-__device__ void produce(const Smem<Traits>& sm, const CUtensorMap* tq, const CUtensorMap* tk, const CUtensorMap* tv,
-                        const Work& w) {
+__device__ __forceinline__ void produce_packed_decode_tile(const KernelParams& p, const Smem<Traits>& sm,
+                                                           const CUtensorMap* tk, const CUtensorMap* tv,
+                                                           const Work& w, int blk, int stage) {
+  constexpr int kBoxRows = Traits::kKvBoxRows;
+  const int key0 = blk * Traits::kBlockN;
+  const int boxes = min(Traits::kKvSubBoxes, (w.s.k_len - key0 + kBoxRows - 1) / kBoxRows);  // >= 1
+  hw::mbar_arrive_expect_tx(sm.full(stage), static_cast<uint32_t>(boxes * 2 * Traits::kDBlocks * kBoxRows * 128));
+  for (int sb = 0; sb < boxes; ++sb) {
+    const int key = key0 + sb * kBoxRows;
+    int row = key, outer = w.kv_outer;
+    if (p.block_table != nullptr) {
+      outer = p.block_table[w.b * p.block_table_stride + key / p.page_size];
+      row = key % p.page_size;
+    }
+    const int off = sb * kBoxRows * 128;
+    for (int db = 0; db < Traits::kDBlocks; ++db)
+      hw::tma_load_4d(sm.k(stage) + db * Traits::kKvBoxBytes + off, tk, db * Traits::kSwizzleElems, w.kvh, row, outer,
+                      sm.full(stage));
+    for (int db = 0; db < Traits::kDBlocks; ++db)
+      hw::tma_load_4d(sm.v(stage) + db * Traits::kKvBoxBytes + off, tv, db * Traits::kSwizzleElems, w.kvh, row, outer,
+                      sm.full(stage));
+  }
+}
+
+// Producer (one elected thread): the work's Q (packed decode: the consumers load it), then its KV
+// tiles into the ring.
+template <class Traits>
+__device__ void produce(const KernelParams& p, const Smem<Traits>& sm, const CUtensorMap* tq, const CUtensorMap* tk,
+                        const CUtensorMap* tv, const Work& w) {
   if (!w.has_tiles()) return;
-  hw::mbar_arrive_expect_tx(sm.q_full(), static_cast<uint32_t>(Traits::kQBytes));
-  for (int db = 0; db < Traits::kDBlocks; ++db) {
-    for (int wg = 0; wg < Traits::kConsumerWgs; ++wg) {
-      hw::tma_load_4d(sm.q() + db * Traits::kQBlockBytes + wg * Traits::kRowsPerWg * 128, tq,
-                      db * Traits::kSwizzleElems, w.h, w.q_row0 + w.m0 + wg * Traits::kRowsPerWg, w.q_outer,
-                      sm.q_full());
+  if constexpr (!Traits::kPackedDecode) {
+    hw::mbar_arrive_expect_tx(sm.q_full(), static_cast<uint32_t>(Traits::kQBytes));
+    for (int db = 0; db < Traits::kDBlocks; ++db) {
+      for (int wg = 0; wg < Traits::kConsumerWgs; ++wg) {
+        hw::tma_load_4d(sm.q() + db * Traits::kQBlockBytes + wg * Traits::kRowsPerWg * 128, tq,
+                        db * Traits::kSwizzleElems, w.h, w.q_row0 + w.m0 + wg * Traits::kRowsPerWg, w.q_outer,
+                        sm.q_full());
+      }
     }
   }
   for (int blk = w.blk_begin, it = 0; blk < w.blk_end; ++blk, ++it) {
     const int stage = it % Traits::kStages;
     hw::mbar_wait(sm.empty(stage), (static_cast<uint32_t>(it / Traits::kStages) & 1u) ^ 1u);
+    if constexpr (Traits::kPackedDecode) {
+      produce_packed_decode_tile<Traits>(p, sm, tk, tv, w, blk, stage);
+      continue;
+    }
     hw::mbar_arrive_expect_tx(sm.full(stage), static_cast<uint32_t>(Traits::kStageBytes));
     const int row = w.kv_row0 + blk * Traits::kBlockN;
     for (int db = 0; db < Traits::kDBlocks; ++db)
@@ -192,32 +294,69 @@ __device__ __forceinline__ void fence_output(float (&o)[Traits::kDBlocks][32],
   for (int kk = 0; kk < Traits::kBlockN / 16; ++kk) fence_u32(pfrag[kk]);
 }
 
+// Packed decode: warpgroup wg's 64 rows of Q into its part of the Q blocks, in the layout the
+// prefill's TMA boxes give (row n of block db at n * 128 bytes, 16-byte chunk c at c ^ (n % 8):
+// 128B swizzle, K-major). Row r = m0 + 64 wg + n is token r / group, query head kv_group * group +
+// r % group; rows past the sequence's are zero. Any group works (a TMA box {64 d, group, tokens}
+// would need group x tokens-per-box = 64).
+template <class Traits>
+__device__ __forceinline__ void load_packed_q(const KernelParams& p, const Work& w, const Smem<Traits>& sm, int wg,
+                                              int tid_in_wg) {
+  using T = typename Traits::Element;
+  constexpr int kChunksPerRow = Traits::kHeadDim / 8;  // 16-byte chunks
+  constexpr int kChunksPerBlock = Traits::kSwizzleElems / 8;
+  constexpr int kPerThread = Traits::kRowsPerWg * kChunksPerRow / 128;
+  static_assert(Traits::kRowsPerWg * kChunksPerRow % 128 == 0, "whole chunks per thread");
+  const T* q = static_cast<const T*>(p.q);
+  uint4 val[kPerThread];
+#pragma unroll
+  for (int j = 0; j < kPerThread; ++j) {  // every load in flight before the first store
+    const int c = tid_in_wg + 128 * j, n = c / kChunksPerRow, ch = c % kChunksPerRow;
+    const int r = w.m0 + wg * Traits::kRowsPerWg + n;
+    val[j] = make_uint4(0u, 0u, 0u, 0u);
+    if (r < w.rows) {
+      const int token = r / p.group, head = w.kv_group * p.group + r % p.group;
+      val[j] = *reinterpret_cast<const uint4*>(q + w.s.q_offset + static_cast<int64_t>(token) * p.q_row_stride +
+                                               static_cast<int64_t>(head) * p.q_head_stride + ch * 8);
+    }
+  }
+#pragma unroll
+  for (int j = 0; j < kPerThread; ++j) {
+    const int c = tid_in_wg + 128 * j, n = c / kChunksPerRow, ch = c % kChunksPerRow;
+    const int db = ch / kChunksPerBlock, cc = ch % kChunksPerBlock;
+    *reinterpret_cast<uint4*>(sm.q() + db * Traits::kQBlockBytes + (wg * Traits::kRowsPerWg + n) * 128 +
+                              ((cc ^ (n % 8)) * 16)) = val[j];
+  }
+  hw::fence_proxy_async_smem();  // generic stores -> wgmma operand reads (the warpgroup's barrier follows)
+}
+
 // One consumer warpgroup's part of the work: its 64 query rows against the work's KV tiles, then
-// their O and LSE.
+// their O and LSE (packed decode with several splits: the split's fp32 partials).
 template <class Traits>
 __device__ void consume(const KernelParams& p, const Work& w, const Smem<Traits>& sm, int wg, int warp_in_wg,
                         int lane) {
   const SeqInfo& s = w.s;
-  const int h = w.h, m0 = w.m0, blk_begin = w.blk_begin, blk_end = w.blk_end;
+  const int m0 = w.m0, blk_begin = w.blk_begin, blk_end = w.blk_end;
   using T = typename Traits::Element;
   using Store = ::groupattn::cuda::MmaType<T>;  // pack (RS A fragment), store2 (O)
   constexpr int kS = Traits::kBlockN / 2;  // S accumulator registers per thread
-  // The thread's two rows (query tokens of the sequence): r and r + 8.
+  // The thread's two rows: r and r + 8 (query tokens of the sequence; packed decode: packed rows,
+  // of token row_token(r)).
   const int row_base = m0 + wg * Traits::kRowsPerWg + 16 * warp_in_wg + lane / 4;
   KeyInterval vis[2];
 #pragma unroll
   for (int r = 0; r < 2; ++r) {
-    const int tok = row_base + 8 * r;
-    vis[r] = tok < s.q_len ? cuda_engine::visible_keys(p, s, tok) : KeyInterval{0, -1};
+    const int row = row_base + 8 * r;
+    vis[r] = row < w.rows ? cuda_engine::visible_keys(p, s, row_token<Traits>(row, p.group)) : KeyInterval{0, -1};
   }
   // Keys every valid row of the warpgroup sees (lo and hi are non-decreasing in the row): tiles
   // inside need no per-element test.
   const int wg_first = m0 + wg * Traits::kRowsPerWg;
-  const int wg_last = min(wg_first + Traits::kRowsPerWg, s.q_len) - 1;
+  const int wg_last = min(wg_first + Traits::kRowsPerWg, w.rows) - 1;
   int common_lo = 1, common_hi = 0;  // empty unless the warpgroup has rows
   if (wg_first <= wg_last) {
-    common_lo = cuda_engine::visible_keys(p, s, wg_last).lo;
-    common_hi = cuda_engine::visible_keys(p, s, wg_first).hi;
+    common_lo = cuda_engine::visible_keys(p, s, row_token<Traits>(wg_last, p.group)).lo;
+    common_hi = cuda_engine::visible_keys(p, s, row_token<Traits>(wg_first, p.group)).hi;
   }
 
   float o[Traits::kDBlocks][32];
@@ -290,9 +429,13 @@ __device__ void consume(const KernelParams& p, const Work& w, const Smem<Traits>
   // exactly T releases and none is left half-arrived when the CTA exits.
   constexpr uint32_t kBarTurn = 1, kTurnThreads = 2 * 128;
   // (Measured at a552d4d: +0.7 to +4.2 % over no turns on five shapes, docs/PREFILL_SM90.md.)
-  auto turn_begin = [&] { hw::named_bar_sync(kBarTurn + wg, kTurnThreads); };
+  // Packed decode with one warpgroup taking part: no turns.
+  const bool pingpong = !Traits::kPackedDecode || w.wgs == 2;
+  auto turn_begin = [&] {
+    if (pingpong) hw::named_bar_sync(kBarTurn + wg, kTurnThreads);
+  };
   auto turn_end = [&](bool last) {
-    if (!(last && wg == 1)) hw::named_bar_arrive(kBarTurn + (1 - wg), kTurnThreads);
+    if (pingpong && !(last && wg == 1)) hw::named_bar_arrive(kBarTurn + (1 - wg), kTurnThreads);
   };
   // The tile holding the sequence's last key also holds rows past it: the next sequence's keys
   // (varlen) or stale cache rows (seqlens_k) -- zeros only where the map itself ends. Their scores
@@ -301,18 +444,19 @@ __device__ void consume(const KernelParams& p, const Work& w, const Smem<Traits>
   // fence them for the async proxy and sync before either issues a product that reads them.
   // Before the turn barrier, so the two barriers cannot wait on each other.
   constexpr uint32_t kBarZeroV = 3;
+  const int zero_threads = Traits::kPackedDecode ? 128 * w.wgs : 2 * 128;  // the warpgroups taking part
   auto zero_stale_v = [&](int blk, int stage) {
     const int valid = s.k_len - blk * Traits::kBlockN;  // rows of this tile inside the sequence
     if (valid >= Traits::kBlockN) return;
     const int ctid = wg * 128 + 32 * warp_in_wg + lane;  // 0..255 over both consumer warpgroups
     constexpr int kChunksPerBox = Traits::kBlockN * 128 / 16;
-    for (int c = valid * 8 + ctid; c < kChunksPerBox; c += 2 * 128) {
+    for (int c = valid * 8 + ctid; c < kChunksPerBox; c += zero_threads) {
 #pragma unroll
       for (int db = 0; db < Traits::kDBlocks; ++db)
         reinterpret_cast<uint4*>(sm.v(stage) + db * Traits::kKvBoxBytes)[c] = make_uint4(0, 0, 0, 0);
     }
     hw::fence_proxy_async_smem();
-    hw::named_bar_sync(kBarZeroV, 2 * 128);
+    hw::named_bar_sync(kBarZeroV, static_cast<uint32_t>(zero_threads));
   };
   auto release = [&](int stage) {
     __syncwarp();
@@ -323,10 +467,16 @@ __device__ void consume(const KernelParams& p, const Work& w, const Smem<Traits>
   // the softmax of tile it runs while the O product is still on the tensor cores. Order per tile:
   // O(it-1) done -> free its stage -> O *= alpha(it) -> P(it) becomes the next A operand.
   if (blk_begin < blk_end) {
-    hw::mbar_wait(sm.q_full(), 0u);
+    if constexpr (Traits::kPackedDecode) {
+      constexpr uint32_t kBarQ = 4;  // + wg: each warpgroup reads only its own Q rows
+      load_packed_q<Traits>(p, w, sm, wg, 32 * warp_in_wg + lane);
+      hw::named_bar_sync(kBarQ + wg, 128);
+    } else {
+      hw::mbar_wait(sm.q_full(), 0u);
+    }
     uint32_t pfrag[Traits::kBlockN / 16][4];
     float alpha[2];
-    if (wg == 1) hw::named_bar_arrive(kBarTurn, kTurnThreads);
+    if (pingpong && wg == 1) hw::named_bar_arrive(kBarTurn, kTurnThreads);
     int prev_stage = 0;
     hw::mbar_wait(sm.full(0), 0u);
     zero_stale_v(blk_begin, 0);
@@ -377,15 +527,39 @@ __device__ void consume(const KernelParams& p, const Work& w, const Smem<Traits>
     release(prev_stage);
   }
 
-  // Epilogue: row sums over the quad, normalise, write O (pairs of adjacent d) and LSE.
+  // Epilogue: row sums over the quad, normalise, write O (pairs of adjacent d) and LSE; packed
+  // decode with several splits: the split's partials, which the combine kernel (launched as a
+  // dependent of this grid; it waits for the grid to finish) merges.
+  if constexpr (Traits::kPackedDecode) cuda::allow_dependent_launch();
 #pragma unroll
   for (int r = 0; r < 2; ++r) {
     float l = l_run[r];
     l += __shfl_xor_sync(kFullMask, l, 1);
     l += __shfl_xor_sync(kFullMask, l, 2);
-    const int tok = row_base + 8 * r;
-    if (tok >= s.q_len) continue;
+    const int row = row_base + 8 * r;
+    if (row >= w.rows) continue;
+    const int tok = row_token<Traits>(row, p.group);
+    const int h = Traits::kPackedDecode ? w.kv_group * p.group + row % p.group : w.h;  // query head
     const float inv = l > 0.f ? 1.f / l : 0.f;  // no visible key: O = 0
+    if constexpr (Traits::kPackedDecode) {
+      if (p.num_splits > 1) {
+        // The portable engine's partial layout: row (split, global query token, query head).
+        const int64_t prow = static_cast<int64_t>(w.split) * p.partial_rows + (s.q_token0 + tok) * p.heads_q + h;
+        if ((lane & 3) == 0) p.lse_partial[prow] = l > 0.f ? (m_run[r] + log2f(l)) * kLn2 : -INFINITY;
+        if (!(l > 0.f)) continue;  // the combine reads O only of splits with a finite LSE
+        float* dst = p.o_partial + prow * Traits::kHeadDim;
+#pragma unroll
+        for (int hh = 0; hh < Traits::kDBlocks; ++hh) {
+#pragma unroll
+          for (int i = 0; i < 32; i += 2) {
+            if (acc_half(i) != r) continue;
+            *reinterpret_cast<float2*>(dst + 64 * hh + acc_col(i, lane)) =
+                make_float2(o[hh][i] * inv, o[hh][i + 1] * inv);
+          }
+        }
+        continue;
+      }
+    }
     T* out = static_cast<T*>(p.out) + s.o_offset + static_cast<int64_t>(tok) * p.o_row_stride +
              static_cast<int64_t>(h) * p.o_head_stride;
 #pragma unroll
@@ -416,12 +590,12 @@ __device__ void prefill_cta(const KernelParams& p, const CUtensorMap* tq, const 
     hw::mbar_init(sm.q_full(), 1);
     for (int st = 0; st < Traits::kStages; ++st) {
       hw::mbar_init(sm.full(st), 1);
-      hw::mbar_init(sm.empty(st), Traits::kConsumerWarps);
+      hw::mbar_init(sm.empty(st), 4 * w.wgs);  // every warp of the consumer warpgroups taking part
     }
     hw::mbar_init_fence();
   }
   if (warp == Traits::kProducerWarp && lane == 0) {
-    hw::prefetch_tensormap(tq);
+    if constexpr (!Traits::kPackedDecode) hw::prefetch_tensormap(tq);  // (packed decode: no Q map)
     hw::prefetch_tensormap(tk);
     hw::prefetch_tensormap(tv);
   }
@@ -429,8 +603,9 @@ __device__ void prefill_cta(const KernelParams& p, const CUtensorMap* tq, const 
 
   if (warp >= Traits::kProducerWarp) {  // the producer warpgroup: one thread issues every copy
     hw::setmaxnreg_dec<Traits::kProducerRegs>();
-    if (warp == Traits::kProducerWarp && lane == 0) produce<Traits>(sm, tq, tk, tv, w);
+    if (warp == Traits::kProducerWarp && lane == 0) produce<Traits>(p, sm, tq, tk, tv, w);
   } else {
+    if (warp / 4 >= w.wgs) return;  // packed decode, <= 64 rows: the second warpgroup has none
     hw::setmaxnreg_inc<Traits::kConsumerRegs>();
     consume<Traits>(p, w, sm, warp / 4, warp % 4, lane);
   }
@@ -483,6 +658,24 @@ Status launch_prefill(const cuda_engine::KernelParams& p, const PrefillLaunch& l
   if (l.head_dim == 64) return launch_prefill_head_dim<T, 64>(p, l, stream);
   if (l.head_dim == 256) return launch_prefill_head_dim<T, 256>(p, l, stream);
   return launch_prefill_head_dim<T, 128>(p, l, stream);
+}
+
+// The sm90 decode engine's multi-token path (grid: m_blocks row blocks x num_splits, Hkv, B), then
+// the split combine. The kernel takes no Q map in this mode: the K map fills the slot.
+template <class T>
+Status launch_decode_packed(const cuda_engine::KernelParams& p, const DecodeLaunch& l, cudaStream_t stream) {
+  using Traits = PrefillTraits<T, kPackedDecodeHeadDim, /*kPackedDecode=*/true>;
+  auto* kernel = sm90_prefill_kernel<Traits>;
+  GA_RETURN_IF_ERROR(
+      cuda::set_max_dynamic_smem_once<sm90_prefill_kernel<Traits>>(static_cast<int>(Traits::kSmemBytes)));
+  const dim3 grid(static_cast<unsigned>(p.m_blocks * p.num_splits), static_cast<unsigned>(p.heads_kv),
+                  static_cast<unsigned>(p.batch));
+  const auto& k_map = *static_cast<const CUtensorMap*>(l.k_tmap);
+  kernel<<<grid, Traits::kThreads, Traits::kSmemBytes, stream>>>(p, k_map, k_map,
+                                                                  *static_cast<const CUtensorMap*>(l.v_tmap));
+  GA_RETURN_IF_ERROR(cuda::last_launch_status("sm90_prefill_kernel (packed decode)"));
+  if (p.num_splits == 1) return Status::Ok();
+  return launch_split_combine<T, Traits::kHeadDim>(p, stream);
 }
 
 }  // namespace groupattn::sm90_engine

@@ -40,9 +40,19 @@ constexpr PrefillTile prefill_tile(int head_dim) {
 }
 
 // kHeadDim_: D == Dv, 64, 128 or 256 (one, two or four 64-wide, 128-byte swizzle blocks of d).
-template <class T, int kHeadDim_ = 128>
+// kPackedDecode_: the sm90 decode engine's multi-token path (issue 9; docs/DECODE_SM90.md section
+// 11). The kernel's 128 rows are then the packed query rows r = token * group + head-in-group of
+// one KV head (group x new tokens; several row blocks when wider), loaded by the consumer threads
+// (any group, no Q tensor map); the grid is (row block x split, KV head, sequence), each CTA takes
+// its split's KV tiles (the decode engine's planner) and writes O / LSE or the split's fp32
+// partials for the combine kernel. K/V come as 64-row TMA boxes (kBlockN / 64 per tile, so a
+// page of 64 keys holds one box), the decode engine's tensor maps. When the CTA's rows fit in one
+// warpgroup (group x tokens <= 64), the second consumer warpgroup exits at once and the first runs
+// without pingpong turns.
+template <class T, int kHeadDim_ = 128, bool kPackedDecode_ = false>
 struct PrefillTraits {
   using Element = T;
+  static constexpr bool kPackedDecode = kPackedDecode_;
   static constexpr int kHeadDim = kHeadDim_;
   static constexpr int kBlockM = kPrefillBlockM;
   static constexpr int kBlockN = prefill_tile(kHeadDim).block_n;
@@ -61,8 +71,12 @@ struct PrefillTraits {
   static constexpr int kQBoxRows = kRowsPerWg;
   static constexpr int kQBlockBytes = kBlockM * 128;
   static constexpr int kQBytes = kDBlocks * kQBlockBytes;
-  // K or V tile: kDBlocks boxes of [kBlockN keys][64 d].
+  // K or V tile: kDBlocks blocks of [kBlockN keys][64 d], each one TMA box of kBlockN rows, or
+  // (kPackedDecode) kKvSubBoxes stacked boxes of 64 rows: the same bytes in the same 128B-swizzled
+  // layout, since a box of 64 rows is 8 whole 1024-byte swizzle atoms.
   static constexpr int kKvBoxBytes = kBlockN * 128;
+  static constexpr int kKvBoxRows = kPackedDecode ? 64 : kBlockN;
+  static constexpr int kKvSubBoxes = kBlockN / kKvBoxRows;
   static constexpr int kTileBytes = kDBlocks * kKvBoxBytes;
   static constexpr int kStageBytes = 2 * kTileBytes;  // K then V
 
@@ -79,6 +93,9 @@ struct PrefillTraits {
                     (kRowsPerWg * 128) % 1024 == 0,
                 "128B-swizzled operands start on 1024-byte boundaries (descriptor base offset 0)");
   static_assert(kSmemBytes <= 227 * 1024, "shared memory of one sm_90 CTA");
+  static_assert(kBlockN % kKvBoxRows == 0 && (kKvBoxRows * 128) % 1024 == 0,
+                "a KV tile is whole 64-row boxes (a paged cache's page_size is a multiple of 64)");
+  static_assert(!kPackedDecode || kHeadDim == 128, "packed decode: head dim 128 only (two instantiations)");
   static_assert(kStages >= 2, "the overlapped loop holds two stages at once: tile i's K, tile i-1's V");
   static_assert(128 * (kProducerRegs + kConsumerWgs * kConsumerRegs) <= 65536, "setmaxnreg budget");
 };

@@ -2,9 +2,17 @@
 // planner), workspace layout (the portable engine's partial layout, so its combine kernel runs
 // unchanged), tensor maps, and dispatch over the element type to launch_decode (inst_*.cu).
 //
+// Two kernel forms: the swap-AB decode kernel (decode_kernel.cuh; KV positions on wgmma's M side,
+// packed query columns on N) and, for a 16-bit cache at head dim 128 with group x new tokens >=
+// kPackedDecodeMinRows (64), the packed-rows form (the prefill kernel's packed-decode mode: query
+// rows on M, 128-key tiles; docs/DECODE_SM90.md section 12).
+//
 // Registered first: on a compute capability 9.0 device it serves every decode problem it supports
 // (it measured faster than the portable engine on every decode shape tried, docs/DECODE_SM90.md);
-// everything else falls through to the `cuda` engine.
+// everything else falls through to the `cuda` engine. A second name, "sm90-rows", runs the
+// packed-rows form for every problem it can serve (any group; 16-bit, head dim 128): automatic
+// selection never reaches it (sm90 serves all of them first), pinning it lets the tests compare
+// the form bitwise across groups and the benchmark time it below 64 rows.
 #include <cuda.h>
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
@@ -22,6 +30,7 @@
 #include "attention/engines/sm90/decode_traits.h"
 #include "attention/engines/sm90/engine_checks.h"
 #include "attention/engines/sm90/launch.h"
+#include "attention/engines/sm90/prefill_traits.h"
 #include "attention/engines/sm90/tma_desc.h"
 #include "core/cuda_runtime_shim.h"
 #include "groupattn/supported.h"
@@ -43,13 +52,31 @@ constexpr bool head_dims_supported() {
 }
 static_assert(head_dims_supported(), "the sm90 engine's head dims must be a subset of supported.h's kAttentionHeadDims");
 
+// Which kernel form serves a problem: kAuto picks (the "sm90" engine), kPackedRows always takes
+// the packed-rows form ("sm90-rows").
+enum class Form { kAuto, kPackedRows };
+
 struct Geometry {
   int64_t batch = 0, total_q = 0, max_q = 0, max_k = 0, heads_q = 0, heads_kv = 0, head_dim = 0;
-  int64_t group = 0, cols = 0;  // packed query columns per (sequence, KV head)
+  int64_t group = 0, cols = 0;  // packed query columns (rows of the packed form) per (sequence, KV head)
+  bool packed_rows = false;     // the packed-rows form; else swap-AB
+  // Swap-AB: column tiles of col_tile, 64-key tiles. Packed rows: 128-row blocks, 128-key tiles.
   int col_tile = 8, m_blocks = 0, n_blocks = 0;
 };
 
-Geometry geometry(const AttentionParams& p) {
+// Whether a problem the engine supports runs the packed-rows form.
+// The packed-rows form loads 64-row boxes, one page each: paged K/V must come in pages of a multiple
+// of 64 keys (smaller pages take the swap-AB form's per-page boxes or gather path).
+bool pages_fit_packed_rows(const AttentionParams& p) {
+  return kv_layout(p) != KvLayout::kPaged || p.k.size(1) % sm90_engine::kBlockKV == 0;
+}
+
+bool use_packed_rows(const AttentionParams& p, const Geometry& g, Form form) {
+  if (form == Form::kPackedRows) return true;
+  return pages_fit_packed_rows(p) && sm90_engine::packed_rows_form(g.head_dim, kv_is_fp8(p), g.group, g.max_q);
+}
+
+Geometry geometry(const AttentionParams& p, Form form) {
   Geometry g;
   g.batch = p.q.size(0);
   g.max_q = p.q.size(1);
@@ -64,6 +91,13 @@ Geometry geometry(const AttentionParams& p) {
     g.max_k = p.k.size(1);
   }
   g.cols = g.max_q * g.group;
+  g.packed_rows = use_packed_rows(p, g, form);
+  if (g.packed_rows) {
+    const int block_n = sm90_engine::prefill_tile(sm90_engine::kPackedDecodeHeadDim).block_n;
+    g.m_blocks = static_cast<int>((g.cols + sm90_engine::kPrefillBlockM - 1) / sm90_engine::kPrefillBlockM);
+    g.n_blocks = static_cast<int>((g.max_k + block_n - 1) / block_n);
+    return g;
+  }
   g.col_tile = sm90_engine::column_tile(g.cols);
   g.m_blocks = static_cast<int>((g.cols + g.col_tile - 1) / g.col_tile);
   g.n_blocks = static_cast<int>((g.max_k + sm90_engine::kBlockKV - 1) / sm90_engine::kBlockKV);
@@ -78,6 +112,11 @@ int num_splits_for(const AttentionParams& p, const Geometry& g, int sm_count) {
   sp.m_blocks = g.m_blocks;
   sp.n_blocks = g.n_blocks;
   if (p.num_splits > 0) return cuda_engine::plan_num_splits(sp, p.num_splits);
+  if (g.packed_rows) {
+    // One CTA per SM (224 KB of shared memory), a wave of one; at least 4 KV tiles of 128 keys
+    // (512 keys, the swap-AB form's 8 x 64) per split.
+    return cuda_engine::balanced_num_splits(sp, 4);
+  }
   // fp8 K/V and 16-bit D 64: up to a wave of two CTAs per SM, not one (decode_tile().split_wave).
   // Their tiles carry 16 KB, half of a 16-bit D 128 tile, so per byte the consumer warpgroup's
   // per-tile chain (latency-bound, DECODE_SM90.md section 2) costs twice as much; a second CTA on
@@ -92,11 +131,18 @@ int num_splits_for(const AttentionParams& p, const Geometry& g, int sm_count) {
 
 class Sm90Attention final : public AttentionEngine {
  public:
-  const char* name() const override { return "sm90"; }
+  explicit Sm90Attention(Form form) : form_(form) {}
+  const char* name() const override { return form_ == Form::kAuto ? "sm90" : "sm90-rows"; }
   const char* description() const override {
-    return "Hopper decode (wgmma swap-AB, TMA), sm90a";
+    return form_ == Form::kAuto ? "Hopper decode (wgmma swap-AB, or packed query rows for group x new tokens >= 64; "
+                                  "TMA), sm90a"
+                                : "Hopper decode, the packed-query-rows form of sm90 for every group (tests, "
+                                  "benchmarks; automatic selection uses sm90), sm90a";
   }
   std::string supports() const override {
+    if (form_ == Form::kPackedRows) {
+      return "what sm90 supports, 16-bit K/V at head dim 128 only";
+    }
     return "device tensors, bf16/f16, head dim 64, 128 or 256 (D == Dv), decode of 1.." +
            std::to_string(sm90_engine::kMaxNewTokens) +
            " new tokens (batched Q); batched K/V (optional seqlens_k) or paged K/V of any page_size "
@@ -104,10 +150,26 @@ class Sm90Attention final : public AttentionEngine {
            "keys gathered with cp.async); causal, window, softcap, scale, split-KV, partial-output mode; "
            "f8e4m3 K/V with per-(sequence, KV head) scales at head dim 128";
   }
-  Status available() const override { return sm90_engine::sm90_device_available("sm90"); }
+  Status available() const override { return sm90_engine::sm90_device_available(name()); }
 
   Status check_support(const AttentionParams& p) const override {
-    GA_RETURN_IF_ERROR(sm90_engine::all_on_device(p, "sm90"));
+    GA_RETURN_IF_ERROR(sm90_engine::all_on_device(p, name()));
+    if (form_ == Form::kPackedRows) {
+      if (kv_is_fp8(p)) {
+        return NotSupported("sm90-rows engine: f8e4m3 K/V is not supported (16-bit K/V only; sm90 serves fp8 with "
+                            "its swap-AB form)");
+      }
+      if (p.q.size(-1) != sm90_engine::kPackedDecodeHeadDim || p.v.size(-1) != sm90_engine::kPackedDecodeHeadDim) {
+        return NotSupported("sm90-rows engine: head dim " + std::to_string(sm90_engine::kPackedDecodeHeadDim) +
+                            " only (got D " + std::to_string(p.q.size(-1)) + ", Dv " + std::to_string(p.v.size(-1)) +
+                            ")");
+      }
+      if (!pages_fit_packed_rows(p)) {
+        return NotSupported("sm90-rows engine: paged K/V needs page_size a multiple of " +
+                            std::to_string(sm90_engine::kBlockKV) + " (got " + std::to_string(p.k.size(1)) +
+                            "); sm90 serves other page sizes with its swap-AB form");
+      }
+    }
     if (kv_is_fp8(p)) {
       if (p.kv_scale_per_page) {
         return NotSupported("sm90 engine: fp8 scales per page (kv_scale_per_page) are not supported yet (per "
@@ -126,7 +188,7 @@ class Sm90Attention final : public AttentionEngine {
     if (layout == KvLayout::kVarlen) {
       return NotSupported("sm90 engine: varlen K/V (cu_seqlens_k) not supported yet (batched or paged only)");
     }
-    const Geometry g = geometry(p);
+    const Geometry g = geometry(p, form_);
     if (g.max_q < 1 || g.max_q > sm90_engine::kMaxNewTokens) {
       return NotSupported("sm90 engine: decode only, 1.." + std::to_string(sm90_engine::kMaxNewTokens) +
                           " new tokens per sequence (got " + std::to_string(g.max_q) + ")");
@@ -148,7 +210,7 @@ class Sm90Attention final : public AttentionEngine {
   size_t workspace_bytes(const AttentionParams& p) const override {
     int sms = 0, cc = 0;
     if (!cuda_device_properties(&sms, &cc).ok()) return 0;
-    const Geometry g = geometry(p);
+    const Geometry g = geometry(p, form_);
     const int splits = num_splits_for(p, g, sms);
     if (splits <= 1) return 0;
     return cuda_engine::split_workspace_bytes(splits, g.total_q, g.heads_q, g.head_dim);
@@ -157,7 +219,7 @@ class Sm90Attention final : public AttentionEngine {
   Status run(const AttentionParams& p, void* workspace, void* stream) const override {
     int sms = 0, cc = 0;
     GA_RETURN_IF_ERROR(cuda_device_properties(&sms, &cc));
-    const Geometry g = geometry(p);
+    const Geometry g = geometry(p, form_);
     KernelParams kp = cuda_engine::kernel_params_from(p);
     kp.m_blocks = g.m_blocks;
     kp.num_splits = num_splits_for(p, g, sms);
@@ -183,15 +245,27 @@ class Sm90Attention final : public AttentionEngine {
     launch.head_dim = static_cast<int>(g.head_dim);
     launch.fp8 = kv_is_fp8(p);
     const auto s = static_cast<cudaStream_t>(stream);
+    if (g.packed_rows) {
+      if (bf16) return sm90_engine::launch_decode_packed<__nv_bfloat16>(kp, launch, s);
+      return sm90_engine::launch_decode_packed<__half>(kp, launch, s);
+    }
     if (bf16) return sm90_engine::launch_decode<__nv_bfloat16>(kp, launch, s);
     return sm90_engine::launch_decode<__half>(kp, launch, s);
   }
+
+ private:
+  Form form_;
 };
 
 }  // namespace
 
 const AttentionEngine& attention_sm90_engine() {
-  static const Sm90Attention engine;
+  static const Sm90Attention engine(Form::kAuto);
+  return engine;
+}
+
+const AttentionEngine& attention_sm90_rows_engine() {
+  static const Sm90Attention engine(Form::kPackedRows);
   return engine;
 }
 

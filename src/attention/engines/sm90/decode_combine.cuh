@@ -1,0 +1,27 @@
+// The split combine of the sm90 decode engine: the portable engine's combine kernel, unchanged (it
+// reads the partials through p's part_* strides), launched as a programmatic dependent launch after
+// the decode kernel that wrote them. Shared by both decode forms: the swapped kernel
+// (decode_kernel.cuh) and the packed-rows multi-token kernel (prefill_kernel.cuh, kPackedDecode).
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include "attention/engines/cuda/combine_kernel.cuh"
+#include "attention/engines/cuda/kernel_params.h"
+#include "cuda/pdl.cuh"
+#include "groupattn/status.h"
+
+namespace groupattn::sm90_engine {
+
+// p.num_splits > 1: merges the partials of every (query token, query head) row into out / lse.
+template <class T, int kHeadDim>
+Status launch_split_combine(const cuda_engine::KernelParams& p, cudaStream_t stream) {
+  using Combine = cuda_engine::CombineTraits<T, kHeadDim>;  // D == Dv
+  const int rows = p.seqlen_q * p.heads_q;
+  const dim3 combine_grid(static_cast<unsigned>((rows + Combine::kWarps - 1) / Combine::kWarps),
+                          static_cast<unsigned>(p.batch));
+  return cuda::launch_maybe_pdl(cuda_engine::combine_kernel<Combine>, combine_grid, dim3(Combine::kThreads), 0,
+                                stream, /*use_pdl=*/true, "launching combine_kernel", p);
+}
+
+}  // namespace groupattn::sm90_engine
