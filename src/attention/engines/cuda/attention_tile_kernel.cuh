@@ -88,32 +88,56 @@ struct TileKernel {
 
   // Copies key/value rows [blk * kBlockN, +kBlockN) of KV head `kvh` into `dst`; rows past the
   // sequence are zero-filled (their scores are masked, and zero keeps 0 * V finite).
+  // Thread x copies chunk x % kChunksPerRow of rows x / kChunksPerRow + pass * kRowsPerPass: a warp
+  // covers whole rows (D 128: 2 rows x 256 B, 16 sectors of whole 128-byte lines), and each pass's
+  // shared destination is a compile-time offset from one address. This runs twice per KV tile, so
+  // its instruction count matters: contiguous K/V (a uniform branch) step one 64-bit source pointer
+  // by a fixed row stride, ~3 instructions per 16-byte copy (IADD, IADD.X, LDGSTS) on a tile inside
+  // the sequence. Recomputing each row's address through the paged / contiguous branch cost ~40 per
+  // copy, ~40 % of the D 128 mainloop's instructions (docs/ENGINES.md, "Prefill mainloop cost").
   static __device__ __forceinline__ void load_kv_tile(const KernelParams& p, const SeqInfo& s, int b, int kvh,
                                                       int blk, const T* base, int64_t offset,
                                                       int64_t row_stride, int64_t head_stride,
                                                       int64_t page_stride, T* dst) {
-    // Thread x copies chunk x % kChunksPerRow of rows x / kChunksPerRow + i * kRowsPerPass: a
-    // fixed column per thread keeps the per-thread state the compiler may hoist out of the
-    // mainloop to one offset.
     constexpr int kRowsPerPass = kThreads / kChunksPerRow;
-    const int ch = threadIdx.x % kChunksPerRow;
+    constexpr int kPasses = kBlockN / kRowsPerPass;
+    const unsigned tid = cuda::thread_index_reread();
+    const int ch = static_cast<int>(tid % kChunksPerRow);
+    const int r0 = static_cast<int>(tid / kChunksPerRow);  // tile row of pass 0
+    T* d = dst + r0 * kRowStride + ch * kChunk;
+    const int j0 = blk * kBlockN + r0;           // key of pass 0
+    if (p.block_table == nullptr) {
+      // contiguous: key j at base + offset + j * row_stride (+ head, + column)
+      const T* src = base + offset + kvh * head_stride + ch * kChunk + static_cast<int64_t>(j0) * row_stride;
+      const int64_t pass_step = kRowsPerPass * row_stride;
+      if ((blk + 1) * kBlockN <= s.k_len) {  // uniform: every row of the tile is a key
 #pragma unroll
-    for (int pass = 0; pass < kBlockN / kRowsPerPass; ++pass) {
-      const int r = threadIdx.x / kChunksPerRow + pass * kRowsPerPass;
-      const int j = blk * kBlockN + r;
-      const bool valid = j < s.k_len;
-      int64_t row = 0;
-      if (valid) {
-        if (p.block_table != nullptr) {
-          // paged: key j lives in page block_table[b][j / page_size], slot j % page_size
-          const int64_t page = p.block_table[b * p.block_table_stride + j / p.page_size];
-          row = page * page_stride + static_cast<int64_t>(j % p.page_size) * row_stride;
-        } else {
-          row = offset + static_cast<int64_t>(j) * row_stride;
+        for (int pass = 0; pass < kPasses; ++pass) {
+          cuda::cp_async_16(d + pass * kRowsPerPass * kRowStride, src);
+          src += pass_step;
+        }
+      } else {
+#pragma unroll
+        for (int pass = 0; pass < kPasses; ++pass) {
+          const bool valid = j0 + pass * kRowsPerPass < s.k_len;
+          cuda::cp_async_16_or_zero(d + pass * kRowsPerPass * kRowStride, valid ? src : base, valid);
+          src += pass_step;
         }
       }
-      const T* src = valid ? base + row + kvh * head_stride + ch * kChunk : base;
-      cuda::cp_async_16_or_zero(dst + r * kRowStride + ch * kChunk, src, valid);
+    } else {
+#pragma unroll
+      for (int pass = 0; pass < kPasses; ++pass) {
+        const int j = j0 + pass * kRowsPerPass;
+        const bool valid = j < s.k_len;
+        const T* src = base;
+        if (valid) {
+          // paged: key j lives in page block_table[b][j / page_size], slot j % page_size
+          const int64_t page = p.block_table[b * p.block_table_stride + j / p.page_size];
+          src = base + page * page_stride + static_cast<int64_t>(j % p.page_size) * row_stride +
+                kvh * head_stride + ch * kChunk;
+        }
+        cuda::cp_async_16_or_zero(d + pass * kRowsPerPass * kRowStride, src, valid);
+      }
     }
   }
 
