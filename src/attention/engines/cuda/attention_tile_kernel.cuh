@@ -107,9 +107,9 @@ struct TileKernel {
     const int ch = static_cast<int>(tid % kChunksPerRow);
     const int r0 = static_cast<int>(tid / kChunksPerRow);  // tile row of pass 0
     T* d = dst + r0 * kRowStride + ch * kChunk;
-    const int j0 = blk * kBlockN + r0;           // key of pass 0
+    const int j0 = blk * kBlockN + r0;  // key of pass 0
     if (p.block_table == nullptr) {
-      // contiguous: key j at base + offset + j * row_stride (+ head, + column)
+      // contiguous: key j at head + offset + j * row_stride (+ column)
       const T* src = head + offset + ch * kChunk + static_cast<int64_t>(j0) * row_stride;
       const int64_t pass_step = kRowsPerPass * row_stride;
       if ((blk + 1) * kBlockN <= s.k_len) {  // uniform: every row of the tile is a key
