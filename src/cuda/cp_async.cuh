@@ -28,15 +28,6 @@ __device__ __forceinline__ void cp_async_4(void* dst, const void* src) {
   asm volatile("cp.async.ca.shared.global [%0], [%1], 4;\n" ::"r"(saddr), "l"(src) : "memory");
 }
 
-// threadIdx.x read by a volatile instruction the compiler cannot move: a copy loop that derives its
-// per-thread addresses from it recomputes them (a few integer instructions) at each call rather
-// than holding them in registers through a mainloop that needs every register.
-__device__ __forceinline__ unsigned thread_index_reread() {
-  unsigned tid;
-  asm volatile("mov.u32 %0, %%tid.x;" : "=r"(tid));
-  return tid;
-}
-
 __device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::: "memory"); }
 
 // Waits until at most `kPending` of this thread's committed groups are still in flight.

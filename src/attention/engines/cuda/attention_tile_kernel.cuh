@@ -52,8 +52,8 @@ struct TileTraits {
   // Left to itself, ptxas capped the 16-row D <= 64 kernel at 128 registers (4 CTAs per SM) and
   // spilled 20 B; asking for 3 CTAs lets it use 150 without spilling. The others are left alone: 0
   // emits no hint (3 spills there; even an explicit 1 moved D 128 from 167 to 181 registers). The
-  // 16-row D 32 kernel asks for 4 (it held 4 CTAs at 125 registers; the two-barrier mainloop of
-  // session 6 grew it to 133 without the hint, 123 with it, no spill).
+  // 16-row D 32 kernel asks for 4 (it held 4 CTAs at 125 registers; an intermediate session-6
+  // version needed 133 without the hint), which costs it nothing: 113 registers, no spill.
   static constexpr int kMinCtasPerSm = kRowsPerWarp == 16 && kHeadDim <= 64 ? (kHeadDim <= 32 ? 4 : 3) : 0;
   static constexpr int kChunk = 16 / static_cast<int>(sizeof(T));  // elements per 16-byte copy
   // Shared rows padded by one 16-byte chunk: rows stay 16-byte aligned and consecutive rows start
@@ -103,9 +103,8 @@ struct TileKernel {
                                                       int64_t page_stride, T* dst) {
     constexpr int kRowsPerPass = kThreads / kChunksPerRow;
     constexpr int kPasses = kBlockN / kRowsPerPass;
-    const unsigned tid = cuda::thread_index_reread();
-    const int ch = static_cast<int>(tid % kChunksPerRow);
-    const int r0 = static_cast<int>(tid / kChunksPerRow);  // tile row of pass 0
+    const int ch = threadIdx.x % kChunksPerRow;
+    const int r0 = threadIdx.x / kChunksPerRow;  // tile row of pass 0
     T* d = dst + r0 * kRowStride + ch * kChunk;
     const int j0 = blk * kBlockN + r0;  // key of pass 0
     if (p.block_table == nullptr) {
