@@ -16,6 +16,12 @@ __device__ __forceinline__ void cp_async_16_or_zero(void* dst, const void* src, 
                : "memory");
 }
 
+// Copies 16 bytes from `src` to `dst` (both 16-byte aligned; bypasses L1).
+__device__ __forceinline__ void cp_async_16(void* dst, const void* src) {
+  const uint32_t saddr = static_cast<uint32_t>(__cvta_generic_to_shared(dst));
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(saddr), "l"(src) : "memory");
+}
+
 // Copies 4 bytes from `src` to `dst` (any 4-byte aligned addresses; goes through L1).
 __device__ __forceinline__ void cp_async_4(void* dst, const void* src) {
   const uint32_t saddr = static_cast<uint32_t>(__cvta_generic_to_shared(dst));

@@ -51,8 +51,10 @@ struct TileTraits {
   static constexpr int kBlockN = kHeadDim <= 128 ? 64 : 32;
   // Left to itself, ptxas capped the 16-row D <= 64 kernel at 128 registers (4 CTAs per SM) and
   // spilled 20 B; asking for 3 CTAs lets it use 150 without spilling. The others are left alone: 0
-  // emits no hint (3 spills there; even an explicit 1 moved D 128 from 167 to 181 registers).
-  static constexpr int kMinCtasPerSm = kRowsPerWarp == 16 && kHeadDim <= 64 ? 3 : 0;
+  // emits no hint (3 spills there; even an explicit 1 moved D 128 from 167 to 181 registers). The
+  // 16-row D 32 kernel asks for 4 (it held 4 CTAs at 125 registers; an intermediate session-6
+  // version needed 133 without the hint), which costs it nothing: 113 registers, no spill.
+  static constexpr int kMinCtasPerSm = kRowsPerWarp == 16 && kHeadDim <= 64 ? (kHeadDim <= 32 ? 4 : 3) : 0;
   static constexpr int kChunk = 16 / static_cast<int>(sizeof(T));  // elements per 16-byte copy
   // Shared rows padded by one 16-byte chunk: rows stay 16-byte aligned and consecutive rows start
   // 4 banks apart, so the fragment loads (8 rows x 4 words) hit 32 distinct banks.
@@ -86,34 +88,56 @@ struct TileKernel {
   static constexpr int kRowsPerWarp = Traits::kRowsPerWarp, kMTiles = Traits::kMTiles;
   static constexpr int kRows = Traits::kRowsPerThread;
 
-  // Copies key/value rows [blk * kBlockN, +kBlockN) of KV head `kvh` into `dst`; rows past the
+  // Copies key/value rows [blk * kBlockN, +kBlockN) of one KV head into `dst`; rows past the
   // sequence are zero-filled (their scores are masked, and zero keeps 0 * V finite).
-  static __device__ __forceinline__ void load_kv_tile(const KernelParams& p, const SeqInfo& s, int b, int kvh,
-                                                      int blk, const T* base, int64_t offset,
-                                                      int64_t row_stride, int64_t head_stride,
+  // Thread x copies chunk x % kChunksPerRow of rows x / kChunksPerRow + pass * kRowsPerPass: a warp
+  // covers whole rows (D 128: 2 rows x 256 B, 16 sectors of whole 128-byte lines), and each pass's
+  // shared destination is a compile-time offset from one address. This runs twice per KV tile, so
+  // its instruction count matters: contiguous K/V (a uniform branch) step one 64-bit source pointer
+  // by a fixed row stride, ~3 instructions per 16-byte copy (IADD, IADD.X, LDGSTS) on a tile inside
+  // the sequence. Recomputing each row's address through the paged / contiguous branch cost ~40 per
+  // copy, ~40 % of the D 128 mainloop's instructions (docs/ENGINES.md, "Prefill mainloop cost").
+  // `head` is the tensor's base pointer advanced to KV head kvh (kvh * head stride).
+  static __device__ __forceinline__ void load_kv_tile(const KernelParams& p, const SeqInfo& s, int b, int blk,
+                                                      const T* head, int64_t offset, int64_t row_stride,
                                                       int64_t page_stride, T* dst) {
-    // Thread x copies chunk x % kChunksPerRow of rows x / kChunksPerRow + i * kRowsPerPass: a
-    // fixed column per thread keeps the per-thread state the compiler may hoist out of the
-    // mainloop to one offset.
     constexpr int kRowsPerPass = kThreads / kChunksPerRow;
+    constexpr int kPasses = kBlockN / kRowsPerPass;
     const int ch = threadIdx.x % kChunksPerRow;
+    const int r0 = threadIdx.x / kChunksPerRow;  // tile row of pass 0
+    T* d = dst + r0 * kRowStride + ch * kChunk;
+    const int j0 = blk * kBlockN + r0;  // key of pass 0
+    if (p.block_table == nullptr) {
+      // contiguous: key j at head + offset + j * row_stride (+ column)
+      const T* src = head + offset + ch * kChunk + static_cast<int64_t>(j0) * row_stride;
+      const int64_t pass_step = kRowsPerPass * row_stride;
+      if ((blk + 1) * kBlockN <= s.k_len) {  // uniform: every row of the tile is a key
 #pragma unroll
-    for (int pass = 0; pass < kBlockN / kRowsPerPass; ++pass) {
-      const int r = threadIdx.x / kChunksPerRow + pass * kRowsPerPass;
-      const int j = blk * kBlockN + r;
-      const bool valid = j < s.k_len;
-      int64_t row = 0;
-      if (valid) {
-        if (p.block_table != nullptr) {
-          // paged: key j lives in page block_table[b][j / page_size], slot j % page_size
-          const int64_t page = p.block_table[b * p.block_table_stride + j / p.page_size];
-          row = page * page_stride + static_cast<int64_t>(j % p.page_size) * row_stride;
-        } else {
-          row = offset + static_cast<int64_t>(j) * row_stride;
+        for (int pass = 0; pass < kPasses; ++pass) {
+          cuda::cp_async_16(d + pass * kRowsPerPass * kRowStride, src);
+          src += pass_step;
+        }
+      } else {
+#pragma unroll
+        for (int pass = 0; pass < kPasses; ++pass) {
+          const bool valid = j0 + pass * kRowsPerPass < s.k_len;
+          cuda::cp_async_16_or_zero(d + pass * kRowsPerPass * kRowStride, valid ? src : head, valid);
+          src += pass_step;
         }
       }
-      const T* src = valid ? base + row + kvh * head_stride + ch * kChunk : base;
-      cuda::cp_async_16_or_zero(dst + r * kRowStride + ch * kChunk, src, valid);
+    } else {
+#pragma unroll
+      for (int pass = 0; pass < kPasses; ++pass) {
+        const int j = j0 + pass * kRowsPerPass;
+        const bool valid = j < s.k_len;
+        const T* src = head;
+        if (valid) {
+          // paged: key j lives in page block_table[b][j / page_size], slot j % page_size
+          const int64_t page = p.block_table[b * p.block_table_stride + j / p.page_size];
+          src = head + page * page_stride + static_cast<int64_t>(j % p.page_size) * row_stride + ch * kChunk;
+        }
+        cuda::cp_async_16_or_zero(d + pass * kRowsPerPass * kRowStride, src, valid);
+      }
     }
   }
 
@@ -162,8 +186,8 @@ struct TileKernel {
     const int unmasked_lo = last_vis.lo, unmasked_hi = first_vis.hi;
 
     const T* q = static_cast<const T*>(p.q);
-    const T* k = static_cast<const T*>(p.k);
-    const T* v = static_cast<const T*>(p.v);
+    const T* k_head = static_cast<const T*>(p.k) + kvh * p.k_head_stride;
+    const T* v_head = static_cast<const T*>(p.v) + kvh * p.v_head_stride;
 
     float o_acc[kMTiles][Traits::kDTiles][4];
 #pragma unroll
@@ -191,12 +215,8 @@ struct TileKernel {
                              : q;
         cuda::cp_async_16_or_zero(q_s + r * kRowStride + ch * kChunk, src, valid);
       }
-      load_kv_tile(p, s, b, kvh, blk_begin, k, s.k_offset, p.k_row_stride, p.k_head_stride, p.k_batch_stride,
-                   k_s);
-      cuda::cp_async_commit();  // group: Q and K
-      load_kv_tile(p, s, b, kvh, blk_begin, v, s.v_offset, p.v_row_stride, p.v_head_stride, p.v_batch_stride,
-                   v_s);
-      cuda::cp_async_commit();  // group: V
+      load_kv_tile(p, s, b, blk_begin, k_head, s.k_offset, p.k_row_stride, p.k_batch_stride, k_s);
+      cuda::cp_async_commit();  // group: Q and the first K
     }
 
     const T* q_warp = q_s + warp * kRowsPerWarp * kRowStride;
@@ -204,19 +224,26 @@ struct TileKernel {
     // help with the copies; their MMAs would be wasted. An active warp's second m-tile may lie past
     // them too: its Q rows are zero-filled and its rows fully masked, so it computes harmless zeros.
     const bool warp_active = warp_row0 < packed_rows;
+    // Two barriers per KV tile (FlashAttention-2's order). Each one both publishes a copy that
+    // landed and frees the other buffer: after barrier A every warp is past the previous tile's
+    // P V (V may be refilled) and K of this tile is visible; after barrier B every warp is past
+    // Q K^T (K may be refilled) and V is visible. V's copy overlaps Q K^T and the mask; the next
+    // K's copy overlaps the softmax and P V. At most one copy group is in flight at each wait.
     for (int blk = blk_begin; blk < blk_end; ++blk) {
       const bool has_next = blk + 1 < blk_end;
-      cuda::cp_async_wait<1>();  // K (and Q) of this tile landed; V may be in flight
-      __syncthreads();
+      cuda::cp_async_wait<0>();  // K of this tile (and Q) landed
+      __syncthreads();           // barrier A
+      load_kv_tile(p, s, b, blk, v_head, s.v_offset, p.v_row_stride, p.v_batch_stride, v_s);
+      cuda::cp_async_commit();
 
       float sc[kMTiles][Traits::kNTiles][4];
-#pragma unroll
-      for (int mt = 0; mt < kMTiles; ++mt)
-#pragma unroll
-        for (int nt = 0; nt < Traits::kNTiles; ++nt)
-#pragma unroll
-          for (int e = 0; e < 4; ++e) sc[mt][nt][e] = 0.f;
       if (warp_active) {
+#pragma unroll
+        for (int mt = 0; mt < kMTiles; ++mt)
+#pragma unroll
+          for (int nt = 0; nt < Traits::kNTiles; ++nt)
+#pragma unroll
+            for (int e = 0; e < 4; ++e) sc[mt][nt][e] = 0.f;
 #pragma unroll
         for (int ks = 0; ks < Traits::kKSteps; ++ks) {
           // A = Q rows of m-tile mt: lane l addresses row 16 mt + (l % 16), column half (l / 16)
@@ -240,12 +267,14 @@ struct TileKernel {
             }
           }
         }
-      }
-      __syncthreads();  // every warp is done with K: refill it while softmax and P V run
-      if (has_next) {
-        load_kv_tile(p, s, b, kvh, blk + 1, k, s.k_offset, p.k_row_stride, p.k_head_stride, p.k_batch_stride,
-                     k_s);
-        cuda::cp_async_commit();
+      } else {
+        // rows all past the sequence: never written; zeros keep the softmax below finite
+#pragma unroll
+        for (int mt = 0; mt < kMTiles; ++mt)
+#pragma unroll
+          for (int nt = 0; nt < Traits::kNTiles; ++nt)
+#pragma unroll
+            for (int e = 0; e < 4; ++e) sc[mt][nt][e] = 0.f;
       }
 
       // Softcap and mask in fp32, then the online-softmax update per row. Scale and log2(e) enter
@@ -281,6 +310,14 @@ struct TileKernel {
           }
         }
       }
+
+      cuda::cp_async_wait<0>();  // V of this tile landed
+      __syncthreads();           // barrier B
+      if (has_next) {
+        load_kv_tile(p, s, b, blk + 1, k_head, s.k_offset, p.k_row_stride, p.k_batch_stride, k_s);
+        cuda::cp_async_commit();
+      }
+
       // P rounded to the input type as the A fragments of P V: two adjacent S fragments (16 keys)
       // form one A fragment (C layout == A layout), row r of it in registers r and 2 + r. Packing
       // each row as soon as its exponentials are done frees the fp32 scores early.
@@ -308,19 +345,18 @@ struct TileKernel {
           pa[mt][nt / 2][2 * (nt % 2) + r] = Mma::pack(sc[mt][nt][2 * r], sc[mt][nt][2 * r + 1]);
         }
         l_run[i] = l_run[i] * alpha + sum;
+        // O *= alpha. Once a row's maximum settles its alpha is exactly 1 and the multiply changes
+        // no bit, so when the 8 rows i of the warp all kept their maxima (a warp-uniform vote) the
+        // 2 * kDTiles multiplies are skipped: same result, fewer instructions.
+        if (!__all_sync(cuda::kFullWarpMask, alpha == 1.f)) {
 #pragma unroll
-        for (int dt = 0; dt < Traits::kDTiles; ++dt) {
-          o_acc[mt][dt][2 * r] *= alpha;
-          o_acc[mt][dt][2 * r + 1] *= alpha;
+          for (int dt = 0; dt < Traits::kDTiles; ++dt) {
+            o_acc[mt][dt][2 * r] *= alpha;
+            o_acc[mt][dt][2 * r + 1] *= alpha;
+          }
         }
       }
 
-      if (has_next) {
-        cuda::cp_async_wait<1>();  // V of this tile landed; the next K may be in flight
-      } else {
-        cuda::cp_async_wait<0>();
-      }
-      __syncthreads();
       if (warp_active) {
 #pragma unroll
         for (int ps = 0; ps < Traits::kPSteps; ++ps) {
@@ -340,12 +376,6 @@ struct TileKernel {
             }
           }
         }
-      }
-      __syncthreads();  // every warp is done with V: refill it
-      if (has_next) {
-        load_kv_tile(p, s, b, kvh, blk + 1, v, s.v_offset, p.v_row_stride, p.v_head_stride, p.v_batch_stride,
-                     v_s);
-        cuda::cp_async_commit();
       }
     }
     cuda::allow_dependent_launch();
