@@ -98,12 +98,11 @@ Status run_engine(const char* op, const Engine<Params>& engine, const Params& p,
   }
   if (options.workspace_allocator != nullptr) {
     void* ws = nullptr;
-    Status a = options.workspace_allocator(options.workspace_allocator_context, need, &ws);
-    if (a.ok() && ws == nullptr) {
-      a = {StatusCode::kOutOfMemory, "returned no memory for " + std::to_string(need) + " bytes"};
-    }
-    if (!a.ok()) {
-      return {a.code(), std::string(op) + " (engine '" + engine.name() + "'): workspace allocator: " + a.message()};
+    const Status a = options.workspace_allocator(options.workspace_allocator_context, need, &ws);
+    if (!a.ok() || ws == nullptr) {
+      const std::string why = a.ok() ? "returned no memory for " + std::to_string(need) + " bytes" : a.message();
+      return {a.ok() ? StatusCode::kOutOfMemory : a.code(),
+              std::string(op) + " (engine '" + engine.name() + "'): workspace allocator: " + why};
     }
     return run_engine_or_oom(engine, p, ws, options.stream);
   }
