@@ -42,6 +42,14 @@ def breakdown(torch, groupattn, q, kc, vc, seqlens, calls=2000):
     steps = {k: [] for k in names}
     is_compiling = torch.compiler.is_compiling
     window = (-1, -1)
+
+    def public_calls(t):
+        groupattn.attention_with_kvcache(q, kc, vc, cache_seqlens=seqlens, causal=True)
+        t.append(time.perf_counter_ns())
+        groupattn.attention_with_kvcache(q, kc, vc, cache_seqlens=seqlens, causal=True, out=out_given,
+                                         return_lse=False)
+        t.append(time.perf_counter_ns())
+
     for i in range(calls):
         t = [time.perf_counter_ns()]
         torch.empty((64,), dtype=torch.float32, device=q.device)
@@ -65,21 +73,13 @@ def breakdown(torch, groupattn, q, kc, vc, seqlens, calls=2000):
         _ops._ext.attention_call(aq, ak, av, aout, lse_c, None, None, sl, None, None, None, 0, 0, None, True,
                                  -1, -1, 0.0, 0, None, stream, alloc, mask, None, None, False)
         t.append(time.perf_counter_ns())
-        groupattn.attention_with_kvcache(q, kc, vc, cache_seqlens=seqlens, causal=True)
-        t.append(time.perf_counter_ns())
-        groupattn.attention_with_kvcache(q, kc, vc, cache_seqlens=seqlens, causal=True, out=out_given,
-                                         return_lse=False)
-        t.append(time.perf_counter_ns())
+        public_calls(t)
         _ops._fast = fast
         if fast is not None:
             fast.attention(q, kc, vc, None, None, None, seqlens, None, None, None, None, None, None, True, window,
                            0.0, 0, None, True, None, None, False, True)
             t.append(time.perf_counter_ns())
-            groupattn.attention_with_kvcache(q, kc, vc, cache_seqlens=seqlens, causal=True)
-            t.append(time.perf_counter_ns())
-            groupattn.attention_with_kvcache(q, kc, vc, cache_seqlens=seqlens, causal=True, out=out_given,
-                                             return_lse=False)
-            t.append(time.perf_counter_ns())
+            public_calls(t)
         for j, k in enumerate(steps):
             steps[k].append((t[j + 1] - t[j]) / 1000.0)
         if i % 8 == 7:

@@ -250,6 +250,13 @@ bool run_op(Op op, const Params& p, const at::Tensor& q, const char* engine) {
   return false;
 }
 
+// Entry points are called by groupattn._ops only, with every argument positional.
+bool arg_count_ok(const char* fn, Py_ssize_t want, Py_ssize_t got) {
+  if (got == want) return true;
+  PyErr_Format(PyExc_TypeError, "%s: %zd positional arguments expected, got %zd", fn, want, got);
+  return false;
+}
+
 // A new reference to the Python tensor: `given` when the caller passed it, else `made` wrapped.
 PyObject* wrap(PyObject* given, at::Tensor&& made) {
   if (given != nullptr) {
@@ -293,10 +300,7 @@ constexpr Py_ssize_t kAttentionArgs = 23;
 
 PyObject* attention(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
   HANDLE_TH_ERRORS
-  if (nargs != kAttentionArgs) {
-    PyErr_Format(PyExc_TypeError, "attention: %zd positional arguments expected, got %zd", kAttentionArgs, nargs);
-    return nullptr;
-  }
+  if (!arg_count_ok("attention", kAttentionArgs, nargs)) return nullptr;
   const at::Tensor *q = nullptr, *k = nullptr, *v = nullptr, *out = nullptr, *cu_q = nullptr, *cu_k = nullptr,
                    *seqlens = nullptr, *table = nullptr, *shard = nullptr, *total = nullptr, *ks = nullptr,
                    *vs = nullptr;
@@ -378,10 +382,7 @@ constexpr Py_ssize_t kKdaArgs = 19;
 
 PyObject* kda(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
   HANDLE_TH_ERRORS
-  if (nargs != kKdaArgs) {
-    PyErr_Format(PyExc_TypeError, "kda: %zd positional arguments expected, got %zd", kKdaArgs, nargs);
-    return nullptr;
-  }
+  if (!arg_count_ok("kda", kKdaArgs, nargs)) return nullptr;
   const at::Tensor *q = nullptr, *k = nullptr, *v = nullptr, *g = nullptr, *beta = nullptr, *init = nullptr,
                    *cu = nullptr, *idx = nullptr, *a_log = nullptr, *dt_bias = nullptr;
   int64_t final_mode = 0, gate = 0;
