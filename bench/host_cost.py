@@ -219,9 +219,9 @@ def main(argv=None):
           f"{'enqueue_us':>10s}")
     for r in rows:
         if "error" in r:
-            print(f"{r['case']:32s} {r['path']:8s} {r.get('engine', ''):14s} error: {r['error'][:120]}")
+            print(f"{r['case']:32s} {r.get('path', '-'):8s} {r.get('engine', ''):14s} error: {r['error'][:120]}")
             continue
-        print(f"{r['case']:32s} {r['path']:8s} {str(r['engine'])[:14]:14s} {r['gpu_us']:8.2f} {r['wall_us']:8.2f} "
+        print(f"{r['case']:32s} {r.get('path', '-'):8s} {str(r['engine'])[:14]:14s} {r['gpu_us']:8.2f} {r['wall_us']:8.2f} "
               f"{r['host_us']:8.2f} {r['enqueue_us']:10.2f}")
     print("enqueue_us = the CPU time of one call while the GPU runs behind it: the issue's goal is < 10 us "
           "for the groupattn rows on path fast. host_us = wall_us - gpu_us also holds the launch + "
