@@ -2,7 +2,9 @@
 """Where the host time of one small groupattn decode call goes (issue 11): cProfile over many
 calls (no synchronize inside the loop, a synchronize every 8 calls so the launch queue never
 fills), sorted by own time, so Python frames, torch allocations, DLPack export and the extension
-call each show as their own row.
+call each show as their own row. The breakdown table names the path of each row: "generic" (the
+steps of groupattn._ops.run_attention: DLPack export, torch.empty from Python, groupattn._ext)
+and "fast" (groupattn._torch_fast: one crossing, outputs from at::empty in C++).
 
     PYTHONPATH=build/python python bench/profile_host.py [--calls 4000] [--no-cprofile]
 """
@@ -13,10 +15,12 @@ import sys
 
 
 def breakdown(torch, groupattn, q, kc, vc, seqlens, calls=2000):
-    """The same call taken apart: each step of groupattn._ops.run_attention timed on its own (the
-    extension call separately from the Python around it), beside unit costs of this host (one
-    torch.empty, one DLPack export, one 1-element add) and the cheapest public call (out= given,
-    return_lse=False). Medians in microseconds; docs/HOST_COST.md says what each line should be."""
+    """The same call taken apart: each step of the generic path (groupattn._ops.run_attention)
+    timed on its own (the extension call separately from the Python around it), the fast path's
+    crossing called directly and through the public function, beside unit costs of this host (one
+    torch.empty, one DLPack export, one 1-element add, torch.compiler.is_compiling) and the
+    cheapest public call (out= given, return_lse=False). Medians in microseconds;
+    docs/HOST_COST.md says what each line should be."""
     import statistics
     import time
 
@@ -27,10 +31,25 @@ def breakdown(torch, groupattn, q, kc, vc, seqlens, calls=2000):
     to_dlpack = fw._to_dlpack or torch.utils.dlpack.to_dlpack
     out_given = torch.empty_like(q)
     one = torch.zeros(1, device=q.device)
-    steps = {k: [] for k in (
-        "unit: torch.empty (1 call)", "unit: _to_dlpack (1 tensor)", "unit: 1-element add",
-        "alloc out", "alloc lse", "dlpack export x6", "stream + workspace_alloc", "ext call",
-        "whole public call", "public call, out= and no lse")}
+    fast = _ops._fast
+    names = ["unit: torch.empty (1 call)", "unit: _to_dlpack (1 tensor)", "unit: 1-element add",
+             "unit: torch.compiler.is_compiling", "generic: alloc out", "generic: alloc lse",
+             "generic: dlpack export x6", "generic: stream + workspace_alloc", "generic: ext call",
+             "generic: whole public call", "generic: public call, out= and no lse"]
+    if fast is not None:
+        names += ["fast: _torch_fast.attention only", "fast: whole public call",
+                  "fast: public call, out= and no lse"]
+    steps = {k: [] for k in names}
+    is_compiling = torch.compiler.is_compiling
+    window = (-1, -1)
+
+    def public_calls(t):
+        groupattn.attention_with_kvcache(q, kc, vc, cache_seqlens=seqlens, causal=True)
+        t.append(time.perf_counter_ns())
+        groupattn.attention_with_kvcache(q, kc, vc, cache_seqlens=seqlens, causal=True, out=out_given,
+                                         return_lse=False)
+        t.append(time.perf_counter_ns())
+
     for i in range(calls):
         t = [time.perf_counter_ns()]
         torch.empty((64,), dtype=torch.float32, device=q.device)
@@ -39,6 +58,9 @@ def breakdown(torch, groupattn, q, kc, vc, seqlens, calls=2000):
         t.append(time.perf_counter_ns())
         one.add_(1)
         t.append(time.perf_counter_ns())
+        is_compiling()
+        t.append(time.perf_counter_ns())
+        _ops._fast = None  # the generic path's steps and public calls
         out, _, _ = _ops.alloc_attention_outputs(fw, q, vc, False, False)
         t.append(time.perf_counter_ns())
         lse = fw.empty_lse(q, q.shape[0], q.shape[2], q.shape[1])
@@ -51,11 +73,13 @@ def breakdown(torch, groupattn, q, kc, vc, seqlens, calls=2000):
         _ops._ext.attention_call(aq, ak, av, aout, lse_c, None, None, sl, None, None, None, 0, 0, None, True,
                                  -1, -1, 0.0, 0, None, stream, alloc, mask, None, None, False)
         t.append(time.perf_counter_ns())
-        groupattn.attention_with_kvcache(q, kc, vc, cache_seqlens=seqlens, causal=True)
-        t.append(time.perf_counter_ns())
-        groupattn.attention_with_kvcache(q, kc, vc, cache_seqlens=seqlens, causal=True, out=out_given,
-                                         return_lse=False)
-        t.append(time.perf_counter_ns())
+        public_calls(t)
+        _ops._fast = fast
+        if fast is not None:
+            fast.attention(q, kc, vc, None, None, None, seqlens, None, None, None, None, None, None, True, window,
+                           0.0, 0, None, True, None, None, False, True)
+            t.append(time.perf_counter_ns())
+            public_calls(t)
         for j, k in enumerate(steps):
             steps[k].append((t[j + 1] - t[j]) / 1000.0)
         if i % 8 == 7:
@@ -64,9 +88,9 @@ def breakdown(torch, groupattn, q, kc, vc, seqlens, calls=2000):
     engine = groupattn.attention_engine_for(q, kc, vc, cache_seqlens=seqlens, causal=True)
     ws = groupattn.attention_workspace_bytes(q, kc, vc, cache_seqlens=seqlens, causal=True)
     print(f"host time breakdown (median us per call, no synchronize in the timed spans; engine {engine}, "
-          f"workspace {ws} bytes):")
+          f"workspace {ws} bytes; groupattn._torch_fast {'built' if fast is not None else 'NOT built: no fast rows'}):")
     for k, v in steps.items():
-        print(f"  {k:32s} {statistics.median(v):8.2f}")
+        print(f"  {k:40s} {statistics.median(v):8.2f}")
 
 
 def main(argv=None):
@@ -99,6 +123,9 @@ def main(argv=None):
     breakdown(torch, groupattn, q, kc, vc, seqlens)
     if args.no_cprofile:
         return 0
+    from groupattn import _ops
+
+    print(f"cProfile of the public call, path {'fast' if _ops._fast is not None else 'generic'}:")
     prof = cProfile.Profile()
     prof.enable()
     loop(args.calls)

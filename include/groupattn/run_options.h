@@ -4,7 +4,18 @@
 
 #include <cstddef>
 
+#include "groupattn/status.h"
+
 namespace groupattn {
+
+// Supplies a workspace when the selected engine needs more than RunOptions gives: sets *ptr to at
+// least `bytes` bytes (device memory of the op's device for GPU engines, 256-byte aligned) and
+// returns Ok, or returns an error, which the op returns with nothing run. Called at most once per
+// op call, after validation and engine selection, on the calling thread. The library never frees
+// the memory: it must stay valid for the work the op enqueues on RunOptions::stream, so a
+// stream-ordered allocator on that stream (torch's caching allocator, cudaMallocAsync) may take it
+// back as soon as the op call returns. `context` is RunOptions::workspace_allocator_context.
+using WorkspaceAllocator = Status (*)(void* context, size_t bytes, void** ptr);
 
 struct RunOptions {
   // Pin an engine by name ("reference", "cuda", "sm90"). nullptr = the GROUPATTN_ENGINE
@@ -20,6 +31,11 @@ struct RunOptions {
   // allocates it stream-ordered for this call alone (cudaMallocAsync / cudaFreeAsync).
   void* workspace = nullptr;
   size_t workspace_bytes = 0;
+  // Where a missing workspace comes from instead of the library's own stream-ordered allocation:
+  // a caller that allocates per call (a framework binding) sizes it without a separate
+  // *_workspace_bytes query, so validation and selection run once per call, not twice.
+  WorkspaceAllocator workspace_allocator = nullptr;
+  void* workspace_allocator_context = nullptr;
 
   // Read device-resident index tensors (cu_seqlens, seqlens_k, block_table) back to the host and
   // check their contents. Costs a synchronisation; host-resident index tensors are always checked.

@@ -44,7 +44,10 @@ def cuda_device_available():
 
 
 if _importlib_util.find_spec("torch") is not None:
+    from . import _ops as _ops_module
     from . import _torch_ops  # noqa: F401  (registers torch.ops.groupattn.*)
+
+    _ops_module.enable_torch_fast(_torch_ops.torch)  # eager torch calls: one crossing (docs/HOST_COST.md)
 
 __all__ = [
     "attention",

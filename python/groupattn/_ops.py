@@ -2,10 +2,43 @@
 out. Each function allocates outputs in the caller's framework, asks for a workspace only when the
 call runs on a GPU, and hands every tensor to the extension unchanged (no copies, no
 .contiguous()): the library's validation judges shapes, dtypes and strides.
+
+Eager calls on torch tensors first try groupattn._torch_fast (built where torch was importable at
+build time): one crossing that reads the tensors as at::Tensor, allocates outputs and workspace
+with at::empty and runs on torch's current stream (docs/HOST_COST.md). It returns NotImplemented
+for anything it does not take, and the call continues on the generic path below, unchanged.
 """
+
+import os
 
 from . import _ext
 from ._frameworks import framework_of
+
+# Set by enable_torch_fast() once torch is imported (groupattn/__init__.py): the module, torch.Tensor
+# and torch.compiler.is_compiling. None: every call takes the generic path.
+_fast = None
+_Tensor = None
+_is_compiling = None
+
+
+def enable_torch_fast(torch):
+    """Routes eager torch calls through groupattn._torch_fast when this build has it and
+    GROUPATTN_TORCH_FAST is not 0. Returns whether it is on."""
+    global _fast, _Tensor, _is_compiling
+    if os.environ.get("GROUPATTN_TORCH_FAST", "1") == "0":
+        return False
+    try:
+        from . import _torch_fast
+    except ImportError:  # built without torch, or against another torch than this one
+        return False
+    _fast, _Tensor, _is_compiling = _torch_fast, torch.Tensor, torch.compiler.is_compiling
+    return True
+
+
+def disable_torch_fast():
+    """Every call takes the generic path (tests and benchmarks compare the two)."""
+    global _fast
+    _fast = None
 
 # Library argument names that the Python API spells differently (FlashAttention / fla names).
 _PY_NAMES = {"seqlens_k": "cache_seqlens", "state_indices": "ssm_state_indices", "softmax_scale": "scale"}
@@ -134,6 +167,15 @@ def attention(q, k, v, *, causal=False, window=(-1, -1), softcap=0.0, scale=None
     positions (query i at kv_total_len[b] - Sq_b + i); out/lse are the attention over the shard's
     keys alone, and attention_merge() of the shards' (out, lse) is the whole attention.
     """
+    if _fast is not None and type(q) is _Tensor and not _is_compiling():
+        try:
+            r = _fast.attention(q, k, v, out, cu_seqlens_q, cu_seqlens_k, None, None, kv_shard_offset,
+                                kv_total_len, max_seqlen_q, max_seqlen_k, scale, causal, window, softcap, 0,
+                                engine, return_lse, None, None, False, False)
+        except (ValueError, NotImplementedError) as e:
+            raise _renamed(e) from None
+        if r is not NotImplemented:
+            return r
     if framework_of(q).compiling():
         if out is not None:
             raise NotImplementedError("attention: out= is not supported under torch.compile")
@@ -224,6 +266,15 @@ def attention_with_kvcache(q, k_cache, v_cache, *, cache_seqlens=None, block_tab
     [B, Hkv] scales (FlashAttention-3's names and shape), the key being k_cache * k_descale and the
     value v_cache * v_descale; with descale_per_page=True on a paged cache, [num_pages, Hkv].
     """
+    if _fast is not None and type(q) is _Tensor and not _is_compiling():
+        try:
+            r = _fast.attention(q, k_cache, v_cache, out, None, None, cache_seqlens, block_table,
+                                kv_shard_offset, kv_total_len, None, None, scale, causal, window, softcap,
+                                num_splits, engine, return_lse, k_descale, v_descale, descale_per_page, True)
+        except (ValueError, NotImplementedError) as e:
+            raise _renamed(e) from None
+        if r is not NotImplemented:
+            return r
     fw = framework_of(q)
     seqlens = cache_seqlens_tensor(fw, q, cache_seqlens)
     if fw.compiling():
@@ -308,6 +359,16 @@ def chunk_kda(q, k, v, g, beta, scale=None, initial_state=None, output_final_sta
 
     Returns (o [B, T, HV, V], final_state or None).
     """
+    if _fast is not None and type(q) is _Tensor and not _is_compiling():
+        try:
+            r = _fast.kda(q, k, v, g, beta, scale, initial_state, 1 if output_final_state else 0, cu_seqlens,
+                          None, state_v_first, kda_gate(use_gate_in_kernel, lower_bound), A_log, dt_bias,
+                          lower_bound, use_qk_l2norm_in_kernel, use_beta_sigmoid_in_kernel,
+                          allow_neg_eigval, engine)
+        except (ValueError, NotImplementedError) as e:
+            raise _renamed(e) from None
+        if r is not NotImplemented:
+            return r
     fw = framework_of(q)
     if fw.compiling():
         import torch
@@ -342,6 +403,17 @@ def fused_recurrent_kda(q, k, v, g, beta, scale=None, initial_state=None, output
     Returns (o, final_state or None).
     """
     gate = kda_gate(use_gate_in_kernel, lower_bound)
+    if _fast is not None and type(q) is _Tensor and not _is_compiling():
+        pool = ssm_state_indices is not None
+        if not (pool and initial_state is None):  # that error is raised below
+            try:
+                r = _fast.kda(q, k, v, g, beta, scale, initial_state, 2 if pool else (1 if output_final_state else 0),
+                              cu_seqlens, ssm_state_indices, state_v_first, gate, A_log, dt_bias, lower_bound,
+                              use_qk_l2norm_in_kernel, use_beta_sigmoid_in_kernel, allow_neg_eigval, engine)
+            except (ValueError, NotImplementedError) as e:
+                raise _renamed(e) from None
+            if r is not NotImplemented:
+                return r
     fw = framework_of(q)
     if fw.compiling():
         import torch

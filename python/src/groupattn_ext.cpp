@@ -18,10 +18,12 @@
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
+#include <exception>
 #include <optional>
 #include <stdexcept>
 #include <string>
 
+#include "binding_common.h"
 #include "groupattn/context_parallel.h"
 #include "groupattn/groupattn.h"
 
@@ -39,15 +41,7 @@ constexpr const char* kAcceptedDTypes =
     "float16, bfloat16, float32, float64, int32, int64, float8_e4m3fn (K/V caches)";
 
 [[noreturn]] void raise_status(const ga::Status& s) {
-  PyObject* type = PyExc_RuntimeError;
-  std::string msg = s.message();
-  switch (s.code()) {
-    case ga::StatusCode::kInvalidArgument: type = PyExc_ValueError; break;
-    case ga::StatusCode::kNotSupported: type = PyExc_NotImplementedError; break;
-    case ga::StatusCode::kOutOfMemory: type = PyExc_MemoryError; break;
-    default: msg = s.to_string(); break;  // keep "CUDA error: ..." / "internal error: ..."
-  }
-  PyErr_SetString(type, msg.c_str());
+  ga::binding::set_python_error(s);
   throw nb::python_error();
 }
 
@@ -110,9 +104,7 @@ ga::TensorView to_view(const Array& a, bool as_bf16, const char* name) {
     t.shape[i] = static_cast<int64_t>(a.shape(i));
     t.stride[i] = a.stride(i);
   }
-  // An empty tensor may carry a null data pointer; the library reads "null" as "absent", so give
-  // it a non-null address that is never dereferenced (no element exists).
-  if (t.data == nullptr && t.numel() == 0) t.data = reinterpret_cast<void*>(alignof(std::max_align_t));
+  ga::binding::give_empty_an_address(t);
   return t;
 }
 
@@ -121,35 +113,20 @@ ga::TensorView to_view(const std::optional<Array>& a, bool as_bf16, const char* 
   return a ? to_view(*a, as_bf16, name) : ga::TensorView{};
 }
 
-// The library's LSE is [Hq, total_q]. For batched q the Python layer allocates FlashAttention's
-// [B, Hq, Sq] with the strides of a view of that buffer and passes it as is (a rank-3 lse): B and
-// Sq merge back into total_q = B * Sq here, which saves the torch view op the layer used to make
-// per call. A rank-2 lse (varlen q, attention_merge) passes through unchanged.
+// The library's LSE is [Hq, total_q]: the Python layer passes batched q's [B, Hq, Sq] lse as is
+// (binding::merge_batched_lse); a rank-2 lse (varlen q, attention_merge) passes through unchanged.
 ga::TensorView lse_view(const OptOut& lse) {
   ga::TensorView t = to_view(lse, false, "lse");
-  if (t.rank != 3) return t;
-  const int64_t b = t.shape[0], hq = t.shape[1], sq = t.shape[2];
-  // Merging needs stride(B) == Sq * stride(Sq), unless one of the two dims has a single entry.
-  if (b > 1 && sq > 1 && t.stride[0] != sq * t.stride[2]) {
+  if (!ga::binding::merge_batched_lse(t)) {
     throw std::runtime_error("lse: internal error: a [B, Hq, Sq] lse whose B and Sq dims do not merge");
   }
-  const int64_t step = sq > 1 ? t.stride[2] : t.stride[0];
-  ga::TensorView m = t;
-  m.rank = 2;
-  m.shape[0] = hq;
-  m.shape[1] = b * sq;
-  m.stride[0] = t.stride[1];
-  m.stride[1] = step;
-  m.shape[2] = m.stride[2] = 0;
-  return m;
+  return t;
 }
 
 // Bit i of `bf16_mask` marks the i-th tensor argument (in signature order) as numpy bfloat16.
 bool bit(uint32_t mask, int i) { return ((mask >> i) & 1u) != 0; }
 
-float scale_or_default(std::optional<double> scale) {
-  return scale ? static_cast<float>(*scale) : NAN;
-}
+double scale_or_default(std::optional<double> scale) { return scale ? *scale : NAN; }
 
 ga::AttentionParams attention_params(const InArray& q, const InArray& k, const InArray& v,
                                      const OutArray& out, const OptOut& lse, const OptIn& cu_seqlens_q,
@@ -172,17 +149,10 @@ ga::AttentionParams attention_params(const InArray& q, const InArray& k, const I
   p.block_table = to_view(block_table, false, "block_table");
   p.kv_shard_offset = to_view(kv_shard_offset, false, "kv_shard_offset");
   p.kv_total_len = to_view(kv_total_len, false, "kv_total_len");
-  p.max_seqlen_q = max_seqlen_q;
-  p.max_seqlen_k = max_seqlen_k;
-  p.softmax_scale = scale_or_default(scale);
-  p.causal = causal;
-  p.window_left = window_left;
-  p.window_right = window_right;
-  p.softcap = static_cast<float>(softcap);
-  p.num_splits = num_splits;
   p.k_scale = to_view(k_scale, false, "k_descale");
   p.v_scale = to_view(v_scale, false, "v_descale");
-  p.kv_scale_per_page = kv_scale_per_page;
+  ga::binding::set_attention_scalars(p, max_seqlen_q, max_seqlen_k, scale_or_default(scale), causal,
+                                     window_left, window_right, softcap, num_splits, kv_scale_per_page);
   return p;
 }
 
@@ -204,16 +174,12 @@ ga::KdaParams kda_params(const InArray& q, const InArray& k, const InArray& v, c
   p.final_state = to_view(final_state, false, "final_state");
   p.cu_seqlens = to_view(cu_seqlens, false, "cu_seqlens");
   p.state_indices = to_view(state_indices, false, "ssm_state_indices");
-  p.state_layout = state_v_first ? ga::KdaStateLayout::kVFirst : ga::KdaStateLayout::kKFirst;
-  if (gate < 0 || gate > 2) throw nb::value_error("gate: must be 0 (log decay), 1 (softplus) or 2 (lower bound)");
-  p.gate = static_cast<ga::KdaGate>(gate);
   p.A_log = to_view(A_log, false, "A_log");
   p.dt_bias = to_view(dt_bias, false, "dt_bias");
-  p.lower_bound = static_cast<float>(lower_bound);
-  p.use_qk_l2norm = use_qk_l2norm;
-  p.use_beta_sigmoid = use_beta_sigmoid;
-  p.allow_neg_eigval = allow_neg_eigval;
-  p.scale = scale_or_default(scale);
+  if (!ga::binding::set_kda_scalars(p, state_v_first, gate, lower_bound, use_qk_l2norm, use_beta_sigmoid,
+                                    allow_neg_eigval, scale_or_default(scale))) {
+    throw nb::value_error(ga::binding::kBadGateMessage);
+  }
   return p;
 }
 
@@ -242,32 +208,52 @@ nb::list engine_list(ga::Op op) {
 
 // ---------------------------------------------------------------------------------------------
 // Single-entry calls: one crossing into the extension per op call. The params struct is built
-// once; a host call runs at once; a GPU call asks the selected engine for its workspace and, only
-// when it needs one, calls `alloc(nbytes) -> (keep_alive, pointer)` (the caller's framework's
-// allocator) before running.
+// once and the op validates and selects once: when the selected engine needs a workspace, the
+// library calls back (RunOptions::workspace_allocator) and the binding calls
+// `alloc(nbytes) -> (keep_alive, pointer)`, the caller's framework's allocator, with the GIL
+// re-acquired. (Before: an attention_workspace_bytes pass first, i.e. validation and selection
+// twice per GPU call.)
 
-// nullopt (None): a host call, no workspace query.
+// nullopt (None): a host call; the host engines need no workspace.
 using OptAlloc = std::optional<nb::callable>;
 
-template <class Params, class BytesFn, class RunFn>
-void run_with_workspace(const Params& p, ga::RunOptions o, const OptAlloc& alloc, BytesFn bytes_fn,
-                        RunFn run_fn) {
-  nb::object keep;  // the workspace's owner, alive until the op has been enqueued
-  if (alloc) {
-    size_t bytes = 0;
-    check(bytes_fn(p, o, &bytes));
-    if (bytes != 0) {
-      nb::tuple r = nb::borrow<nb::tuple>((*alloc)(bytes));
-      keep = r[0];
-      o.workspace = reinterpret_cast<void*>(nb::cast<uintptr_t>(r[1]));
-      o.workspace_bytes = bytes;
+// The Python allocator behind RunOptions::workspace_allocator. `keep` owns the workspace until the
+// op call has returned (the frameworks' allocators are stream-ordered on the call's stream); an
+// exception raised by the allocator is kept and re-raised once the op has returned.
+struct PyWorkspace {
+  const nb::callable* alloc = nullptr;
+  nb::object keep;
+  std::exception_ptr error;
+
+  static ga::Status allocate(void* context, size_t bytes, void** ptr) {
+    auto* w = static_cast<PyWorkspace*>(context);
+    nb::gil_scoped_acquire gil;
+    try {
+      nb::tuple r = nb::borrow<nb::tuple>((*w->alloc)(bytes));
+      w->keep = r[0];
+      *ptr = reinterpret_cast<void*>(nb::cast<uintptr_t>(r[1]));
+      return ga::Status::Ok();
+    } catch (...) {
+      w->error = std::current_exception();
+      return {ga::StatusCode::kOutOfMemory, "the Python allocator raised"};
     }
+  }
+};
+
+template <class Params, class RunFn>
+void run_with_workspace(const Params& p, ga::RunOptions o, const OptAlloc& alloc, RunFn run_fn) {
+  PyWorkspace ws;  // declared outside the GIL-free block: its objects die with the GIL held
+  if (alloc) {
+    ws.alloc = &*alloc;
+    o.workspace_allocator = &PyWorkspace::allocate;
+    o.workspace_allocator_context = &ws;
   }
   ga::Status s;
   {
     nb::gil_scoped_release release;
     s = run_fn(p, o);
   }
+  if (ws.error) std::rethrow_exception(ws.error);
   check(s);
 }
 
@@ -313,12 +299,8 @@ NB_MODULE(_ext, m) {
                              total_len, max_q, max_k,
                              scale, causal, wl, wr, softcap, num_splits, bf16_mask, k_scale, v_scale,
                              kv_scale_per_page);
-        run_with_workspace(
-            p, run_options(engine, stream), alloc,
-            [](const ga::AttentionParams& pp, const ga::RunOptions& oo, size_t* b) {
-              return ga::attention_workspace_bytes(pp, oo, b);
-            },
-            [](const ga::AttentionParams& pp, const ga::RunOptions& oo) { return ga::attention(pp, oo); });
+        run_with_workspace(p, run_options(engine, stream), alloc,
+                           [](const ga::AttentionParams& pp, const ga::RunOptions& oo) { return ga::attention(pp, oo); });
       });
 
   m.def(
@@ -375,12 +357,8 @@ NB_MODULE(_ext, m) {
                                            cu_seqlens, state_indices, state_v_first, gate, A_log,
                                            dt_bias, lower_bound, l2norm, beta_sigmoid, neg_eigval,
                                            scale, bf16_mask);
-        run_with_workspace(
-            p, run_options(engine, stream), alloc,
-            [](const ga::KdaParams& pp, const ga::RunOptions& oo, size_t* b) {
-              return ga::kda_workspace_bytes(pp, oo, b);
-            },
-            [](const ga::KdaParams& pp, const ga::RunOptions& oo) { return ga::kda(pp, oo); });
+        run_with_workspace(p, run_options(engine, stream), alloc,
+                           [](const ga::KdaParams& pp, const ga::RunOptions& oo) { return ga::kda(pp, oo); });
       });
 
   m.def(

@@ -71,8 +71,8 @@ Status select_engine(const char* op, const std::vector<const Engine<Params>*>& e
   return NotSupported(std::string("no engine supports this ") + op + " problem" + reasons);
 }
 
-// Runs `engine` with the caller's workspace, or a stream-ordered allocation of the size it needs
-// when the caller gave too little. `op` names the op in messages (a failed allocation names the op
+// Runs `engine` with the caller's workspace or, when the caller gave too little, one from the
+// caller's workspace_allocator if set, else a stream-ordered allocation of the size it needs. `op` names the op in messages (a failed allocation names the op
 // and the engine).
 template <class Params>
 Status run_engine(const char* op, const Engine<Params>& engine, const Params& p, const RunOptions& options);
@@ -95,6 +95,16 @@ Status run_engine(const char* op, const Engine<Params>& engine, const Params& p,
   const size_t need = engine.workspace_bytes(p);
   if (need == 0 || (options.workspace != nullptr && options.workspace_bytes >= need)) {
     return run_engine_or_oom(engine, p, need == 0 ? nullptr : options.workspace, options.stream);
+  }
+  if (options.workspace_allocator != nullptr) {
+    void* ws = nullptr;
+    const Status a = options.workspace_allocator(options.workspace_allocator_context, need, &ws);
+    if (!a.ok() || ws == nullptr) {
+      const std::string why = a.ok() ? "returned no memory for " + std::to_string(need) + " bytes" : a.message();
+      return {a.ok() ? StatusCode::kOutOfMemory : a.code(),
+              std::string(op) + " (engine '" + engine.name() + "'): workspace allocator: " + why};
+    }
+    return run_engine_or_oom(engine, p, ws, options.stream);
   }
   void* ws = nullptr;
   if (Status a = allocate_workspace(need, options.stream, &ws); !a.ok()) {

@@ -142,3 +142,29 @@ def test_torch_compile_of_a_small_module():
         eager = m(x)
         compiled = torch.compile(m, fullgraph=True)(x)
     torch.testing.assert_close(compiled, eager)
+
+
+@cuda
+def test_generic_path_reraises_the_workspace_allocators_exception():
+    # _ext hands the framework's allocator to the library (RunOptions::workspace_allocator): asked
+    # once, for the selected engine's workspace, and what it raises arrives as it was raised.
+    from groupattn import _ext
+    from groupattn._frameworks import framework_of
+
+    bf16 = dict(dtype=torch.bfloat16, device="cuda")
+    q, kc, vc = rand(1, 1, 64, 128, **bf16), rand(1, 4096, 8, 128, **bf16), rand(1, 4096, 8, 128, **bf16)
+    seqlens = torch.full((1,), 4096, dtype=torch.int32, device="cuda")
+    out = torch.empty_like(q)
+    fw = framework_of(q)
+    asked = []
+
+    def alloc(nbytes):
+        asked.append(nbytes)
+        raise RuntimeError("allocator says no")
+
+    args = [fw.convert(t) for t in (q, kc, vc, out)]
+    with pytest.raises(RuntimeError, match="allocator says no"):
+        # num_splits=4: split-KV partials need a workspace.
+        _ext.attention_call(*args, None, None, None, fw.convert(seqlens), None, None, None, 0, 0, None, True, -1,
+                            -1, 0.0, 4, None, fw.stream(q), alloc, 0, None, None, False)
+    assert len(asked) == 1 and asked[0] > 0
