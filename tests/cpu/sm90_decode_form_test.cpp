@@ -1,7 +1,7 @@
 // Which kernel form of the sm90 decode engine serves which problem (decode_traits.h
 // packed_rows_form, the one place the choice is made): the packed-rows multi-token form for a
-// 16-bit cache at head dim 128 with group x new tokens >= 64, swap-AB for everything else. Pure
-// host function: runs without a GPU.
+// 16-bit or f8e4m3 cache at head dim 128 with group x new tokens >= 64, swap-AB for everything
+// else. Pure host function: runs without a GPU.
 #include <gtest/gtest.h>
 
 #include "attention/engines/sm90/decode_traits.h"
@@ -19,6 +19,10 @@ TEST(Sm90DecodeForm, PackedRowsFromSixtyFourRows) {
   EXPECT_TRUE(packed_rows_form(128, false, 16, 16));  // 32/2 x 16: 256 rows, two row blocks
   EXPECT_TRUE(packed_rows_form(128, false, 5, 13));   // 40/8 x 13: 65 rows (a non-power-of-two group)
   EXPECT_TRUE(packed_rows_form(128, false, 64, 1));   // 64/1, one token: 64 rows
+  // f8e4m3 K/V: the same threshold (tiles widened in shared memory, DECODE_SM90.md section 13).
+  EXPECT_TRUE(packed_rows_form(128, true, 8, 8));
+  EXPECT_TRUE(packed_rows_form(128, true, 8, 16));
+  EXPECT_TRUE(packed_rows_form(128, true, 5, 13));
 }
 
 TEST(Sm90DecodeForm, SwapAbBelowSixtyFourRowsAndElsewhere) {
@@ -27,7 +31,8 @@ TEST(Sm90DecodeForm, SwapAbBelowSixtyFourRowsAndElsewhere) {
   EXPECT_FALSE(packed_rows_form(128, false, 8, 7));   // 56 columns
   EXPECT_FALSE(packed_rows_form(128, false, 5, 12));  // 40/8 x 12: 60 columns
   EXPECT_FALSE(packed_rows_form(128, false, 1, 16));  // MHA: 16 columns
-  EXPECT_FALSE(packed_rows_form(128, true, 8, 8));    // f8e4m3 K/V: swap-AB's register conversion
+  EXPECT_FALSE(packed_rows_form(128, true, 8, 1));    // f8e4m3 K/V below 64 rows: swap-AB's register
+  EXPECT_FALSE(packed_rows_form(128, true, 8, 7));    // conversion
   EXPECT_FALSE(packed_rows_form(64, false, 8, 16));   // head dims 64 and 256: swap-AB only
   EXPECT_FALSE(packed_rows_form(256, false, 8, 16));
 }

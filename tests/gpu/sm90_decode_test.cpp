@@ -358,10 +358,10 @@ TEST_F(Sm90Decode, Fp8KvCache) {
 }
 
 // The fp8 path's own code (decode_mainloop.cuh): register A fragments with permuted head dims
-// (every head ratio and column tile 8 / 16 / 32, several column blocks at 8 tokens for groups >=
-// 8), the V tail zeroed in registers (65 and 4099 keys end mid-tile), and the 6-stage fp8 ring
-// wrapping many times (one split over 65 tiles), batched and paged (shuffled pages, automatic
-// splits); then window, softcap and scale on the fp8 scores.
+// (every head ratio and column tile 8 / 16 / 32), the V tail zeroed in registers (65 and 4099 keys
+// end mid-tile), and the 6-stage fp8 ring wrapping many times (one split over 65 tiles), batched
+// and paged (shuffled pages, automatic splits); then window, softcap and scale on the fp8 scores.
+// (Groups >= 8 at 8 tokens reach 64 rows: those cases now run the packed-rows form, section 13.)
 TEST_F(Sm90Decode, Fp8KvCacheHeadRatiosRingWrap) {
   for (auto [hq, hkv] : kHeadRatios) {
     for (int tokens : {1, 8}) {
@@ -422,6 +422,12 @@ TEST_F(Sm90Decode, AutomaticSelectionPrefersItForDecode) {
       {decode_case(8, 2, 40, {100}), "sm90-prefill"},  // 40 query rows: past decode, a batched prefill
       {[] {
          Case c = decode_case(8, 2, 1, {100});
+         c.kv_fp8 = true;
+         return c;
+       }(),
+       "sm90"},
+      {[] {  // fp8 with 64 packed rows: the packed-rows form, inside sm90
+         Case c = decode_case(64, 8, 8, {4096});
          c.kv_fp8 = true;
          return c;
        }(),
@@ -559,16 +565,158 @@ TEST_F(Sm90Decode, PackedRowsDeterministicOver20Runs) {
   }
 }
 
-// Pinned, the packed form serves any group (MHA, one token: 1 row of 64) and declines what it
-// does not build, with the reason (sm90 serves those with swap-AB).
+// Pinned, the packed form serves any group (MHA, one token: 1 row of 64; fp8 too) and declines
+// what it does not build, with the reason (sm90 serves those with swap-AB).
 TEST_F(Sm90Decode, PackedRowsPinnedServesAnyGroupDeclinesOthers) {
   check_case(decode_case(8, 8, 1, {300, 65}), "sm90-rows");
   check_case(decode_case(8, 2, 4, {129}), "sm90-rows");
-  Case fp8 = decode_case(64, 8, 8, {100});
+  Case fp8 = decode_case(8, 2, 4, {129, 300});
   fp8.kv_fp8 = true;
-  expect_declines(fp8, "sm90-rows", "f8e4m3");
+  check_case(fp8, "sm90-rows");
+  fp8.kv = KvKind::kPaged;
+  fp8.page_size = 16;
+  expect_declines(fp8, "sm90-rows", "page_size a multiple of 64");
   Case d64 = decode_case(64, 8, 8, {100}, 64);
   expect_declines(d64, "sm90-rows", "head dim 128 only");
+}
+
+// ---- fp8 K/V in the packed-rows form (docs/DECODE_SM90.md section 13) ----
+// An f8e4m3 cache with group x new tokens >= 64 rows: TMA brings fp8 tiles into an fp8 ring, the
+// producer warpgroup widens each into the 16-bit tiles the GEMMs read (one converted K tile, two
+// converted V tiles; rows past the sequence written as zeros), the key scale joins the score
+// scale and the value scale multiplies O. Every case against the fp64 reference of the
+// dequantized cache (k x k_scale, v x v_scale; the harness draws scales in [0.25, 1)).
+
+// Group 8 (64/8, 8/1, 16/2) x 8 tokens (64 rows: one consumer warpgroup, the second exits) and
+// x 16 (128 rows: both, pingpong), causal and not, bf16 with automatic splits and f16 with 3;
+// 32/2 x 16 (256 rows: two row blocks) and 40/8 x 16 (80 rows) once each.
+TEST_F(Sm90Decode, PackedRowsFp8HeadRatiosTokens) {
+  for (auto [hq, hkv] : std::vector<std::pair<int64_t, int64_t>>{{64, 8}, {8, 1}, {16, 2}}) {
+    for (int tokens : {8, 16}) {
+      for (bool causal : {true, false}) {
+        Case c = decode_case(hq, hkv, tokens, {300, 65});  // seqlens_k: 300 and 65 keys
+        c.kv_fp8 = true;
+        c.causal = causal;
+        c.num_splits = 0;
+        check_case(c, kEngine);
+        c.dtype = DType::kF16;
+        c.num_splits = 3;
+        check_case(c, kEngine);
+      }
+    }
+  }
+  for (auto [hq, hkv] : std::vector<std::pair<int64_t, int64_t>>{{32, 2}, {40, 8}}) {
+    Case c = decode_case(hq, hkv, 16, {700, 129});
+    c.kv_fp8 = true;
+    c.num_splits = 3;
+    check_case(c, kEngine);
+  }
+}
+
+// KV lengths around the 128-key tile, its 64-row boxes and the splits (as the 16-bit test): a
+// sequence whose early rows see no key, tile +- 1, two tiles +- 1, 4099 keys (33 tiles: at one
+// split the 3-stage fp8 ring wraps 11 times, the converted V tiles 16, the K tile 33); splits 1, 3
+// and automatic; batched and paged 64 (shuffled pages; a tile spans two pages, the last page ends
+// mid-tile); then 16 tokens over several sequences, non-causal, and paged 128.
+TEST_F(Sm90Decode, PackedRowsFp8LengthsAroundTilesAndSplits) {
+  for (int k : {1, 63, 64, 65, 127, 128, 129, 255, 257, 1000, 4099}) {
+    for (int split : {1, 3, 0}) {
+      for (bool paged : {false, true}) {
+        Case c = decode_case(16, 2, 8, {k});
+        c.kv_fp8 = true;
+        c.num_splits = split;
+        if (paged) {
+          c.kv = KvKind::kPaged;
+          c.page_size = 64;
+        }
+        check_case(c, kEngine);
+      }
+    }
+  }
+  Case c = decode_case(64, 8, 16, {129, 1000, 64});
+  c.kv_fp8 = true;
+  c.causal = false;
+  c.num_splits = 3;
+  check_case(c, kEngine);
+  c.kv = KvKind::kPaged;
+  c.page_size = 128;
+  c.causal = true;
+  c.num_splits = 0;
+  check_case(c, kEngine);
+}
+
+// Every cache row no sequence reads is NaN (fp8 NaN, 0x7f): rows past a sequence inside a loaded
+// box, boxes past it, spare pages. The converters write zeros for rows past the sequence and never
+// read their bytes, so no NaN may reach O or LSE. 8 and 16 tokens, splits 1 and 3, batched with
+// seqlens_k and paged 64.
+TEST_F(Sm90Decode, PackedRowsFp8IgnoreStaleRows) {
+  for (int tokens : {8, 16}) {
+    for (int split : {1, 3}) {
+      Case c = decode_case(8, 1, tokens, {300, 171, 129, 64});
+      c.kv_fp8 = true;
+      c.num_splits = split;
+      expect_ignores_stale_rows(c, kEngine);
+      c.kv = KvKind::kPaged;
+      c.page_size = 64;
+      expect_ignores_stale_rows(c, kEngine);
+    }
+  }
+}
+
+// Window, softcap (on the key-scaled scores) and a custom scale, then padded strides; bf16 and f16.
+TEST_F(Sm90Decode, PackedRowsFp8WindowSoftcapScaleStrided) {
+  for (DType dt : {DType::kBF16, DType::kF16}) {
+    for (int splits : {1, 3}) {
+      Case c = decode_case(16, 2, 16, {1000, 200});
+      c.kv_fp8 = true;
+      c.dtype = dt;
+      c.num_splits = splits;
+      check_window_softcap_scale(c);
+      c.strided = true;
+      check_case(c, kEngine);
+    }
+  }
+}
+
+// Native GQA == K/V (and their scales) copied up to every query head, bitwise, through the pinned
+// packed form (group 1 would otherwise run swap-AB): each row reads its own KV head's fp8 rows and
+// scales, and no row depends on its neighbours. Fixed split counts.
+TEST_F(Sm90Decode, PackedRowsFp8GqaEqualsCopiedUpBitwise) {
+  for (DType dt : {DType::kBF16, DType::kF16}) {
+    std::vector<Case> cases;
+    Case batched = decode_case(64, 8, 8, {700, 33});
+    batched.num_splits = 1;
+    cases.push_back(batched);
+    Case paged = decode_case(16, 2, 16, {700, 129});
+    paged.kv = KvKind::kPaged;
+    paged.page_size = 64;
+    paged.num_splits = 3;
+    cases.push_back(paged);
+    Case odd_group = decode_case(40, 8, 16, {300});  // 80 rows: the second warpgroup holds 16
+    odd_group.num_splits = 3;
+    cases.push_back(odd_group);
+    for (Case& c : cases) {
+      c.dtype = dt;
+      c.kv_fp8 = true;
+      expect_gqa_equals_copied_up(c, "sm90-rows");
+    }
+  }
+}
+
+TEST_F(Sm90Decode, PackedRowsFp8DeterministicOver20Runs) {
+  Case c = decode_case(64, 8, 16, {5000});
+  c.kv_fp8 = true;
+  c.kv = KvKind::kPaged;
+  c.page_size = 64;
+  c.num_splits = 0;
+  auto p = make_problem(c);
+  HostTensor o0 = like(p->out), l0 = like(p->lse);
+  ASSERT_TRUE(run_cuda(*p, &o0, &l0, kEngine).ok()) << describe(c);
+  for (int run = 1; run < 20; ++run) {
+    HostTensor o = like(p->out), l = like(p->lse);
+    ASSERT_TRUE(run_cuda(*p, &o, &l, kEngine).ok()) << describe(c);
+    ASSERT_TRUE(bitwise_equal(o, o0) && bitwise_equal(l, l0)) << describe(c) << ": run " << run << " differs";
+  }
 }
 
 }  // namespace

@@ -39,13 +39,15 @@ inline constexpr int64_t kPackedDecodeMinRows = 64;
 inline constexpr int kPackedDecodeHeadDim = 128;
 
 // The form a decode problem the engine supports runs, chosen here only (sm90_engine.cu; the CPU
-// tier's selection test): packed rows for a 16-bit cache at head dim 128 whose packed query rows
-// per KV head (group x new tokens, the longest sequence's) reach kPackedDecodeMinRows; swap-AB for
-// the rest (fp8 K/V: its register-fragment conversion is written for swap-AB; head dims 64 / 256:
-// not built in the packed form). 64 rows fill one consumer warpgroup of the packed form: below
-// that its m64 tiles are mostly padding, where swap-AB's N = 8..32 columns are not.
+// tier's selection test): packed rows for a cache at head dim 128 whose packed query rows per KV
+// head (group x new tokens, the longest sequence's) reach kPackedDecodeMinRows, 16-bit or f8e4m3
+// (fp8: its tiles widened to 16 bits in shared memory by the producer warpgroup, DECODE_SM90.md
+// section 13); swap-AB for the rest (head dims 64 / 256: not built in the packed form). 64 rows
+// fill one consumer warpgroup of the packed form: below that its m64 tiles are mostly padding,
+// where swap-AB's N = 8..32 columns are not (fp8 there: swap-AB's register conversion).
 constexpr bool packed_rows_form(int64_t head_dim, bool fp8, int64_t group, int64_t max_new_tokens) {
-  return !fp8 && head_dim == kPackedDecodeHeadDim && group * max_new_tokens >= kPackedDecodeMinRows;
+  (void)fp8;  // both caches take the same threshold
+  return head_dim == kPackedDecodeHeadDim && group * max_new_tokens >= kPackedDecodeMinRows;
 }
 
 // The ring and the occupancy per head dim and K/V element, the one place they are chosen.

@@ -31,6 +31,7 @@
 #include <cuda.h>
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
+#include <cuda_fp8.h>
 
 #include <cstdint>
 #include <type_traits>
@@ -61,15 +62,37 @@ using cuda_engine::SeqInfo;
 inline constexpr float kLog2e = 1.4426950408889634f;
 inline constexpr float kLn2 = 0.6931471805599453f;
 inline constexpr uint32_t kFullMask = 0xffffffffu;
+// fp8 K/V (Traits::kFp8Kv): k(stage) is the one converted K tile whatever the stage, v(stage) the
+// converted V tile `stage`; full / empty guard the converted V tiles, k_full / k_empty the K tile,
+// fp8_full / fp8_empty the fp8 ring (fp8_k / fp8_v: one stage's tiles).
 template <class Traits>
 struct Smem {
   unsigned char* base;  // 1024-byte aligned
   __device__ unsigned char* q() const { return base + Traits::kQOffset; }
-  __device__ unsigned char* k(int stage) const { return base + Traits::kStageOffset + stage * Traits::kStageBytes; }
-  __device__ unsigned char* v(int stage) const { return k(stage) + Traits::kTileBytes; }
+  __device__ unsigned char* k(int stage) const {
+    if constexpr (Traits::kFp8Kv) {
+      (void)stage;
+      return base + Traits::kStageOffset + Traits::kStages * Traits::kTileBytes;
+    } else {
+      return base + Traits::kStageOffset + stage * Traits::kStageBytes;
+    }
+  }
+  __device__ unsigned char* v(int stage) const {
+    if constexpr (Traits::kFp8Kv) {
+      return base + Traits::kStageOffset + stage * Traits::kTileBytes;
+    } else {
+      return k(stage) + Traits::kTileBytes;
+    }
+  }
   __device__ uint64_t* q_full() const { return reinterpret_cast<uint64_t*>(base + Traits::kBarOffset); }
   __device__ uint64_t* full(int stage) const { return q_full() + 1 + stage; }
   __device__ uint64_t* empty(int stage) const { return q_full() + 1 + Traits::kStages + stage; }
+  __device__ unsigned char* fp8_k(int slot) const { return base + Traits::kFp8Offset + slot * Traits::kFp8StageBytes; }
+  __device__ unsigned char* fp8_v(int slot) const { return fp8_k(slot) + Traits::kFp8TileBytes; }
+  __device__ uint64_t* k_full() const { return q_full() + 1 + 2 * Traits::kStages; }
+  __device__ uint64_t* k_empty() const { return k_full() + 1; }
+  __device__ uint64_t* fp8_full(int slot) const { return k_full() + 2 + slot; }
+  __device__ uint64_t* fp8_empty(int slot) const { return k_full() + 2 + Traits::kFp8Stages + slot; }
 };
 
 // A CTA's work: a 128-row query tile of one query head of one sequence (packed decode: 128
@@ -245,6 +268,122 @@ __device__ void produce(const KernelParams& p, const Smem<Traits>& sm, const CUt
   }
 }
 
+// ---- fp8 K/V (Traits::kFp8Kv): the producer warpgroup loads fp8 tiles and widens them ----
+//
+// fp8 ring: slot t % kFp8Stages holds tile t's K and V, [128 keys][128 d] bytes each (128-byte
+// rows, 128B-swizzled: chunk c of row r at c ^ (r % 8)), as two 64-row TMA boxes of the decode
+// engine's fp8 maps (box {128 d, 1 head, 64 rows, 1}; paged: one page per box). Boxes wholly past
+// the sequence are not loaded; the converters never read their rows (zeros are written instead).
+template <class Traits>
+__device__ __forceinline__ void produce_fp8_tile(const KernelParams& p, const Smem<Traits>& sm, const CUtensorMap* tk,
+                                                 const CUtensorMap* tv, const Work& w, int blk, int slot) {
+  constexpr int kBoxRows = Traits::kKvBoxRows;
+  constexpr int kBoxBytes = kBoxRows * Traits::kHeadDim;  // one byte per element
+  const int key0 = blk * Traits::kBlockN;
+  const int boxes = min(Traits::kKvSubBoxes, (w.s.k_len - key0 + kBoxRows - 1) / kBoxRows);  // >= 1
+  hw::mbar_arrive_expect_tx(sm.fp8_full(slot), static_cast<uint32_t>(boxes * 2 * kBoxBytes));
+  for (int sb = 0; sb < boxes; ++sb) {
+    const int key = key0 + sb * kBoxRows;
+    int row = key, outer = w.kv_outer;
+    if (p.block_table != nullptr) {
+      outer = p.block_table[w.b * p.block_table_stride + key / p.page_size];
+      row = key % p.page_size;
+    }
+    hw::tma_load_4d(sm.fp8_k(slot) + sb * kBoxBytes, tk, 0, w.kvh, row, outer, sm.fp8_full(slot));
+    hw::tma_load_4d(sm.fp8_v(slot) + sb * kBoxBytes, tv, 0, w.kvh, row, outer, sm.fp8_full(slot));
+  }
+}
+
+// Two e4m3 values (bits 0-7, 8-15 of `pair`) -> an Element pair (low half = bits 0-7), exact: one
+// cvt to f16 (every e4m3 value, subnormals included, is a normal f16 or zero); for bf16 then each
+// f16 -> f32 and the f32's high 16 bits, which are its bf16 exactly (an e4m3 value has at most 4
+// significant bits, so the low 16 bits of its f32 are zero; NaN stays NaN: the cvt gives a quiet
+// NaN, whose top mantissa bit is in the high half). One conversion-unit instruction per pair,
+// where the swap-AB path's f32 -> bf16 pack takes a second (decode_mainloop.cuh, e4m3x2_to).
+template <class T>
+__device__ __forceinline__ uint32_t widen_e4m3x2(uint32_t pair) {
+  const __half2_raw raw = __nv_cvt_fp8x2_to_halfraw2(static_cast<__nv_fp8x2_storage_t>(pair & 0xffffu), __NV_E4M3);
+  const __half2 h2(raw);
+  if constexpr (std::is_same_v<T, __nv_bfloat16>) {
+    return __byte_perm(__float_as_uint(__low2float(h2)), __float_as_uint(__high2float(h2)), 0x7632u);
+  } else {
+    return *reinterpret_cast<const uint32_t*>(&h2);
+  }
+}
+
+// Converter thread u: key row u of one fp8 tile (at src) -> row u of the 16-bit tile at dst (its two
+// 64-wide d blocks kKvBoxBytes apart, 128-byte rows, chunk cc at cc ^ (u % 8): the layout TMA gives
+// the 16-bit path, which the GEMMs read). fp8 chunk c (d 16c .. 16c + 15) becomes 16-bit chunks
+// 2 (c % 4) and 2 (c % 4) + 1 of d block c / 4. A warp's lanes take 32 consecutive rows, so the 8
+// lanes of each 16-byte access phase hit 8 distinct chunks (the swizzle): no bank conflicts.
+// Rows past the sequence (live == false) become zeros, fp8 bytes unread: P = 0 times a stale V row
+// must stay 0, and a zero K row keeps its (masked) scores finite.
+template <class Traits>
+__device__ __forceinline__ void widen_row(unsigned char* dst, const unsigned char* src, int u, bool live) {
+  using T = typename Traits::Element;
+  const int x = u % 8;
+  unsigned char* row = dst + u * 128;
+#pragma unroll
+  for (int c = 0; c < Traits::kHeadDim / 16; ++c) {
+    uint4 lo = make_uint4(0u, 0u, 0u, 0u), hi = lo;
+    if (live) {
+      const uint4 f = *reinterpret_cast<const uint4*>(src + u * 128 + ((c ^ x) << 4));
+      lo = make_uint4(widen_e4m3x2<T>(f.x), widen_e4m3x2<T>(f.x >> 16), widen_e4m3x2<T>(f.y),
+                      widen_e4m3x2<T>(f.y >> 16));
+      hi = make_uint4(widen_e4m3x2<T>(f.z), widen_e4m3x2<T>(f.z >> 16), widen_e4m3x2<T>(f.w),
+                      widen_e4m3x2<T>(f.w >> 16));
+    }
+    unsigned char* blk = row + (c / 4) * Traits::kKvBoxBytes;
+    const int cc = 2 * (c % 4);
+    *reinterpret_cast<uint4*>(blk + ((cc ^ x) << 4)) = lo;
+    *reinterpret_cast<uint4*>(blk + (((cc + 1) ^ x) << 4)) = hi;
+  }
+}
+
+// The producer warpgroup with an fp8 cache (thread u = 0..127): thread 0 keeps the fp8 ring full
+// (kFp8Stages tiles ahead); every thread widens key row u of each tile, K into the one converted
+// K tile once every consumer warp's S of the previous tile is done (k_empty), V into converted V
+// tile t % kStages once the O product that read it two tiles ago is done (empty). Each warp
+// publishes its rows with fence.proxy.async (generic stores -> wgmma's async-proxy reads), a warp
+// barrier and one arrival (k_full / full count kConverterWarps), then frees the fp8 slot
+// (fp8_empty, counted the same way) after both halves of the tile are read.
+template <class Traits>
+__device__ void convert_fp8(const KernelParams& p, const Smem<Traits>& sm, const CUtensorMap* tk, const CUtensorMap* tv,
+                            const Work& w, int u) {
+  constexpr int kF = Traits::kFp8Stages;
+  const int lane = u % 32;
+  const int tiles = w.blk_end - w.blk_begin;
+  if (tiles <= 0) return;
+  if (u == 0) {
+    for (int t = 0; t < min(kF, tiles); ++t) produce_fp8_tile<Traits>(p, sm, tk, tv, w, w.blk_begin + t, t);
+  }
+  __syncwarp();
+  auto publish = [&](uint64_t* bar) {
+    hw::fence_proxy_async_smem();
+    __syncwarp();
+    if (lane == 0) hw::mbar_arrive(bar);
+  };
+  for (int t = 0; t < tiles; ++t) {
+    const int blk = w.blk_begin + t, slot = t % kF, vs = t % Traits::kStages;
+    const bool live = blk * Traits::kBlockN + u < w.s.k_len;
+    hw::mbar_wait(sm.fp8_full(slot), static_cast<uint32_t>(t / kF) & 1u);
+    hw::mbar_wait(sm.k_empty(), (static_cast<uint32_t>(t) & 1u) ^ 1u);  // the first tile passes at once
+    hw::fence_proxy_async_smem();  // wgmma's reads of the old tile (async proxy) before these writes
+    widen_row<Traits>(sm.k(0), sm.fp8_k(slot), u, live);
+    publish(sm.k_full());
+    hw::mbar_wait(sm.empty(vs), (static_cast<uint32_t>(t / Traits::kStages) & 1u) ^ 1u);
+    hw::fence_proxy_async_smem();
+    widen_row<Traits>(sm.v(vs), sm.fp8_v(slot), u, live);
+    publish(sm.full(vs));
+    if (lane == 0) hw::mbar_arrive(sm.fp8_empty(slot));  // (publish's warp barrier ordered the lanes' reads)
+    if (u == 0 && t + kF < tiles) {  // refill the slot with tile t + kF once every warp has read it
+      hw::mbar_wait(sm.fp8_empty(slot), static_cast<uint32_t>(t / kF) & 1u);
+      produce_fp8_tile<Traits>(p, sm, tk, tv, w, blk + kF, slot);
+    }
+    __syncwarp();
+  }
+}
+
 // S = Q K^T for warpgroup wg's 64 rows (fresh accumulators), issued only: the caller fences,
 // commits and waits. k-step kk: d block kk / 4, +32 bytes per step inside a block (descriptor
 // + 2), on both operands.
@@ -366,6 +505,14 @@ __device__ void consume(const KernelParams& p, const Work& w, const Smem<Traits>
     for (int i = 0; i < 32; ++i) o[hh][i] = 0.f;
   float m_run[2] = {-INFINITY, -INFINITY}, l_run[2] = {0.f, 0.f};
   float sacc[kS];
+  // fp8 K/V: the products are of the stored keys and values, so the (sequence, KV head)'s key
+  // scale joins the score scale and its value scale multiplies O at the end (as the swap-AB form,
+  // decode_softmax.cuh and decode_epilogue.cuh); the widening itself is exact.
+  [[maybe_unused]] float k_scale = 1.f, v_scale = 1.f;
+  if constexpr (Traits::kFp8Kv) {
+    k_scale = p.k_scale[w.b * p.k_scale_b_stride + w.kvh * p.k_scale_h_stride];
+    v_scale = p.v_scale[w.b * p.v_scale_b_stride + w.kvh * p.v_scale_h_stride];
+  }
 
   // Softmax of one tile's scores (sacc, in place: scores -> probabilities), updating the running
   // max and sum; alpha: how much the rows' earlier O must shrink (applied by the caller, once the
@@ -375,9 +522,11 @@ __device__ void consume(const KernelParams& p, const Work& w, const Smem<Traits>
     // max of s * mult. Every test on a uniform value (softcap, a tile that needs the mask) sits
     // outside the per-element loops: ncu of the first cut showed ~69 branches per warp and tile
     // (one per element) and instruction-fetch stalls as the largest stall reason.
-    float mult = p.scale * kLog2e;
+    float scale = p.scale;
+    if constexpr (Traits::kFp8Kv) scale *= k_scale;
+    float mult = scale * kLog2e;
     if (p.softcap > 0.f) {
-      const float inv_cap = p.scale / p.softcap;
+      const float inv_cap = scale / p.softcap;
 #pragma unroll
       for (int i = 0; i < kS; ++i) sacc[i] = p.softcap * tanhf(sacc[i] * inv_cap);
       mult = kLog2e;
@@ -445,7 +594,7 @@ __device__ void consume(const KernelParams& p, const Work& w, const Smem<Traits>
   // Before the turn barrier, so the two barriers cannot wait on each other.
   constexpr uint32_t kBarZeroV = 3;
   const int zero_threads = Traits::kPackedDecode ? 128 * w.wgs : 2 * 128;  // the warpgroups taking part
-  auto zero_stale_v = [&](int blk, int stage) {
+  [[maybe_unused]] auto zero_stale_v = [&](int blk, int stage) {
     const int valid = s.k_len - blk * Traits::kBlockN;  // rows of this tile inside the sequence
     if (valid >= Traits::kBlockN) return;
     const int ctid = wg * 128 + 32 * warp_in_wg + lane;  // 0..255 over both consumer warpgroups
@@ -461,6 +610,31 @@ __device__ void consume(const KernelParams& p, const Work& w, const Smem<Traits>
   auto release = [&](int stage) {
     __syncwarp();
     if (lane == 0) hw::mbar_arrive(sm.empty(stage));
+  };
+  // A tile's operands before its S product: 16-bit, the stage (K and V by TMA; stale V rows
+  // zeroed); fp8, the converted K tile (the converters fill it once every warp's previous S is
+  // done: release_k). fp8's converted V tile of tile it is waited for (wait_v) just before the O
+  // product that reads it, one tile later; release() frees it (and the 16-bit stage).
+  auto wait_k = [&](int blk, int it, int stage) {
+    if constexpr (Traits::kFp8Kv) {
+      (void)blk;
+      (void)stage;
+      hw::mbar_wait(sm.k_full(), static_cast<uint32_t>(it) & 1u);
+    } else {
+      hw::mbar_wait(sm.full(stage), static_cast<uint32_t>(it / Traits::kStages) & 1u);
+      zero_stale_v(blk, stage);
+    }
+  };
+  auto wait_v = [&](int it, int stage) {
+    if constexpr (Traits::kFp8Kv) hw::mbar_wait(sm.full(stage), static_cast<uint32_t>(it / Traits::kStages) & 1u);
+    (void)it;
+    (void)stage;
+  };
+  auto release_k = [&] {
+    if constexpr (Traits::kFp8Kv) {
+      __syncwarp();
+      if (lane == 0) hw::mbar_arrive(sm.k_empty());
+    }
   };
 
   // Intra-warpgroup overlap: tile it's S = Q K^T and tile it-1's O += P V are issued together;
@@ -478,8 +652,7 @@ __device__ void consume(const KernelParams& p, const Work& w, const Smem<Traits>
     float alpha[2];
     if (pingpong && wg == 1) hw::named_bar_arrive(kBarTurn, kTurnThreads);
     int prev_stage = 0;
-    hw::mbar_wait(sm.full(0), 0u);
-    zero_stale_v(blk_begin, 0);
+    wait_k(blk_begin, 0, 0);
     hw::fence_regs(sacc);
     turn_begin();
     hw::wgmma_fence();
@@ -488,12 +661,13 @@ __device__ void consume(const KernelParams& p, const Work& w, const Smem<Traits>
     turn_end(false);
     hw::wgmma_wait<0>();
     hw::fence_regs(sacc);
+    release_k();
     softmax_tile(blk_begin, alpha);  // O is still zero: nothing to rescale
     pack_p(pfrag);
     for (int blk = blk_begin + 1, it = 1; blk < blk_end; ++blk, ++it) {
       const int stage = it % Traits::kStages;
-      hw::mbar_wait(sm.full(stage), static_cast<uint32_t>(it / Traits::kStages) & 1u);
-      zero_stale_v(blk, stage);
+      wait_k(blk, it, stage);
+      wait_v(it - 1, prev_stage);
       hw::fence_regs(sacc);
       fence_output<Traits>(o, pfrag);
       turn_begin();
@@ -505,6 +679,7 @@ __device__ void consume(const KernelParams& p, const Work& w, const Smem<Traits>
       turn_end(false);
       hw::wgmma_wait<1>();  // the scores (the older group) are done; O += P V may still run
       hw::fence_regs(sacc);
+      release_k();
       softmax_tile(blk, alpha);
       hw::wgmma_wait<0>();
       fence_output<Traits>(o, pfrag);
@@ -516,6 +691,7 @@ __device__ void consume(const KernelParams& p, const Work& w, const Smem<Traits>
       pack_p(pfrag);  // after the wait: P(it-1)'s registers are free again
       prev_stage = stage;
     }
+    wait_v(blk_end - blk_begin - 1, prev_stage);
     fence_output<Traits>(o, pfrag);
     turn_begin();
     hw::wgmma_fence();
@@ -540,7 +716,8 @@ __device__ void consume(const KernelParams& p, const Work& w, const Smem<Traits>
     if (row >= w.rows) continue;
     const int tok = row_token<Traits>(row, p.group);
     const int h = Traits::kPackedDecode ? w.kv_group * p.group + row % p.group : w.h;  // query head
-    const float inv = l > 0.f ? 1.f / l : 0.f;  // no visible key: O = 0
+    float inv = l > 0.f ? 1.f / l : 0.f;  // no visible key: O = 0
+    if constexpr (Traits::kFp8Kv) inv *= v_scale;
     if constexpr (Traits::kPackedDecode) {
       if (p.num_splits > 1) {
         // The portable engine's partial layout: row (split, global query token, query head).
@@ -588,9 +765,19 @@ __device__ void prefill_cta(const KernelParams& p, const CUtensorMap* tq, const 
   const int tid = static_cast<int>(threadIdx.x), warp = tid / 32, lane = tid % 32;
   if (tid == 0) {
     hw::mbar_init(sm.q_full(), 1);
+    // full: one TMA arrival (+ bytes); fp8: the converted V tile's, one arrival per converter warp.
+    const uint32_t full_count = Traits::kFp8Kv ? Traits::kConverterWarps : 1;
     for (int st = 0; st < Traits::kStages; ++st) {
-      hw::mbar_init(sm.full(st), 1);
+      hw::mbar_init(sm.full(st), full_count);
       hw::mbar_init(sm.empty(st), 4 * w.wgs);  // every warp of the consumer warpgroups taking part
+    }
+    if constexpr (Traits::kFp8Kv) {
+      hw::mbar_init(sm.k_full(), Traits::kConverterWarps);
+      hw::mbar_init(sm.k_empty(), 4 * w.wgs);
+      for (int st = 0; st < Traits::kFp8Stages; ++st) {
+        hw::mbar_init(sm.fp8_full(st), 1);
+        hw::mbar_init(sm.fp8_empty(st), Traits::kConverterWarps);
+      }
     }
     hw::mbar_init_fence();
   }
@@ -603,7 +790,11 @@ __device__ void prefill_cta(const KernelParams& p, const CUtensorMap* tq, const 
 
   if (warp >= Traits::kProducerWarp) {  // the producer warpgroup: one thread issues every copy
     hw::setmaxnreg_dec<Traits::kProducerRegs>();
-    if (warp == Traits::kProducerWarp && lane == 0) produce<Traits>(p, sm, tq, tk, tv, w);
+    if constexpr (Traits::kFp8Kv) {  // ... and with an fp8 cache all four warps widen the tiles
+      convert_fp8<Traits>(p, sm, tk, tv, w, tid - Traits::kConsumerThreads);
+    } else {
+      if (warp == Traits::kProducerWarp && lane == 0) produce<Traits>(p, sm, tq, tk, tv, w);
+    }
   } else {
     if (warp / 4 >= w.wgs) return;  // packed decode, <= 64 rows: the second warpgroup has none
     hw::setmaxnreg_inc<Traits::kConsumerRegs>();
@@ -661,10 +852,11 @@ Status launch_prefill(const cuda_engine::KernelParams& p, const PrefillLaunch& l
 }
 
 // The sm90 decode engine's multi-token path (grid: m_blocks row blocks x num_splits, Hkv, B), then
-// the split combine. The kernel takes no Q map in this mode: the K map fills the slot.
-template <class T>
-Status launch_decode_packed(const cuda_engine::KernelParams& p, const DecodeLaunch& l, cudaStream_t stream) {
-  using Traits = PrefillTraits<T, kPackedDecodeHeadDim, /*kPackedDecode=*/true>;
+// the split combine. The kernel takes no Q map in this mode: the K map fills the slot. kFp8: an
+// f8e4m3 cache (the decode engine's fp8 maps, boxes of 64 rows of 128 bytes).
+template <class T, bool kFp8>
+Status launch_decode_packed_kv(const cuda_engine::KernelParams& p, const DecodeLaunch& l, cudaStream_t stream) {
+  using Traits = PrefillTraits<T, kPackedDecodeHeadDim, /*kPackedDecode=*/true, kFp8>;
   auto* kernel = sm90_prefill_kernel<Traits>;
   GA_RETURN_IF_ERROR(
       cuda::set_max_dynamic_smem_once<sm90_prefill_kernel<Traits>>(static_cast<int>(Traits::kSmemBytes)));
@@ -673,9 +865,22 @@ Status launch_decode_packed(const cuda_engine::KernelParams& p, const DecodeLaun
   const auto& k_map = *static_cast<const CUtensorMap*>(l.k_tmap);
   kernel<<<grid, Traits::kThreads, Traits::kSmemBytes, stream>>>(p, k_map, k_map,
                                                                   *static_cast<const CUtensorMap*>(l.v_tmap));
-  GA_RETURN_IF_ERROR(cuda::last_launch_status("sm90_prefill_kernel (packed decode)"));
+  GA_RETURN_IF_ERROR(cuda::last_launch_status(kFp8 ? "sm90_prefill_kernel (packed decode, fp8 K/V)"
+                                                   : "sm90_prefill_kernel (packed decode)"));
   if (p.num_splits == 1) return Status::Ok();
   return launch_split_combine<T, Traits::kHeadDim>(p, stream);
+}
+
+// The fp8 K/V kernels compile in their own translation units (inst_decode_packed_fp8_{bf16,f16}.cu).
+extern template Status launch_decode_packed_kv<__nv_bfloat16, true>(const cuda_engine::KernelParams&,
+                                                                     const DecodeLaunch&, cudaStream_t);
+extern template Status launch_decode_packed_kv<__half, true>(const cuda_engine::KernelParams&, const DecodeLaunch&,
+                                                             cudaStream_t);
+
+template <class T>
+Status launch_decode_packed(const cuda_engine::KernelParams& p, const DecodeLaunch& l, cudaStream_t stream) {
+  if (l.fp8) return launch_decode_packed_kv<T, true>(p, l, stream);
+  return launch_decode_packed_kv<T, false>(p, l, stream);
 }
 
 }  // namespace groupattn::sm90_engine

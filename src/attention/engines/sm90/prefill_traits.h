@@ -49,21 +49,29 @@ constexpr PrefillTile prefill_tile(int head_dim) {
 // page of 64 keys holds one box), the decode engine's tensor maps. When the CTA's rows fit in one
 // warpgroup (group x tokens <= 64), the second consumer warpgroup exits at once and the first runs
 // without pingpong turns.
-template <class T, int kHeadDim_ = 128, bool kPackedDecode_ = false>
+// kFp8Kv_ (packed decode only): an f8e4m3 K/V cache (docs/DECODE_SM90.md section 13). TMA brings
+// fp8 tiles ([128 keys][128 d] bytes, two 64-row boxes each, 128B-swizzled) into an fp8 ring of
+// kFp8Stages; the producer warpgroup's four warps widen each into the 16-bit tiles the GEMMs read
+// (the layout TMA gives the 16-bit path): one converted K tile (freed as soon as every warpgroup's
+// S = Q K^T is done) and two converted V tiles (each freed when its O += P V is done).
+//   shared memory: Q 32 KB + converted K 32 KB + converted V 2 x 32 KB + fp8 3 x 32 KB = 224 KB
+// The producer warpgroup then needs registers to convert: 40 / 232 instead of 24 / 240.
+template <class T, int kHeadDim_ = 128, bool kPackedDecode_ = false, bool kFp8Kv_ = false>
 struct PrefillTraits {
   using Element = T;
   static constexpr bool kPackedDecode = kPackedDecode_;
+  static constexpr bool kFp8Kv = kFp8Kv_;
   static constexpr int kHeadDim = kHeadDim_;
   static constexpr int kBlockM = kPrefillBlockM;
   static constexpr int kBlockN = prefill_tile(kHeadDim).block_n;
   static constexpr int kRowsPerWg = 64;
   static constexpr int kConsumerWgs = kBlockM / kRowsPerWg;  // 2
-  static constexpr int kStages = prefill_tile(kHeadDim).stages;
+  static constexpr int kStages = kFp8Kv ? 2 : prefill_tile(kHeadDim).stages;  // fp8: converted V tiles
   static constexpr int kConsumerWarps = 4 * kConsumerWgs;
   static constexpr int kConsumerThreads = 32 * kConsumerWarps;
   static constexpr int kThreads = kConsumerThreads + 128;  // + the producer warpgroup
   static constexpr int kProducerWarp = kConsumerWarps;     // its first warp
-  static constexpr uint32_t kProducerRegs = 24, kConsumerRegs = 240;
+  static constexpr uint32_t kProducerRegs = kFp8Kv ? 56 : 24, kConsumerRegs = kFp8Kv ? 224 : 240;
 
   static constexpr int kSwizzleElems = 64;                   // 16-bit elements per 128-byte row
   static constexpr int kDBlocks = kHeadDim / kSwizzleElems;  // 1, 2 or 4
@@ -80,11 +88,26 @@ struct PrefillTraits {
   static constexpr int kTileBytes = kDBlocks * kKvBoxBytes;
   static constexpr int kStageBytes = 2 * kTileBytes;  // K then V
 
+  // fp8 K/V: kStages counts the converted V tiles (the ring the consumers' stage index walks);
+  // the converted K tile is one, the fp8 ring kFp8Stages deep. An fp8 tile is [kBlockN][128 d]
+  // bytes: 128-byte rows, kKvSubBoxes boxes of 64 rows.
+  static constexpr int kKSlots = kFp8Kv ? 1 : 0;
+  static constexpr int kFp8Stages = kFp8Kv ? 3 : 0;
+  static constexpr int kFp8TileBytes = kBlockN * kHeadDim;
+  static constexpr int kFp8StageBytes = 2 * kFp8TileBytes;  // K then V
+
   static constexpr int kQOffset = 0;
   static constexpr int kStageOffset = kQOffset + kQBytes;
-  static constexpr int kBarOffset = kStageOffset + kStages * kStageBytes;
-  static constexpr int kBarBytes = (1 + 2 * kStages) * 8;  // q_full, full[], empty[]
+  // 16-bit: kStages K+V stages. fp8: kStages converted V tiles, then the converted K tile.
+  static constexpr int kStagesBytes = kFp8Kv ? (kStages + kKSlots) * kTileBytes : kStages * kStageBytes;
+  static constexpr int kFp8Offset = kStageOffset + kStagesBytes;
+  static constexpr int kBarOffset = kFp8Offset + kFp8Stages * kFp8StageBytes;
+  // q_full, full[], empty[]; fp8: full[] / empty[] are the converted V tiles', then k_full,
+  // k_empty, fp8_full[], fp8_empty[].
+  static constexpr int kBarBytes = (1 + 2 * kStages + 2 * kKSlots + 2 * kFp8Stages) * 8;
   static constexpr size_t kSmemBytes = static_cast<size_t>(kBarOffset + kBarBytes) + 1024;  // + alignment slack
+  // fp8: the converter warps (the whole producer warpgroup; thread u widens key row u of a tile).
+  static constexpr int kConverterWarps = kFp8Kv ? 4 : 0;
 
   static_assert(sizeof(T) == 2, "wgmma path takes 16-bit inputs (bf16, fp16)");
   static_assert((kHeadDim == 64 || kHeadDim == 128 || kHeadDim == 256) && kBlockN % 16 == 0 && kBlockN <= 256,
@@ -97,7 +120,13 @@ struct PrefillTraits {
                 "a KV tile is whole 64-row boxes (a paged cache's page_size is a multiple of 64)");
   static_assert(!kPackedDecode || kHeadDim == 128, "packed decode: head dim 128 only (two instantiations)");
   static_assert(kStages >= 2, "the overlapped loop holds two stages at once: tile i's K, tile i-1's V");
-  static_assert(128 * (kProducerRegs + kConsumerWgs * kConsumerRegs) <= 65536, "setmaxnreg budget");
+  // The registers at entry: 168 per thread at 384 threads (65536 / 384 rounded down to 8).
+  static_assert(128 * (kProducerRegs + kConsumerWgs * kConsumerRegs) <= 168 * kThreads, "setmaxnreg budget");
+  static_assert(!kFp8Kv || (kPackedDecode && kHeadDim == 128 && kStages == 2 && kBlockN == 128 &&
+                            kKvSubBoxes == 2),
+                "fp8 K/V: packed decode at head dim 128, two converted V tiles, 128-key tiles of two boxes");
+  static_assert(!kFp8Kv || kBlockN == 32 * kConverterWarps, "fp8 K/V: one converter thread per key row");
+  static_assert(kFp8TileBytes % 1024 == 0 && kFp8Offset % 1024 == 0, "fp8 tiles are 128B-swizzled TMA boxes");
 };
 
 }  // namespace groupattn::sm90_engine

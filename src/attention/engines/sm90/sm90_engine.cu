@@ -3,14 +3,14 @@
 // unchanged), tensor maps, and dispatch over the element type to launch_decode (inst_*.cu).
 //
 // Two kernel forms: the swap-AB decode kernel (decode_kernel.cuh; KV positions on wgmma's M side,
-// packed query columns on N) and, for a 16-bit cache at head dim 128 with group x new tokens >=
-// kPackedDecodeMinRows (64), the packed-rows form (the prefill kernel's packed-decode mode: query
-// rows on M, 128-key tiles; docs/DECODE_SM90.md section 12).
+// packed query columns on N) and, for a 16-bit or f8e4m3 cache at head dim 128 with group x new
+// tokens >= kPackedDecodeMinRows (64), the packed-rows form (the prefill kernel's packed-decode
+// mode: query rows on M, 128-key tiles; docs/DECODE_SM90.md sections 12 and 13).
 //
 // Registered first: on a compute capability 9.0 device it serves every decode problem it supports
 // (it measured faster than the portable engine on every decode shape tried, docs/DECODE_SM90.md);
 // everything else falls through to the `cuda` engine. A second name, "sm90-rows", runs the
-// packed-rows form for every problem it can serve (any group; 16-bit, head dim 128): automatic
+// packed-rows form for every problem it can serve (any group; 16-bit or fp8, head dim 128): automatic
 // selection never reaches it (sm90 serves all of them first), pinning it lets the tests compare
 // the form bitwise across groups and the benchmark time it below 64 rows.
 #include <cuda.h>
@@ -135,13 +135,13 @@ class Sm90Attention final : public AttentionEngine {
   const char* name() const override { return form_ == Form::kAuto ? "sm90" : "sm90-rows"; }
   const char* description() const override {
     return form_ == Form::kAuto ? "Hopper decode (wgmma swap-AB, or packed query rows for group x new tokens >= 64; "
-                                  "TMA), sm90a"
+                                  "TMA; fp8 K/V widened in registers or, packed rows, in shared memory), sm90a"
                                 : "Hopper decode, the packed-query-rows form of sm90 for every group (tests, "
                                   "benchmarks; automatic selection uses sm90), sm90a";
   }
   std::string supports() const override {
     if (form_ == Form::kPackedRows) {
-      return "what sm90 supports, 16-bit K/V at head dim 128 only";
+      return "what sm90 supports, at head dim 128 only (16-bit or f8e4m3 K/V; paged: page_size a multiple of 64)";
     }
     return "device tensors, bf16/f16, head dim 64, 128 or 256 (D == Dv), decode of 1.." +
            std::to_string(sm90_engine::kMaxNewTokens) +
@@ -155,10 +155,6 @@ class Sm90Attention final : public AttentionEngine {
   Status check_support(const AttentionParams& p) const override {
     GA_RETURN_IF_ERROR(sm90_engine::all_on_device(p, name()));
     if (form_ == Form::kPackedRows) {
-      if (kv_is_fp8(p)) {
-        return NotSupported("sm90-rows engine: f8e4m3 K/V is not supported (16-bit K/V only; sm90 serves fp8 with "
-                            "its swap-AB form)");
-      }
       if (p.q.size(-1) != sm90_engine::kPackedDecodeHeadDim || p.v.size(-1) != sm90_engine::kPackedDecodeHeadDim) {
         return NotSupported("sm90-rows engine: head dim " + std::to_string(sm90_engine::kPackedDecodeHeadDim) +
                             " only (got D " + std::to_string(p.q.size(-1)) + ", Dv " + std::to_string(p.v.size(-1)) +
