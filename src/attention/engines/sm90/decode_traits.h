@@ -35,19 +35,23 @@ inline constexpr int kMaxNewTokens = 16;
 // least kPackedDecodeMinRows packed query rows (group x new tokens) per KV head runs the packed-rows
 // kernel (prefill_kernel.cuh, PrefillTraits<T, 128, true>: query rows on wgmma's M side, 128-key
 // tiles, row softmax inside a quad); everything else this one (swap-AB, columns on N).
-inline constexpr int64_t kPackedDecodeMinRows = 64;
+inline constexpr int64_t kPackedDecodeMinRows = 32;      // 16-bit K/V
+inline constexpr int64_t kPackedDecodeMinRowsFp8 = 64;   // f8e4m3 K/V
 inline constexpr int kPackedDecodeHeadDim = 128;
 
 // The form a decode problem the engine supports runs, chosen here only (sm90_engine.cu; the CPU
 // tier's selection test): packed rows for a cache at head dim 128 whose packed query rows per KV
-// head (group x new tokens, the longest sequence's) reach kPackedDecodeMinRows, 16-bit or f8e4m3
-// (fp8: its tiles widened to 16 bits in shared memory by the producer warpgroup, DECODE_SM90.md
-// section 13); swap-AB for the rest (head dims 64 / 256: not built in the packed form). 64 rows
-// fill one consumer warpgroup of the packed form: below that its m64 tiles are mostly padding,
-// where swap-AB's N = 8..32 columns are not (fp8 there: swap-AB's register conversion).
+// head (group x new tokens, the longest sequence's) reach kPackedDecodeMinRows (16-bit) or
+// kPackedDecodeMinRowsFp8 (f8e4m3: its tiles widened to 16 bits in shared memory by the producer
+// warpgroup, DECODE_SM90.md section 13); swap-AB for the rest (head dims 64 / 256: not built in
+// the packed form). Why 32 for 16-bit (measured at 64/8 1 x 128K, DECODE_SM90.md section 12):
+// swap-AB takes more than 32 columns as several column blocks that each re-read the K/V tiles
+// (5-7 tokens: 221.8 us against the packed form's 127.0-129.3), and at 32 rows the packed form,
+// half its m64 tile padding, still won (126.6 against 135.5); at 16 rows it won by 3 % and at 8
+// they tied, too thin a margin to move the cut without small-cache shapes measured.
 constexpr bool packed_rows_form(int64_t head_dim, bool fp8, int64_t group, int64_t max_new_tokens) {
-  (void)fp8;  // both caches take the same threshold
-  return head_dim == kPackedDecodeHeadDim && group * max_new_tokens >= kPackedDecodeMinRows;
+  return head_dim == kPackedDecodeHeadDim &&
+         group * max_new_tokens >= (fp8 ? kPackedDecodeMinRowsFp8 : kPackedDecodeMinRows);
 }
 
 // The ring and the occupancy per head dim and K/V element, the one place they are chosen.

@@ -4,7 +4,7 @@
 //
 // Two kernel forms: the swap-AB decode kernel (decode_kernel.cuh; KV positions on wgmma's M side,
 // packed query columns on N) and, for a 16-bit or f8e4m3 cache at head dim 128 with group x new
-// tokens >= kPackedDecodeMinRows (64), the packed-rows form (the prefill kernel's packed-decode
+// tokens >= kPackedDecodeMinRows (32; fp8 64), the packed-rows form (the prefill kernel's packed-decode
 // mode: query rows on M, 128-key tiles; docs/DECODE_SM90.md sections 12 and 13).
 //
 // Registered first: on a compute capability 9.0 device it serves every decode problem it supports
