@@ -229,7 +229,7 @@ Status max_active_clusters(int size, int threads, size_t smem_bytes, bool solo, 
 // The decode kernel, then the split combine (workspace mode), or in cluster mode (p.cluster_reduce,
 // decode_traits.h cluster_reduction) the kernel alone with clusters of p.num_splits CTAs along x
 // (blockIdx.x = column block x num_splits + split, so a cluster is one column block's splits and
-// its rank is the split). Where the device cannot hold all the grid's clusters at once, the
+// its rank is the split). Where the device cannot hold the clusters it needs at once (below), the
 // workspace mode (the engine reserves the workspace whenever it splits).
 template <class T, int kHeadDim, int kN, bool kFp8>
 Status launch_decode_n(const cuda_engine::KernelParams& params, const DecodeLaunch& l, cudaStream_t stream) {
@@ -241,11 +241,13 @@ Status launch_decode_n(const cuda_engine::KernelParams& params, const DecodeLaun
   cuda_engine::KernelParams p = params;
   size_t smem = Traits::kSmemBytes;
   if (p.cluster_reduce) {
-    // Every cluster of the grid must be resident at once (cluster_reduction's one wave). Where two
-    // CTAs could share an SM, first ask for one CTA per SM (kSoloSmemBytes): the cluster's splits
-    // then stream through as many SMs as the workspace mode's grid would use; else the kernel's
-    // own request; else the workspace mode.
-    const int needed = p.m_blocks * p.heads_kv * p.batch;
+    // Automatic counts: every cluster of the grid must be resident at once (cluster_reduction's
+    // one wave); forced counts: one (the clusters are independent; later ones wait for an SM group).
+    // Where two CTAs could share an SM, first ask for one CTA per SM (kSoloSmemBytes): the
+    // cluster's splits then stream through as many SMs as the workspace mode's grid would use;
+    // else the kernel's own request; else the workspace mode. The choice depends only on the
+    // device and the cluster count, never on the data.
+    const int needed = l.cluster_forced ? 1 : p.m_blocks * p.heads_kv * p.batch;
     int clusters = 0;
     if (Traits::kSmemBytes < kSoloSmemBytes) {
       GA_RETURN_IF_ERROR(max_active_clusters<sm90_decode_kernel<Traits>>(p.num_splits, Traits::kThreads,

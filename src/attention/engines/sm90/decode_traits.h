@@ -81,8 +81,9 @@ constexpr DecodeTile decode_tile(int head_dim, bool fp8) {
 // Cluster sizes: 8 is portable; 16 (non-portable, cudaFuncAttributeNonPortableClusterSizeAllowed,
 // run on the H200 by the probe, HOPPER-PRIMITIVES.md section 10) only where two CTAs share an SM
 // (D 64, D 128, fp8: 16 CTAs on >= 8 SMs of one GPC); D 256 holds one CTA per SM, so 8. The
-// launcher also asks the runtime (cudaOccupancyMaxActiveClusters) and takes the workspace mode if
-// no such cluster fits.
+// launcher also asks the runtime (cudaOccupancyMaxActiveClusters, once per device and kernel) that
+// the grid's clusters are resident at once (automatic counts; forced: one cluster) and otherwise
+// takes the workspace mode (decode_kernel.cuh launch_decode_n).
 inline constexpr int kMaxClusterSplits = 16;
 constexpr int max_cluster_splits(int64_t head_dim, bool fp8) {
   return decode_tile(static_cast<int>(head_dim), fp8).ctas_per_sm >= 2 ? kMaxClusterSplits : 8;

@@ -279,6 +279,7 @@ class Sm90Attention final : public AttentionEngine {
     launch.col_tile = g.col_tile;
     launch.head_dim = static_cast<int>(g.head_dim);
     launch.fp8 = kv_is_fp8(p);
+    launch.cluster_forced = p.num_splits > 0;
     const auto s = static_cast<cudaStream_t>(stream);
     if (g.packed_rows) {
       if (bf16) return sm90_engine::launch_decode_packed<__nv_bfloat16>(kp, launch, s);
