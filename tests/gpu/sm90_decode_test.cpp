@@ -677,6 +677,24 @@ TEST_F(Sm90Decode, ClusterReduceGqaEqualsCopiedUpBitwise) {
   }
 }
 
+// The cluster mode is really taken on this device (the launcher falls back to the workspace mode
+// where cudaOccupancyMaxActiveClusters says the clusters do not fit, which would leave every test
+// above passing on the workspace path): its arithmetic differs from the combine kernel's (section
+// 14), so across 64 fp32 LSEs and 8192 outputs "sm90" and the pinned workspace mode "sm90-split"
+// cannot agree bit for bit unless both ran the same path.
+TEST_F(Sm90Decode, ClusterReduceIsTakenOnThisDevice) {
+  for (int splits : {0, 16}) {  // automatic (16 splits, 8 clusters) and forced
+    Case c = decode_case(64, 8, 1, {8192});
+    c.num_splits = splits;
+    auto p = make_problem(c);
+    HostTensor oc = like(p->out), lc = like(p->lse), ow = like(p->out), lw = like(p->lse);
+    ASSERT_TRUE(run_cuda(*p, &oc, &lc, kEngine).ok()) << describe(c);
+    ASSERT_TRUE(run_cuda(*p, &ow, &lw, "sm90-split").ok()) << describe(c);
+    EXPECT_FALSE(bitwise_equal(oc, ow) && bitwise_equal(lc, lw))
+        << describe(c) << ": sm90 gave the workspace mode's bits: the cluster mode was not taken";
+  }
+}
+
 // The workspace mode, pinned: forced counts inside and outside a cluster's size, automatic.
 TEST_F(Sm90Decode, WorkspaceSplitModePinned) {
   for (int64_t d : kHeadDims) {
