@@ -11,7 +11,8 @@
 //   out, lse, after a DSMEM reduction over a cluster of the splits   -- num_splits  > 1, cluster mode
 //
 // Grid (m_blocks * num_splits, Hkv, B), in cluster mode clusters of (num_splits, 1, 1); 160
-// threads: warps 0-3 = the consumer warpgroup, warp 4 = the producer. Per KV tile of the CTA's split (cut to the keys its columns can see):
+// threads: warps 0-3 = the consumer warpgroup, warp 4 = the producer. Per KV tile of the CTA's
+// split (cut to the keys its columns can see):
 //   producer   waits empty[stage], expect_tx(the loaded boxes' bytes: 2 x 64 keys x D x 2 bytes
 //              unless the tile ends the sequence), TMA D / 64 K and V boxes per run of keys (one
 //              run of 64, or for small pages one run per gcd(page_size, 64) keys) into the stage
@@ -277,7 +278,8 @@ Status launch_decode_n(const cuda_engine::KernelParams& params, const DecodeLaun
     attribute[0].val.clusterDim.z = 1;
     config.attrs = attribute;
     config.numAttrs = 1;
-    return cuda::to_status(cudaLaunchKernelEx(&config, kernel, p, k_map, v_map), "launching sm90_decode_kernel (cluster)");
+    return cuda::to_status(cudaLaunchKernelEx(&config, kernel, p, k_map, v_map),
+                           "launching sm90_decode_kernel (cluster)");
   }
   if (p.num_splits > 1 && p.o_partial == nullptr) {
     return Status(StatusCode::kInternal, "sm90 engine: workspace-mode split without workspace");
