@@ -202,21 +202,25 @@ TEST_F(Sm90Decode, GqaEqualsCopiedUpBitwise) {
   }
 }
 
+// `runs` runs of case c on the engine give bitwise the same O and LSE.
+void expect_repeatable(const Case& c, int runs) {
+  auto p = make_problem(c);
+  HostTensor o0 = like(p->out), l0 = like(p->lse);
+  ASSERT_TRUE(run_cuda(*p, &o0, &l0, kEngine).ok()) << describe(c);
+  for (int run = 1; run < runs; ++run) {
+    HostTensor o = like(p->out), l = like(p->lse);
+    ASSERT_TRUE(run_cuda(*p, &o, &l, kEngine).ok()) << describe(c);
+    ASSERT_TRUE(bitwise_equal(o, o0) && bitwise_equal(l, l0)) << describe(c) << ": run " << run << " differs";
+  }
+}
+
 TEST_F(Sm90Decode, DeterministicOver10Runs) {
   for (int64_t d : kHeadDims) {
     Case c = decode_case(8, 2, 2, {4000}, d);
     c.kv = KvKind::kPaged;
     c.page_size = 64;
     c.num_splits = 0;
-    auto p = make_problem(c);
-    HostTensor o0 = like(p->out), l0 = like(p->lse);
-    ASSERT_TRUE(run_cuda(*p, &o0, &l0, kEngine).ok()) << describe(c);
-    for (int run = 1; run < 10; ++run) {
-      HostTensor o = like(p->out), l = like(p->lse);
-      ASSERT_TRUE(run_cuda(*p, &o, &l, kEngine).ok()) << describe(c);
-      ASSERT_TRUE(bitwise_equal(o, o0) && bitwise_equal(l, l0))
-          << describe(c) << ": run " << run << " differs";
-    }
+    expect_repeatable(c, 10);
   }
 }
 
@@ -549,14 +553,7 @@ TEST_F(Sm90Decode, PackedRowsDeterministicOver20Runs) {
   c.kv = KvKind::kPaged;
   c.page_size = 64;
   c.num_splits = 0;
-  auto p = make_problem(c);
-  HostTensor o0 = like(p->out), l0 = like(p->lse);
-  ASSERT_TRUE(run_cuda(*p, &o0, &l0, kEngine).ok()) << describe(c);
-  for (int run = 1; run < 20; ++run) {
-    HostTensor o = like(p->out), l = like(p->lse);
-    ASSERT_TRUE(run_cuda(*p, &o, &l, kEngine).ok()) << describe(c);
-    ASSERT_TRUE(bitwise_equal(o, o0) && bitwise_equal(l, l0)) << describe(c) << ": run " << run << " differs";
-  }
+  expect_repeatable(c, 20);
 }
 
 // Pinned, the packed form serves any group (MHA, one token: 1 row of 64) and declines what it
@@ -643,18 +640,12 @@ TEST_F(Sm90Decode, ClusterReduceIgnoresStaleRows) {
 // 16 and 128 CTAs; 16/1 d64 B1 x 8K) reduces in clusters; against the reference, and bitwise the
 // same over 10 runs (fixed split order in every CTA).
 TEST_F(Sm90Decode, ClusterReduceAutomaticDeterministic) {
-  for (auto [hq, hkv, d] : std::vector<std::tuple<int64_t, int64_t, int64_t>>{{8, 1, 128}, {64, 8, 128}, {16, 1, 64}}) {
+  using Shape = std::tuple<int64_t, int64_t, int64_t>;  // Hq, Hkv, D
+  for (auto [hq, hkv, d] : std::vector<Shape>{{8, 1, 128}, {64, 8, 128}, {16, 1, 64}}) {
     Case c = decode_case(hq, hkv, 1, {8192}, d);
     c.num_splits = 0;
     check_case(c, kEngine);
-    auto p = make_problem(c);
-    HostTensor o0 = like(p->out), l0 = like(p->lse);
-    ASSERT_TRUE(run_cuda(*p, &o0, &l0, kEngine).ok()) << describe(c);
-    for (int run = 1; run < 10; ++run) {
-      HostTensor o = like(p->out), l = like(p->lse);
-      ASSERT_TRUE(run_cuda(*p, &o, &l, kEngine).ok()) << describe(c);
-      ASSERT_TRUE(bitwise_equal(o, o0) && bitwise_equal(l, l0)) << describe(c) << ": run " << run << " differs";
-    }
+    expect_repeatable(c, 10);
   }
 }
 

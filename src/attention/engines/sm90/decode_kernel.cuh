@@ -194,6 +194,23 @@ inline std::atomic<int> active_clusters_plus1[64][kMaxClusterSplits + 1][2] = {}
 // Dynamic shared memory that keeps a CTA alone on its SM (2 x (this + 1 KB reserved) > 228 KB).
 inline constexpr size_t kSoloSmemBytes = 114 * 1024;
 
+// Launch configuration of `grid` in clusters of (size, 1, 1); `attribute` must outlive the config.
+inline cudaLaunchConfig_t cluster_config(dim3 grid, int threads, size_t smem_bytes, cudaStream_t stream, int size,
+                                         cudaLaunchAttribute* attribute) {
+  cudaLaunchConfig_t config = {};
+  config.gridDim = grid;
+  config.blockDim = dim3(static_cast<unsigned>(threads), 1, 1);
+  config.dynamicSmemBytes = smem_bytes;
+  config.stream = stream;
+  attribute->id = cudaLaunchAttributeClusterDimension;
+  attribute->val.clusterDim.x = static_cast<unsigned>(size);
+  attribute->val.clusterDim.y = 1;
+  attribute->val.clusterDim.z = 1;
+  config.attrs = attribute;
+  config.numAttrs = 1;
+  return config;
+}
+
 // cudaOccupancyMaxActiveClusters for kKernel in clusters of `size` CTAs requesting `smem_bytes`
 // (sizes above 8 first get cudaFuncAttributeNonPortableClusterSizeAllowed), asked once per device.
 // The dynamic shared memory attribute must already allow smem_bytes.
@@ -211,17 +228,9 @@ Status max_active_clusters(int size, int threads, size_t smem_bytes, bool solo, 
   if (size > 8) {
     GA_CUDA_RETURN_IF_ERROR(cudaFuncSetAttribute(kKernel, cudaFuncAttributeNonPortableClusterSizeAllowed, 1));
   }
-  cudaLaunchConfig_t config = {};
-  config.gridDim = dim3(static_cast<unsigned>(size), 1, 1);
-  config.blockDim = dim3(static_cast<unsigned>(threads), 1, 1);
-  config.dynamicSmemBytes = smem_bytes;
-  cudaLaunchAttribute attribute[1];
-  attribute[0].id = cudaLaunchAttributeClusterDimension;
-  attribute[0].val.clusterDim.x = static_cast<unsigned>(size);
-  attribute[0].val.clusterDim.y = 1;
-  attribute[0].val.clusterDim.z = 1;
-  config.attrs = attribute;
-  config.numAttrs = 1;
+  cudaLaunchAttribute attribute;
+  const cudaLaunchConfig_t config =
+      cluster_config(dim3(static_cast<unsigned>(size), 1, 1), threads, smem_bytes, nullptr, size, &attribute);
   GA_CUDA_RETURN_IF_ERROR(cudaOccupancyMaxActiveClusters(clusters, kKernel, &config));
   known.store(*clusters + 1, std::memory_order_release);
   return Status::Ok();
@@ -266,18 +275,8 @@ Status launch_decode_n(const cuda_engine::KernelParams& params, const DecodeLaun
   const CUtensorMap& k_map = *static_cast<const CUtensorMap*>(l.k_tmap);
   const CUtensorMap& v_map = *static_cast<const CUtensorMap*>(l.v_tmap);
   if (p.cluster_reduce) {
-    cudaLaunchConfig_t config = {};
-    config.gridDim = grid;
-    config.blockDim = dim3(Traits::kThreads, 1, 1);
-    config.dynamicSmemBytes = smem;
-    config.stream = stream;
-    cudaLaunchAttribute attribute[1];
-    attribute[0].id = cudaLaunchAttributeClusterDimension;
-    attribute[0].val.clusterDim.x = static_cast<unsigned>(p.num_splits);
-    attribute[0].val.clusterDim.y = 1;
-    attribute[0].val.clusterDim.z = 1;
-    config.attrs = attribute;
-    config.numAttrs = 1;
+    cudaLaunchAttribute attribute;
+    const cudaLaunchConfig_t config = cluster_config(grid, Traits::kThreads, smem, stream, p.num_splits, &attribute);
     return cuda::to_status(cudaLaunchKernelEx(&config, kernel, p, k_map, v_map),
                            "launching sm90_decode_kernel (cluster)");
   }
