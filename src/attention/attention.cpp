@@ -27,6 +27,7 @@ const std::vector<const AttentionEngine*>& attention_engines() {
 #if GROUPATTN_WITH_CUDA
     list.push_back(&attention_sm90_engine());  // Hopper decode first: it declines all else
     list.push_back(&attention_sm90_rows_engine());  // never chosen automatically: sm90 serves its problems first
+    list.push_back(&attention_sm90_split_engine());  // never chosen automatically: sm90 serves its problems first
     list.push_back(&attention_sm90_prefill_engine());  // Hopper prefill: batched D = 128 only
     list.push_back(&attention_cuda_engine());
 #endif

@@ -18,6 +18,8 @@ const AttentionEngine& attention_cuda_engine();  // engines/cuda/ (portable sm80
 const AttentionEngine& attention_sm90_engine();  // engines/sm90/ (Hopper decode)
 // engines/sm90/: sm90's packed-rows multi-token form for every group (pinned by tests and benchmarks)
 const AttentionEngine& attention_sm90_rows_engine();
+// engines/sm90/: sm90 with split-KV always through the workspace, never a cluster (tests, benchmarks)
+const AttentionEngine& attention_sm90_split_engine();
 const AttentionEngine& attention_sm90_prefill_engine();  // engines/sm90/ (Hopper prefill, experimental)
 #endif
 

@@ -4,6 +4,7 @@
 // everything else. Pure host function: runs without a GPU.
 #include <gtest/gtest.h>
 
+#include "attention/engines/cuda/split_planner.h"
 #include "attention/engines/sm90/decode_traits.h"
 
 namespace groupattn::test {
@@ -38,6 +39,84 @@ TEST(Sm90DecodeForm, SwapAbBelowTheThresholdsAndElsewhere) {
   EXPECT_FALSE(packed_rows_form(128, true, 8, 7));    // conversion
   EXPECT_FALSE(packed_rows_form(64, false, 8, 16));   // head dims 64 and 256: swap-AB only
   EXPECT_FALSE(packed_rows_form(256, false, 8, 16));
+}
+
+// The split reduction (decode_traits.h cluster_reduction, docs/DECODE_SM90.md section 14), fed with
+// the engine's automatic split count (sm90_engine.cu num_splits_for: balanced_num_splits over a wave
+// of decode_tile().split_wave CTAs per SM, >= 8 tiles per split) on the H200's 132 SMs.
+using sm90_engine::cluster_reduction;
+using sm90_engine::max_cluster_splits;
+
+constexpr int kH200Sms = 132;
+
+struct Shape {
+  int batch, kv_heads, m_blocks, keys;
+  int64_t head_dim;
+  bool fp8;
+};
+
+int auto_splits(const Shape& s) {
+  cuda_engine::SplitProblem sp;
+  sp.sm_count = kH200Sms * sm90_engine::decode_tile(static_cast<int>(s.head_dim), s.fp8).split_wave;
+  sp.batch = s.batch;
+  sp.kv_heads = s.kv_heads;
+  sp.m_blocks = s.m_blocks;
+  sp.n_blocks = (s.keys + sm90_engine::kBlockKV - 1) / sm90_engine::kBlockKV;
+  return cuda_engine::balanced_num_splits(sp, 8);
+}
+
+bool auto_cluster(const Shape& s) {
+  const int splits = auto_splits(s);
+  const int64_t ctas = static_cast<int64_t>(s.batch) * s.kv_heads * s.m_blocks * splits;
+  return cluster_reduction(splits, ctas, kH200Sms, s.head_dim, s.fp8, /*forced=*/false);
+}
+
+TEST(Sm90DecodeSplitReduction, AutomaticSmallProblemsUseClusters) {
+  // 8/1 B1 x 8K one token: 128 tiles -> 16 splits of 8, 16 CTAs.
+  EXPECT_EQ(auto_splits({1, 1, 1, 8192, 128, false}), 16);
+  EXPECT_TRUE(auto_cluster({1, 1, 1, 8192, 128, false}));
+  // 16/1 d64 B1 x 8K: 16 splits (the wave of two per SM is not the limit), 16 CTAs.
+  EXPECT_EQ(auto_splits({1, 1, 1, 8192, 64, false}), 16);
+  EXPECT_TRUE(auto_cluster({1, 1, 1, 8192, 64, false}));
+  // 64/8 B1 x 8K: 8 KV heads x 16 splits = 128 CTAs, one wave.
+  EXPECT_EQ(auto_splits({1, 8, 1, 8192, 128, false}), 16);
+  EXPECT_TRUE(auto_cluster({1, 8, 1, 8192, 128, false}));
+  // fp8 K/V, 8/1 B1 x 8K: 16 splits.
+  EXPECT_TRUE(auto_cluster({1, 1, 1, 8192, 128, true}));
+  // D 256, 32/2 B1 x 4K: 64 tiles -> 8 splits (a cluster of 8 at one CTA per SM).
+  EXPECT_EQ(auto_splits({1, 2, 1, 4096, 256, false}), 8);
+  EXPECT_TRUE(auto_cluster({1, 2, 1, 4096, 256, false}));
+}
+
+TEST(Sm90DecodeSplitReduction, WorkspaceWhereTheSplitsDoNotFitOrNoSplit) {
+  // 8/1 B2 x 32K: 512 tiles -> 64 splits, more than a cluster holds.
+  EXPECT_EQ(auto_splits({2, 1, 1, 32768, 128, false}), 64);
+  EXPECT_FALSE(auto_cluster({2, 1, 1, 32768, 128, false}));
+  // 64/8 B32 x 32K: one split per (sequence, KV head).
+  EXPECT_EQ(auto_splits({32, 8, 1, 32768, 128, false}), 1);
+  EXPECT_FALSE(auto_cluster({32, 8, 1, 32768, 128, false}));
+  // 32/2 d256 B1 x 128K: 64 splits.
+  EXPECT_FALSE(auto_cluster({1, 2, 1, 131072, 256, false}));
+  // A short cache: 4 tiles, one split.
+  EXPECT_FALSE(auto_cluster({1, 1, 1, 256, 128, false}));
+  // D 256 cannot take 16 (one CTA per SM): the largest cluster is 8.
+  EXPECT_EQ(max_cluster_splits(256, false), 8);
+  EXPECT_EQ(max_cluster_splits(128, false), 16);
+  EXPECT_EQ(max_cluster_splits(64, false), 16);
+  EXPECT_EQ(max_cluster_splits(128, true), 16);
+  EXPECT_FALSE(cluster_reduction(16, 32, kH200Sms, 256, false, false));
+  // Past one wave, an automatic count that fits a cluster stays in the workspace mode.
+  EXPECT_FALSE(cluster_reduction(4, 4 * 40, kH200Sms, 128, false, false));
+}
+
+TEST(Sm90DecodeSplitReduction, ForcedCountsThatFitUseClusters) {
+  EXPECT_TRUE(cluster_reduction(2, 2, kH200Sms, 128, false, true));
+  EXPECT_TRUE(cluster_reduction(3, 3 * 256, kH200Sms, 128, false, true));  // many waves: forced
+  EXPECT_TRUE(cluster_reduction(16, 16, kH200Sms, 64, false, true));
+  EXPECT_TRUE(cluster_reduction(8, 8, kH200Sms, 256, false, true));
+  EXPECT_FALSE(cluster_reduction(9, 9, kH200Sms, 256, false, true));
+  EXPECT_FALSE(cluster_reduction(17, 17, kH200Sms, 128, false, true));
+  EXPECT_FALSE(cluster_reduction(1, 1, kH200Sms, 128, false, true));
 }
 
 }  // namespace

@@ -202,21 +202,25 @@ TEST_F(Sm90Decode, GqaEqualsCopiedUpBitwise) {
   }
 }
 
+// `runs` runs of case c on the engine give bitwise the same O and LSE.
+void expect_repeatable(const Case& c, int runs) {
+  auto p = make_problem(c);
+  HostTensor o0 = like(p->out), l0 = like(p->lse);
+  ASSERT_TRUE(run_cuda(*p, &o0, &l0, kEngine).ok()) << describe(c);
+  for (int run = 1; run < runs; ++run) {
+    HostTensor o = like(p->out), l = like(p->lse);
+    ASSERT_TRUE(run_cuda(*p, &o, &l, kEngine).ok()) << describe(c);
+    ASSERT_TRUE(bitwise_equal(o, o0) && bitwise_equal(l, l0)) << describe(c) << ": run " << run << " differs";
+  }
+}
+
 TEST_F(Sm90Decode, DeterministicOver10Runs) {
   for (int64_t d : kHeadDims) {
     Case c = decode_case(8, 2, 2, {4000}, d);
     c.kv = KvKind::kPaged;
     c.page_size = 64;
     c.num_splits = 0;
-    auto p = make_problem(c);
-    HostTensor o0 = like(p->out), l0 = like(p->lse);
-    ASSERT_TRUE(run_cuda(*p, &o0, &l0, kEngine).ok()) << describe(c);
-    for (int run = 1; run < 10; ++run) {
-      HostTensor o = like(p->out), l = like(p->lse);
-      ASSERT_TRUE(run_cuda(*p, &o, &l, kEngine).ok()) << describe(c);
-      ASSERT_TRUE(bitwise_equal(o, o0) && bitwise_equal(l, l0))
-          << describe(c) << ": run " << run << " differs";
-    }
+    expect_repeatable(c, 10);
   }
 }
 
@@ -555,14 +559,7 @@ TEST_F(Sm90Decode, PackedRowsDeterministicOver20Runs) {
   c.kv = KvKind::kPaged;
   c.page_size = 64;
   c.num_splits = 0;
-  auto p = make_problem(c);
-  HostTensor o0 = like(p->out), l0 = like(p->lse);
-  ASSERT_TRUE(run_cuda(*p, &o0, &l0, kEngine).ok()) << describe(c);
-  for (int run = 1; run < 20; ++run) {
-    HostTensor o = like(p->out), l = like(p->lse);
-    ASSERT_TRUE(run_cuda(*p, &o, &l, kEngine).ok()) << describe(c);
-    ASSERT_TRUE(bitwise_equal(o, o0) && bitwise_equal(l, l0)) << describe(c) << ": run " << run << " differs";
-  }
+  expect_repeatable(c, 20);
 }
 
 // Pinned, the packed form serves any group (MHA, one token: 1 row of 64; fp8 too) and declines
@@ -709,13 +706,138 @@ TEST_F(Sm90Decode, PackedRowsFp8DeterministicOver20Runs) {
   c.kv = KvKind::kPaged;
   c.page_size = 64;
   c.num_splits = 0;
-  auto p = make_problem(c);
-  HostTensor o0 = like(p->out), l0 = like(p->lse);
-  ASSERT_TRUE(run_cuda(*p, &o0, &l0, kEngine).ok()) << describe(c);
-  for (int run = 1; run < 20; ++run) {
-    HostTensor o = like(p->out), l = like(p->lse);
-    ASSERT_TRUE(run_cuda(*p, &o, &l, kEngine).ok()) << describe(c);
-    ASSERT_TRUE(bitwise_equal(o, o0) && bitwise_equal(l, l0)) << describe(c) << ": run " << run << " differs";
+  expect_repeatable(c, 20);
+}
+
+// ---- Cluster reduction of the splits (docs/DECODE_SM90.md section 14) ----
+// A forced split count that fits a cluster (2..16; head dim 256: 2..8) always reduces in a
+// thread-block cluster (decode_traits.h cluster_reduction), so these cases run that mode; small
+// automatic problems (a grid of at most one wave) take it too. "sm90-split" pins the workspace mode.
+
+int max_cluster(int64_t d) { return d == 256 ? 8 : 16; }
+
+// Head ratios 8/1, 16/2, 64/8 x head dims 64/128/256 x lengths where most splits are empty (1, 63,
+// 64), two splits hold keys and the rest none (65), all hold a partial share (700) or whole
+// tiles (8192); split counts cycling through 2..max; dtypes cycling bf16 / f16, and fp8 K/V at D 128.
+TEST_F(Sm90Decode, ClusterReduceRatiosDimsLengths) {
+  int n = 0;
+  for (int64_t d : kHeadDims) {
+    for (auto [hq, hkv] : std::vector<std::pair<int64_t, int64_t>>{{8, 1}, {16, 2}, {64, 8}}) {
+      for (int k : {1, 63, 64, 65, 700, 8192}) {
+        Case c = decode_case(hq, hkv, 1, {k}, d);
+        c.num_splits = 2 + n % (max_cluster(d) - 1);
+        c.dtype = n % 2 == 0 ? DType::kBF16 : DType::kF16;
+        ++n;
+        check_case(c, kEngine);
+        if (d == 128) {
+          c.kv_fp8 = true;
+          check_case(c, kEngine);
+        }
+      }
+    }
+  }
+}
+
+// Causal multi-token problems of <= 32 columns and several column blocks (12/4 x 16 tokens: 48
+// columns, two blocks, each its own cluster), per-sequence lengths (seqlens_k) where a short
+// sequence leaves whole clusters' splits empty; window, softcap and scale; strided views.
+TEST_F(Sm90Decode, ClusterReduceMultiTokenMasks) {
+  for (int64_t d : kHeadDims) {
+    for (auto [hq, hkv, tokens] :
+         std::vector<std::tuple<int64_t, int64_t, int>>{{8, 2, 4}, {16, 2, 4}, {12, 4, 16}, {8, 1, 3}}) {
+      Case c = decode_case(hq, hkv, tokens, {1000, 65, 16}, d);
+      c.num_splits = max_cluster(d);
+      check_case(c, kEngine);
+    }
+    Case c = decode_case(8, 2, 4, {1000, 200}, d);
+    c.num_splits = 5;
+    check_window_softcap_scale(c);
+    c.strided = true;
+    check_case(c, kEngine);
+  }
+}
+
+// Stale cache rows are NaN: batched with seqlens_k, paged 64, 16 (boxes of 16 rows) and 1
+// (gathered), shuffled and spare pages; bf16 and fp8 K/V.
+TEST_F(Sm90Decode, ClusterReduceIgnoresStaleRows) {
+  for (int splits : {3, 16}) {
+    Case c = decode_case(8, 1, 2, {700, 65, 1});
+    c.num_splits = splits;
+    expect_ignores_stale_rows(c, kEngine);
+    for (int page : {64, 16, 1}) {
+      for (bool fp8 : {false, true}) {
+        Case pc = decode_case(16, 2, 1, {1000, 41, 300});
+        pc.kv = KvKind::kPaged;
+        pc.page_size = page;
+        pc.num_splits = splits;
+        pc.kv_fp8 = fp8;
+        expect_paged_ignores_stale_rows(pc);
+      }
+    }
+  }
+}
+
+// The automatic split count of the small shapes the mode is for (8/1 and 64/8 B1 x 8K: 16 splits,
+// 16 and 128 CTAs; 16/1 d64 B1 x 8K) reduces in clusters; against the reference, and bitwise the
+// same over 10 runs (fixed split order in every CTA).
+TEST_F(Sm90Decode, ClusterReduceAutomaticDeterministic) {
+  using Shape = std::tuple<int64_t, int64_t, int64_t>;  // Hq, Hkv, D
+  for (auto [hq, hkv, d] : std::vector<Shape>{{8, 1, 128}, {64, 8, 128}, {16, 1, 64}}) {
+    Case c = decode_case(hq, hkv, 1, {8192}, d);
+    c.num_splits = 0;
+    check_case(c, kEngine);
+    expect_repeatable(c, 10);
+  }
+}
+
+// Native GQA == K/V copied up (group 1), bitwise, both in cluster mode: the split count is forced
+// and fits a cluster, which the rule takes whatever the number of KV heads.
+TEST_F(Sm90Decode, ClusterReduceGqaEqualsCopiedUpBitwise) {
+  for (int64_t d : kHeadDims) {
+    for (DType dt : {DType::kBF16, DType::kF16}) {
+      Case batched = decode_case(8, 2, 2, {700, 33}, d);
+      batched.dtype = dt;
+      batched.num_splits = 4;
+      expect_gqa_equals_copied_up(batched, kEngine);
+      Case paged = decode_case(16, 1, 1, {4099, 65}, d);
+      paged.dtype = dt;
+      paged.kv = KvKind::kPaged;
+      paged.page_size = 16;
+      paged.num_splits = max_cluster(d);
+      expect_gqa_equals_copied_up(paged, kEngine);
+    }
+  }
+}
+
+// The cluster mode is really taken on this device (the launcher falls back to the workspace mode
+// where cudaOccupancyMaxActiveClusters says the clusters do not fit, which would leave every test
+// above passing on the workspace path): its arithmetic differs from the combine kernel's (section
+// 14), so across 64 fp32 LSEs and 8192 outputs "sm90" and the pinned workspace mode "sm90-split"
+// cannot agree bit for bit unless both ran the same path.
+TEST_F(Sm90Decode, ClusterReduceIsTakenOnThisDevice) {
+  for (int splits : {0, 16}) {  // automatic (16 splits, 8 clusters) and forced
+    Case c = decode_case(64, 8, 1, {8192});
+    c.num_splits = splits;
+    auto p = make_problem(c);
+    HostTensor oc = like(p->out), lc = like(p->lse), ow = like(p->out), lw = like(p->lse);
+    ASSERT_TRUE(run_cuda(*p, &oc, &lc, kEngine).ok()) << describe(c);
+    ASSERT_TRUE(run_cuda(*p, &ow, &lw, "sm90-split").ok()) << describe(c);
+    EXPECT_FALSE(bitwise_equal(oc, ow) && bitwise_equal(lc, lw))
+        << describe(c) << ": sm90 gave the workspace mode's bits: the cluster mode was not taken";
+  }
+}
+
+// The workspace mode, pinned: forced counts inside and outside a cluster's size, automatic.
+TEST_F(Sm90Decode, WorkspaceSplitModePinned) {
+  for (int64_t d : kHeadDims) {
+    for (int splits : {3, 16, 40, 0}) {
+      Case c = decode_case(8, 1, 1, {8192, 700}, d);
+      c.num_splits = splits;
+      check_case(c, "sm90-split");
+      c.kv = KvKind::kPaged;
+      c.page_size = 16;
+      check_case(c, "sm90-split");
+    }
   }
 }
 

@@ -94,6 +94,36 @@ __device__ __forceinline__ void named_bar_arrive(uint32_t id, uint32_t n) {
   asm volatile("bar.arrive %0, %1;" ::"r"(id), "r"(n) : "memory");
 }
 
+// ---- clusters and distributed shared memory (HOPPER-PRIMITIVES.md section 10, probe test f) ----
+
+// Cluster-wide barrier: every thread of every CTA of the cluster arrives once per phase (release:
+// its earlier shared-memory writes become visible to the cluster), then waits (acquire) for all.
+// Arriving implies the CTA has started, so after one phase its peers may read its shared memory.
+__device__ __forceinline__ void cluster_sync() {
+  ptx::barrier_cluster_arrive(ptx::sem_release);
+  ptx::barrier_cluster_wait(ptx::sem_acquire);
+}
+// This CTA's shared-window address `addr` mapped to the same offset in CTA `rank` of the cluster.
+__device__ __forceinline__ uint32_t mapa_shared(uint32_t addr, uint32_t rank) {
+  uint32_t remote;
+  asm volatile("mapa.shared::cluster.u32 %0, %1, %2;" : "=r"(remote) : "r"(addr), "r"(rank));
+  return remote;
+}
+// Loads through a mapa'd address (volatile + memory clobber: never hoisted above a cluster_sync).
+__device__ __forceinline__ float ld_shared_cluster_f32(uint32_t addr) {
+  float v;
+  asm volatile("ld.shared::cluster.f32 %0, [%1];" : "=f"(v) : "r"(addr) : "memory");
+  return v;
+}
+__device__ __forceinline__ float4 ld_shared_cluster_v4f32(uint32_t addr) {
+  float4 v;
+  asm volatile("ld.shared::cluster.v4.f32 {%0, %1, %2, %3}, [%4];"
+               : "=f"(v.x), "=f"(v.y), "=f"(v.z), "=f"(v.w)
+               : "r"(addr)
+               : "memory");
+  return v;
+}
+
 // ---- wgmma plumbing -------------------------------------------------------------------------
 
 // Shared-memory matrix descriptor (PTX "Matrix Descriptor Format"): bits 0-13 start address >> 4,

@@ -47,6 +47,9 @@ struct KernelParams {
 
   int m_blocks = 0;    // query tiles per (sequence, KV head): ceil(seqlen_q * group / kBlockM)
   int num_splits = 1;  // >1: write fp32 partials for the combine kernel instead of out/lse
+  // sm90 decode only (decode_traits.h cluster_reduction): the num_splits CTAs of a column block form
+  // a thread-block cluster and reduce through distributed shared memory, writing out/lse themselves.
+  bool cluster_reduce = false;
   // Split partials, indexed by (split, packed row = global query token * heads_q + query head).
   float* o_partial = nullptr;    // [num_splits, total_q * heads_q, Dv]
   float* lse_partial = nullptr;  // [num_splits, total_q * heads_q], natural log; -inf = empty

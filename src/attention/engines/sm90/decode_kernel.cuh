@@ -7,10 +7,12 @@
 //   K,V [B, Sk, Hkv, D] or paged [pages, page_size, Hkv, D] (any page_size: a tile's keys come
 //       as 64 / gcd(page_size, 64) boxes, each from its own page; produce() in decode_mainloop.cuh)
 //   out [B, Sq, Hq, D] (Q's dtype), lse fp32 [Hq, B * Sq]            -- num_splits == 1
-//   o_partial / lse_partial fp32 (the portable engine's layout)     -- num_splits  > 1
+//   o_partial / lse_partial fp32 (the portable engine's layout)     -- num_splits  > 1, workspace mode
+//   out, lse, after a DSMEM reduction over a cluster of the splits   -- num_splits  > 1, cluster mode
 //
-// Grid (m_blocks * num_splits, Hkv, B); 160 threads: warps 0-3 = the consumer warpgroup, warp 4 =
-// the producer. Per KV tile of the CTA's split (cut to the keys its columns can see):
+// Grid (m_blocks * num_splits, Hkv, B), in cluster mode clusters of (num_splits, 1, 1); 160
+// threads: warps 0-3 = the consumer warpgroup, warp 4 = the producer. Per KV tile of the CTA's
+// split (cut to the keys its columns can see):
 //   producer   waits empty[stage], expect_tx(the loaded boxes' bytes: 2 x 64 keys x D x 2 bytes
 //              unless the tile ends the sequence), TMA D / 64 K and V boxes per run of keys (one
 //              run of 64, or for small pages one run per gcd(page_size, 64) keys) into the stage
@@ -20,12 +22,16 @@
 //   fp8 K/V    16 KB stages, 6 of them; the consumer loads its fragment bytes of both tiles into
 //              registers, converts them there, arrives on empty[stage] before the softmax, and
 //              runs both GEMMs in the RS form (decode_mainloop.cuh)
-// then the epilogue (decode_epilogue.cuh). The mainloop's GEMM operand layouts and why they are
-// what they are: decode_mainloop.cuh. No setmaxnreg: with one consumer warpgroup of kN <= 32
-// columns the register file is not the limit (160 threads).
+// then the epilogue (decode_epilogue.cuh: write_output, or cluster_reduce_output in cluster mode).
+// The mainloop's GEMM operand layouts and why they are what they are: decode_mainloop.cuh. No
+// setmaxnreg: with one consumer warpgroup of kN <= 32 columns the register file is not the limit
+// (160 threads).
 #pragma once
 
 #include <cuda.h>
+
+#include <atomic>
+#include <cstdint>
 
 #include "attention/engines/sm90/decode_combine.cuh"
 #include "attention/engines/sm90/decode_epilogue.cuh"
@@ -51,7 +57,9 @@ __device__ void decode_cta(const KernelParams& p, const CUtensorMap* tmap_k, con
   w.s = cuda_engine::seq_info(p, w.b);
   const int total_cols = w.s.q_len * p.group;
   w.col0 = m_block * kN;
-  if (w.col0 >= total_cols) return;  // the whole CTA, before any barrier
+  // The whole CTA, before any barrier (in cluster mode every split of the column block, i.e. the
+  // whole cluster, returns here: col0 and total_cols do not depend on the split).
+  if (w.col0 >= total_cols) return;
   w.cols = min(kN, total_cols - w.col0);
   w.kvh = cuda_engine::kv_head_of(w.kv_group * p.group, p.group, p.heads_kv);
   // Visible keys are non-decreasing in the token: the CTA needs [lo(first), hi(last)], and every
@@ -88,6 +96,10 @@ __device__ void decode_cta(const KernelParams& p, const CUtensorMap* tmap_k, con
 
   if (warp == Traits::kProducerWarp) {
     produce<Traits>(p, w, sm, tmap_k, tmap_v, lane);
+    if (p.cluster_reduce) {  // the producer warp takes part in the epilogue's two cluster barriers
+      hw::cluster_sync();
+      hw::cluster_sync();
+    }
     return;
   }
 
@@ -151,7 +163,11 @@ __device__ void decode_cta(const KernelParams& p, const CUtensorMap* tmap_k, con
     }
   }
   cuda::allow_dependent_launch();
-  write_output<Traits>(p, w, softmax, o, sm.red_sum(), warp, lane, v_scale);
+  if (p.cluster_reduce) {
+    cluster_reduce_output<Traits>(p, w, softmax, o, sm, warp, lane, v_scale);
+  } else {
+    write_output<Traits>(p, w, softmax, o, sm.red_sum(), warp, lane, v_scale);
+  }
 }
 #endif  // __CUDA_ARCH_FEAT_SM90_ALL
 
@@ -168,16 +184,106 @@ __global__ void __launch_bounds__(Traits::kThreads, Traits::kCtasPerSm)
 #endif
 }
 
+// Per device (0..63), kernel, cluster size (0..16) and shared-memory request (0: the kernel's
+// own, 1: kSoloSmemBytes): how many such clusters the device holds at once, plus one (0: not
+// asked yet). A variable template keyed by the kernel's address, as cuda::smem_attribute_devices
+// (one per instantiation).
+template <auto kKernel>
+inline std::atomic<int> active_clusters_plus1[64][kMaxClusterSplits + 1][2] = {};
+
+// Dynamic shared memory that keeps a CTA alone on its SM (2 x (this + 1 KB reserved) > 228 KB).
+inline constexpr size_t kSoloSmemBytes = 114 * 1024;
+
+// Launch configuration of `grid` in clusters of (size, 1, 1); `attribute` must outlive the config.
+inline cudaLaunchConfig_t cluster_config(dim3 grid, int threads, size_t smem_bytes, cudaStream_t stream, int size,
+                                         cudaLaunchAttribute* attribute) {
+  cudaLaunchConfig_t config = {};
+  config.gridDim = grid;
+  config.blockDim = dim3(static_cast<unsigned>(threads), 1, 1);
+  config.dynamicSmemBytes = smem_bytes;
+  config.stream = stream;
+  attribute->id = cudaLaunchAttributeClusterDimension;
+  attribute->val.clusterDim.x = static_cast<unsigned>(size);
+  attribute->val.clusterDim.y = 1;
+  attribute->val.clusterDim.z = 1;
+  config.attrs = attribute;
+  config.numAttrs = 1;
+  return config;
+}
+
+// cudaOccupancyMaxActiveClusters for kKernel in clusters of `size` CTAs requesting `smem_bytes`
+// (sizes above 8 first get cudaFuncAttributeNonPortableClusterSizeAllowed), asked once per device.
+// The dynamic shared memory attribute must already allow smem_bytes.
+template <auto kKernel>
+Status max_active_clusters(int size, int threads, size_t smem_bytes, bool solo, int* clusters) {
+  *clusters = 0;
+  int dev = 0;
+  GA_CUDA_RETURN_IF_ERROR(cudaGetDevice(&dev));
+  if (dev < 0 || dev >= 64 || size < 2 || size > kMaxClusterSplits) return Status::Ok();
+  std::atomic<int>& known = active_clusters_plus1<kKernel>[dev][size][solo ? 1 : 0];
+  if (const int k = known.load(std::memory_order_acquire); k > 0) {
+    *clusters = k - 1;
+    return Status::Ok();
+  }
+  if (size > 8) {
+    GA_CUDA_RETURN_IF_ERROR(cudaFuncSetAttribute(kKernel, cudaFuncAttributeNonPortableClusterSizeAllowed, 1));
+  }
+  cudaLaunchAttribute attribute;
+  const cudaLaunchConfig_t config =
+      cluster_config(dim3(static_cast<unsigned>(size), 1, 1), threads, smem_bytes, nullptr, size, &attribute);
+  GA_CUDA_RETURN_IF_ERROR(cudaOccupancyMaxActiveClusters(clusters, kKernel, &config));
+  known.store(*clusters + 1, std::memory_order_release);
+  return Status::Ok();
+}
+
+// The decode kernel, then the split combine (workspace mode), or in cluster mode (p.cluster_reduce,
+// decode_traits.h cluster_reduction) the kernel alone with clusters of p.num_splits CTAs along x
+// (blockIdx.x = column block x num_splits + split, so a cluster is one column block's splits and
+// its rank is the split). Where the device cannot hold the clusters it needs at once (below), the
+// workspace mode (the engine reserves the workspace whenever it splits).
 template <class T, int kHeadDim, int kN, bool kFp8>
-Status launch_decode_n(const cuda_engine::KernelParams& p, const DecodeLaunch& l, cudaStream_t stream) {
+Status launch_decode_n(const cuda_engine::KernelParams& params, const DecodeLaunch& l, cudaStream_t stream) {
   using Traits = DecodeTraits<T, kHeadDim, kN, kFp8>;
   auto* kernel = sm90_decode_kernel<Traits>;
-  GA_RETURN_IF_ERROR(
-      cuda::set_max_dynamic_smem_once<sm90_decode_kernel<Traits>>(static_cast<int>(Traits::kSmemBytes)));
+  // The attribute allows the solo request too (an upper bound; a launch asks for what it needs).
+  constexpr size_t kMaxRequest = Traits::kSmemBytes > kSoloSmemBytes ? Traits::kSmemBytes : kSoloSmemBytes;
+  GA_RETURN_IF_ERROR(cuda::set_max_dynamic_smem_once<sm90_decode_kernel<Traits>>(static_cast<int>(kMaxRequest)));
+  cuda_engine::KernelParams p = params;
+  size_t smem = Traits::kSmemBytes;
+  if (p.cluster_reduce) {
+    // Automatic counts: every cluster of the grid must be resident at once (cluster_reduction's
+    // one wave); forced counts: one (the clusters are independent; later ones wait for an SM group).
+    // Where two CTAs could share an SM, first ask for one CTA per SM (kSoloSmemBytes): the
+    // cluster's splits then stream through as many SMs as the workspace mode's grid would use;
+    // else the kernel's own request; else the workspace mode. The choice depends only on the
+    // device and the cluster count, never on the data.
+    const int needed = l.cluster_forced ? 1 : p.m_blocks * p.heads_kv * p.batch;
+    int clusters = 0;
+    if (Traits::kSmemBytes < kSoloSmemBytes) {
+      GA_RETURN_IF_ERROR(max_active_clusters<sm90_decode_kernel<Traits>>(p.num_splits, Traits::kThreads,
+                                                                         kSoloSmemBytes, true, &clusters));
+      if (clusters >= needed) smem = kSoloSmemBytes;
+    }
+    if (clusters < needed) {
+      GA_RETURN_IF_ERROR(max_active_clusters<sm90_decode_kernel<Traits>>(p.num_splits, Traits::kThreads,
+                                                                         Traits::kSmemBytes, false, &clusters));
+    }
+    p.cluster_reduce = clusters >= needed && p.num_splits > 1;
+  }
   const dim3 grid(static_cast<unsigned>(p.m_blocks * p.num_splits), static_cast<unsigned>(p.heads_kv),
                   static_cast<unsigned>(p.batch));
-  kernel<<<grid, Traits::kThreads, Traits::kSmemBytes, stream>>>(p, *static_cast<const CUtensorMap*>(l.k_tmap),
-                                                                  *static_cast<const CUtensorMap*>(l.v_tmap));
+  const CUtensorMap& k_map = *static_cast<const CUtensorMap*>(l.k_tmap);
+  const CUtensorMap& v_map = *static_cast<const CUtensorMap*>(l.v_tmap);
+  if (p.cluster_reduce) {
+    cudaLaunchAttribute attribute;
+    const cudaLaunchConfig_t config = cluster_config(grid, Traits::kThreads, smem, stream, p.num_splits, &attribute);
+    return cuda::to_status(cudaLaunchKernelEx(&config, kernel, p, k_map, v_map),
+                           "launching sm90_decode_kernel (cluster)");
+  }
+  if (p.num_splits > 1 && p.o_partial == nullptr) {
+    return Status(StatusCode::kInternal, "sm90 engine: workspace-mode split without workspace");
+  }
+  kernel<<<grid, Traits::kThreads, Traits::kSmemBytes, stream>>>(p, k_map, v_map);
   GA_RETURN_IF_ERROR(cuda::last_launch_status("sm90_decode_kernel"));
   if (p.num_splits == 1) return Status::Ok();
   return launch_split_combine<T, kHeadDim>(p, stream);

@@ -91,6 +91,10 @@ struct SmemMap {
   __device__ float* red_sum() const {
     return reinterpret_cast<float*>(base + Traits::kRedOffset) + 2 * Traits::kConsumerWarps * Traits::kN;
   }
+  // The cluster exchange, in the ring once the last tile is consumed (DecodeTraits::kCluster*).
+  __device__ float* cluster_stats() const { return reinterpret_cast<float*>(base + Traits::kClusterStatsOffset); }
+  __device__ float* cluster_factors() const { return reinterpret_cast<float*>(base + Traits::kClusterFactorOffset); }
+  __device__ float* cluster_part() const { return reinterpret_cast<float*>(base + Traits::kClusterPartOffset); }
   __device__ uint64_t* full(int stage) const { return reinterpret_cast<uint64_t*>(base + Traits::kBarOffset) + stage; }
   __device__ uint64_t* empty(int stage) const {
     return reinterpret_cast<uint64_t*>(base + Traits::kBarOffset) + Traits::kStages + stage;

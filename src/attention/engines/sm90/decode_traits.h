@@ -77,6 +77,37 @@ constexpr DecodeTile decode_tile(int head_dim, bool fp8) {
   return DecodeTile{3, 2, 1};
 }
 
+// Split-KV reduction of the swap-AB kernel (docs/DECODE_SM90.md section 14), chosen here only:
+//   workspace  every split writes fp32 partial O and LSE to the workspace and the combine kernel
+//              merges them (a second launch, programmatic dependent)
+//   cluster    the num_splits CTAs of one (column block, KV head, sequence) are one thread-block
+//              cluster: they exchange column maxima and sums through distributed shared memory,
+//              each sums the splits' rescaled partials for its share of O (fixed split order) and
+//              writes O and LSE itself -- no workspace traffic, no second kernel
+// Cluster sizes: 8 is portable; 16 (non-portable, cudaFuncAttributeNonPortableClusterSizeAllowed,
+// run on the H200 by the probe, HOPPER-PRIMITIVES.md section 10) only where two CTAs share an SM
+// (D 64, D 128, fp8: 16 CTAs on >= 8 SMs of one GPC); D 256 holds one CTA per SM, so 8. The
+// launcher also asks the runtime (cudaOccupancyMaxActiveClusters, once per device and kernel) that
+// the grid's clusters are resident at once (automatic counts; forced: one cluster) and otherwise
+// takes the workspace mode (decode_kernel.cuh launch_decode_n).
+inline constexpr int kMaxClusterSplits = 16;
+constexpr int max_cluster_splits(int64_t head_dim, bool fp8) {
+  return decode_tile(static_cast<int>(head_dim), fp8).ctas_per_sm >= 2 ? kMaxClusterSplits : 8;
+}
+// Whether a swap-AB launch of `num_splits` splits and `ctas` CTAs in all (batch x KV heads x column
+// blocks x splits) reduces in a cluster. The count must fit a cluster. A caller-forced count that
+// fits always does (so benchmarks and tests reach the mode at any count; "sm90-split" pins the
+// workspace mode). An automatic one also needs the grid to be at most one wave of one CTA per SM:
+// then no CTA waits for an SM, so CTAs idling at the cluster barrier until their cluster's slowest
+// split is done hold back nothing, and the fixed cost the mode removes (the combine kernel's
+// launch and wait, the workspace write and read: a few us) is a large share of the time. Past a
+// wave the kernel streams for tens of us and a waiting CTA would delay the next wave's.
+constexpr bool cluster_reduction(int num_splits, int64_t ctas, int sm_count, int64_t head_dim, bool fp8,
+                                 bool forced) {
+  if (num_splits < 2 || num_splits > max_cluster_splits(head_dim, fp8)) return false;
+  return forced || ctas <= sm_count;
+}
+
 // Paged K/V: rows per TMA box, g = gcd(page_size, kBlockKV) (the largest power of two <= 64 that
 // divides page_size). A 64-key tile starts at a multiple of 64, so its keys split into 64 / g runs
 // of g keys, each starting at a multiple of g and therefore inside one page (g divides page_size):
@@ -153,6 +184,16 @@ struct DecodeTraits {
   static constexpr int kRedOffset = kPOffset + kPBytes;
   static constexpr int kBarOffset = kRedOffset + kRedBytes;
   static constexpr int kBarBytes = 2 * kStages * 8;  // full[], empty[]
+  // Cluster reduction (cluster_reduction()): after the last tile the ring is free and holds, from
+  // its start, the column maxima and sums [2][kN] (read by the peers), the split factors
+  // [kMaxClusterSplits][kN] (this CTA's), and the unnormalised O^T partial as [kN][D + 4] floats
+  // (read by the peers; the pad of 4 makes the epilogue's stores conflict-free and keeps rows
+  // 16-byte aligned for float4 reads).
+  static constexpr int kClusterStatsOffset = 0;
+  static constexpr int kClusterFactorOffset = kClusterStatsOffset + 2 * kN * 4;
+  static constexpr int kClusterPartStride = kHeadDim + 4;  // floats per column
+  static constexpr int kClusterPartOffset = kClusterFactorOffset + kMaxClusterSplits * kN * 4;
+  static constexpr int kClusterBytes = kClusterPartOffset + kN * kClusterPartStride * 4;
   static constexpr size_t kSmemBytes = static_cast<size_t>(kBarOffset + kBarBytes) + 1024;  // + alignment slack
 
   static_assert(sizeof(T) == 2, "wgmma path takes 16-bit inputs (bf16, fp16)");
@@ -165,6 +206,8 @@ struct DecodeTraits {
   static_assert(kBoxBytes % 1024 == 0 && kQBlockBytes % 1024 == 0 && kPBytes % 1024 == 0,
                 "128B-swizzled operands start on 1024-byte boundaries (descriptor base offset 0)");
   static_assert(kRedOffset % 16 == 0 && kBarOffset % 8 == 0, "exchange buffer and mbarrier alignment");
+  static_assert(kClusterBytes <= kStages * kRingStageBytes && kClusterPartOffset % 16 == 0,
+                "the cluster exchange fits the ring, partial rows 16-byte aligned");
   static_assert(kStages >= 2, "the ring overlaps the next tile's copy with this tile's GEMMs");
   static_assert(kSmemBytes <= 227 * 1024, "shared memory of one sm_90 CTA");
   // 228 KB per SM, 1 KB of it reserved per CTA.

@@ -19,6 +19,9 @@ struct DecodeLaunch {
   int col_tile = 8;    // column_tile(max_q * group)
   int head_dim = 128;  // D == Dv: one of kDecodeHeadDims
   bool fp8 = false;    // f8e4m3 K/V (head dim 128): fp8 tensor maps, in-register conversion
+  // Cluster mode (p.cluster_reduce) with a caller-forced split count: one cluster resident at a
+  // time is enough (an automatic count needs the whole grid resident, one wave).
+  bool cluster_forced = false;
 };
 
 // Runs the decode kernel (grid: m_blocks * num_splits, Hkv, B) and, when p.num_splits > 1, the

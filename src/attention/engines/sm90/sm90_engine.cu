@@ -7,6 +7,10 @@
 // tokens >= kPackedDecodeMinRows (32; fp8 64), the packed-rows form (the prefill kernel's packed-decode
 // mode: query rows on M, 128-key tiles; docs/DECODE_SM90.md sections 12 and 13).
 //
+// Split-KV of the swap-AB kernel reduces either through the workspace and the combine kernel or,
+// for small problems, inside a thread-block cluster of the splits (decode_traits.h
+// cluster_reduction; docs/DECODE_SM90.md section 14); "sm90-split" pins the workspace mode.
+//
 // Registered first: on a compute capability 9.0 device it serves every decode problem it supports
 // (it measured faster than the portable engine on every decode shape tried, docs/DECODE_SM90.md);
 // everything else falls through to the `cuda` engine. A second name, "sm90-rows", runs the
@@ -53,8 +57,9 @@ constexpr bool head_dims_supported() {
 static_assert(head_dims_supported(), "the sm90 engine's head dims must be a subset of supported.h's kAttentionHeadDims");
 
 // Which kernel form serves a problem: kAuto picks (the "sm90" engine), kPackedRows always takes
-// the packed-rows form ("sm90-rows").
-enum class Form { kAuto, kPackedRows };
+// the packed-rows form ("sm90-rows"), kWorkspaceSplits picks the form as kAuto but never the
+// cluster reduction ("sm90-split": the workspace + combine kernel mode, for tests and benchmarks).
+enum class Form { kAuto, kPackedRows, kWorkspaceSplits };
 
 struct Geometry {
   int64_t batch = 0, total_q = 0, max_q = 0, max_k = 0, heads_q = 0, heads_kv = 0, head_dim = 0;
@@ -73,6 +78,7 @@ bool pages_fit_packed_rows(const AttentionParams& p) {
 
 bool use_packed_rows(const AttentionParams& p, const Geometry& g, Form form) {
   if (form == Form::kPackedRows) return true;
+  // (kAuto and kWorkspaceSplits choose the same form.)
   return pages_fit_packed_rows(p) && sm90_engine::packed_rows_form(g.head_dim, kv_is_fp8(p), g.group, g.max_q);
 }
 
@@ -129,20 +135,47 @@ int num_splits_for(const AttentionParams& p, const Geometry& g, int sm_count) {
   return cuda_engine::balanced_num_splits(sp, 8);
 }
 
+// Whether the swap-AB kernel reduces its splits in a cluster (decode_traits.h cluster_reduction;
+// docs/DECODE_SM90.md section 14). The same answer for native GQA and K/V copied up when the split
+// count is forced and fits a cluster.
+bool use_cluster_reduction(const AttentionParams& p, const Geometry& g, int num_splits, int sm_count, Form form) {
+  if (form == Form::kWorkspaceSplits || g.packed_rows) return false;
+  const int64_t ctas = g.batch * g.heads_kv * g.m_blocks * num_splits;
+  return sm90_engine::cluster_reduction(num_splits, ctas, sm_count, g.head_dim, kv_is_fp8(p), p.num_splits > 0);
+}
+
 class Sm90Attention final : public AttentionEngine {
  public:
   explicit Sm90Attention(Form form) : form_(form) {}
-  const char* name() const override { return form_ == Form::kAuto ? "sm90" : "sm90-rows"; }
+  const char* name() const override {
+    switch (form_) {
+      case Form::kPackedRows:
+        return "sm90-rows";
+      case Form::kWorkspaceSplits:
+        return "sm90-split";
+      default:
+        return "sm90";
+    }
+  }
   const char* description() const override {
-    return form_ == Form::kAuto ? "Hopper decode (wgmma swap-AB, or packed query rows for group x new tokens >= 64; "
-                                  "TMA; fp8 K/V widened in registers or, packed rows, in shared memory), sm90a"
-                                : "Hopper decode, the packed-query-rows form of sm90 for every group (tests, "
-                                  "benchmarks; automatic selection uses sm90), sm90a";
+    switch (form_) {
+      case Form::kPackedRows:
+        return "Hopper decode, the packed-query-rows form of sm90 for every group (tests, benchmarks; automatic "
+               "selection uses sm90), sm90a";
+      case Form::kWorkspaceSplits:
+        return "Hopper decode, sm90 with split-KV always merged through the workspace and the combine kernel, "
+               "never a thread-block cluster (tests, benchmarks; automatic selection uses sm90), sm90a";
+      default:
+        return "Hopper decode (wgmma swap-AB, or packed query rows for group x new tokens >= 32, fp8 >= 64; TMA; fp8 "
+               "K/V widened in registers or, packed rows, in shared memory; small split problems reduce in "
+               "thread-block clusters), sm90a";
+    }
   }
   std::string supports() const override {
     if (form_ == Form::kPackedRows) {
       return "what sm90 supports, at head dim 128 only (16-bit or f8e4m3 K/V; paged: page_size a multiple of 64)";
     }
+    if (form_ == Form::kWorkspaceSplits) return "what sm90 supports";
     return "device tensors, bf16/f16, head dim 64, 128 or 256 (D == Dv), decode of 1.." +
            std::to_string(sm90_engine::kMaxNewTokens) +
            " new tokens (batched Q); batched K/V (optional seqlens_k) or paged K/V of any page_size "
@@ -220,6 +253,9 @@ class Sm90Attention final : public AttentionEngine {
     kp.m_blocks = g.m_blocks;
     kp.num_splits = num_splits_for(p, g, sms);
     if (g.batch == 0 || g.max_q == 0 || g.heads_kv == 0) return Status::Ok();
+    kp.cluster_reduce = use_cluster_reduction(p, g, kp.num_splits, sms, form_);
+    // The workspace is set (and reserved by workspace_bytes) in cluster mode too: the launcher
+    // falls back to the workspace mode where the device cannot place the cluster.
     if (kp.num_splits > 1) {
       if (workspace == nullptr) return Status(StatusCode::kInternal, "sm90 engine: split-KV run without workspace");
       cuda_engine::set_split_workspace(&kp, workspace, g.total_q, g.head_dim);
@@ -240,6 +276,7 @@ class Sm90Attention final : public AttentionEngine {
     launch.col_tile = g.col_tile;
     launch.head_dim = static_cast<int>(g.head_dim);
     launch.fp8 = kv_is_fp8(p);
+    launch.cluster_forced = p.num_splits > 0;
     const auto s = static_cast<cudaStream_t>(stream);
     if (g.packed_rows) {
       if (bf16) return sm90_engine::launch_decode_packed<__nv_bfloat16>(kp, launch, s);
@@ -262,6 +299,11 @@ const AttentionEngine& attention_sm90_engine() {
 
 const AttentionEngine& attention_sm90_rows_engine() {
   static const Sm90Attention engine(Form::kPackedRows);
+  return engine;
+}
+
+const AttentionEngine& attention_sm90_split_engine() {
+  static const Sm90Attention engine(Form::kWorkspaceSplits);
   return engine;
 }
 
