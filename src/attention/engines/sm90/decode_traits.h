@@ -101,11 +101,18 @@ constexpr int max_cluster_splits(int64_t head_dim, bool fp8) {
 // then no CTA waits for an SM, so CTAs idling at the cluster barrier until their cluster's slowest
 // split is done hold back nothing, and the fixed cost the mode removes (the combine kernel's
 // launch and wait, the workspace write and read: a few us) is a large share of the time. Past a
-// wave the kernel streams for tens of us and a waiting CTA would delay the next wave's.
-constexpr bool cluster_reduction(int num_splits, int64_t ctas, int sm_count, int64_t head_dim, bool fp8,
-                                 bool forced) {
+// wave the kernel streams for tens of us and a waiting CTA would delay the next wave's. And the
+// longest split must be short (<= kClusterMaxTilesPerSplit KV tiles): measured at b47c4d8 (H200),
+// 64/8 B1 x 128K one token (16 splits of 128 tiles, 128 CTAs, one wave) took 148.4 us in clusters
+// against 123.8 in the workspace mode -- clusters of 16 on 128 of 132 SMs do not all find one SM
+// per CTA, so some SMs stream two splits' tiles for the whole long split -- while the short-split
+// shapes the mode is for gained (8 tiles per split: 8/1 B1 x 8K 12.2 -> 10.0 us, 16/1 d64 B1 x 8K
+// 12.6 -> 9.8, 64/8 B1 x 8K 16.0 -> 15.2). Between 8 and 128 tiles nothing is measured yet.
+inline constexpr int64_t kClusterMaxTilesPerSplit = 8;
+constexpr bool cluster_reduction(int num_splits, int64_t ctas, int64_t tiles_per_split, int sm_count,
+                                 int64_t head_dim, bool fp8, bool forced) {
   if (num_splits < 2 || num_splits > max_cluster_splits(head_dim, fp8)) return false;
-  return forced || ctas <= sm_count;
+  return forced || (ctas <= sm_count && tiles_per_split <= kClusterMaxTilesPerSplit);
 }
 
 // Paged K/V: rows per TMA box, g = gcd(page_size, kBlockKV) (the largest power of two <= 64 that

@@ -141,7 +141,9 @@ int num_splits_for(const AttentionParams& p, const Geometry& g, int sm_count) {
 bool use_cluster_reduction(const AttentionParams& p, const Geometry& g, int num_splits, int sm_count, Form form) {
   if (form == Form::kWorkspaceSplits || g.packed_rows) return false;
   const int64_t ctas = g.batch * g.heads_kv * g.m_blocks * num_splits;
-  return sm90_engine::cluster_reduction(num_splits, ctas, sm_count, g.head_dim, kv_is_fp8(p), p.num_splits > 0);
+  const int64_t tiles_per_split = num_splits > 0 ? (g.n_blocks + num_splits - 1) / num_splits : g.n_blocks;
+  return sm90_engine::cluster_reduction(num_splits, ctas, tiles_per_split, sm_count, g.head_dim, kv_is_fp8(p),
+                                        p.num_splits > 0);
 }
 
 class Sm90Attention final : public AttentionEngine {
