@@ -476,15 +476,18 @@ TEST_F(Sm90Decode, PackedRowsHeadRatiosTokens) {
   }
 }
 
-// KV lengths around the 128-key tile, its 64-row boxes and the splits: a sequence whose early
-// rows see no key (1 key, 8 tokens, causal), tile +- 1, two tiles +- 1, 4099 keys (33 tiles, the
-// 3-stage ring wraps at one split); splits 1, 3 and automatic; batched and paged 64 (a tile spans
-// two shuffled pages; the table's last page ends mid-tile).
-TEST_F(Sm90Decode, PackedRowsLengthsAroundTilesAndSplits) {
+// KV lengths around the 128-key tile, its 64-row boxes and the splits, 16-bit or fp8 K/V: a
+// sequence whose early rows see no key (1 key, 8 tokens, causal), tile +- 1, two tiles +- 1, 4099
+// keys (33 tiles: at one split the 3-stage ring wraps; fp8's ring 11 times, its converted V tiles
+// 16, its K tile 33); splits 1, 3 and automatic; batched and paged 64 (a tile spans two shuffled
+// pages; the table's last page ends mid-tile); then 16 tokens over several sequences, non-causal,
+// and paged 128.
+void expect_packed_lengths_around_tiles(bool fp8) {
   for (int k : {1, 63, 64, 65, 127, 128, 129, 255, 257, 1000, 4099}) {
     for (int split : {1, 3, 0}) {
       for (bool paged : {false, true}) {
         Case c = decode_case(16, 2, 8, {k});
+        c.kv_fp8 = fp8;
         c.num_splits = split;
         if (paged) {
           c.kv = KvKind::kPaged;
@@ -496,6 +499,7 @@ TEST_F(Sm90Decode, PackedRowsLengthsAroundTilesAndSplits) {
   }
   // 16 tokens (128 rows: both warpgroups), several sequences of different lengths, non-causal.
   Case c = decode_case(64, 8, 16, {129, 1000, 64});
+  c.kv_fp8 = fp8;
   c.causal = false;
   c.num_splits = 3;
   check_case(c, kEngine);
@@ -505,6 +509,8 @@ TEST_F(Sm90Decode, PackedRowsLengthsAroundTilesAndSplits) {
   c.num_splits = 0;
   check_case(c, kEngine);
 }
+
+TEST_F(Sm90Decode, PackedRowsLengthsAroundTilesAndSplits) { expect_packed_lengths_around_tiles(false); }
 
 // Rows of the cache no sequence reads hold NaN (expect_ignores_stale_rows, the harness): none may
 // reach O. The packed form zeroes V rows past the end in shared memory and skips 64-row boxes
@@ -610,37 +616,7 @@ TEST_F(Sm90Decode, PackedRowsFp8HeadRatiosTokens) {
   }
 }
 
-// KV lengths around the 128-key tile, its 64-row boxes and the splits (as the 16-bit test): a
-// sequence whose early rows see no key, tile +- 1, two tiles +- 1, 4099 keys (33 tiles: at one
-// split the 3-stage fp8 ring wraps 11 times, the converted V tiles 16, the K tile 33); splits 1, 3
-// and automatic; batched and paged 64 (shuffled pages; a tile spans two pages, the last page ends
-// mid-tile); then 16 tokens over several sequences, non-causal, and paged 128.
-TEST_F(Sm90Decode, PackedRowsFp8LengthsAroundTilesAndSplits) {
-  for (int k : {1, 63, 64, 65, 127, 128, 129, 255, 257, 1000, 4099}) {
-    for (int split : {1, 3, 0}) {
-      for (bool paged : {false, true}) {
-        Case c = decode_case(16, 2, 8, {k});
-        c.kv_fp8 = true;
-        c.num_splits = split;
-        if (paged) {
-          c.kv = KvKind::kPaged;
-          c.page_size = 64;
-        }
-        check_case(c, kEngine);
-      }
-    }
-  }
-  Case c = decode_case(64, 8, 16, {129, 1000, 64});
-  c.kv_fp8 = true;
-  c.causal = false;
-  c.num_splits = 3;
-  check_case(c, kEngine);
-  c.kv = KvKind::kPaged;
-  c.page_size = 128;
-  c.causal = true;
-  c.num_splits = 0;
-  check_case(c, kEngine);
-}
+TEST_F(Sm90Decode, PackedRowsFp8LengthsAroundTilesAndSplits) { expect_packed_lengths_around_tiles(true); }
 
 // Every cache row no sequence reads is NaN (fp8 NaN, 0x7f): rows past a sequence inside a loaded
 // box, boxes past it, spare pages. The converters write zeros for rows past the sequence and never
