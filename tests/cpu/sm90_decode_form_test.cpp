@@ -55,21 +55,22 @@ struct Shape {
   bool fp8;
 };
 
+int64_t key_tiles(const Shape& s) { return (s.keys + sm90_engine::kBlockKV - 1) / sm90_engine::kBlockKV; }
+
 int auto_splits(const Shape& s) {
   cuda_engine::SplitProblem sp;
   sp.sm_count = kH200Sms * sm90_engine::decode_tile(static_cast<int>(s.head_dim), s.fp8).split_wave;
   sp.batch = s.batch;
   sp.kv_heads = s.kv_heads;
   sp.m_blocks = s.m_blocks;
-  sp.n_blocks = (s.keys + sm90_engine::kBlockKV - 1) / sm90_engine::kBlockKV;
+  sp.n_blocks = static_cast<int>(key_tiles(s));
   return cuda_engine::balanced_num_splits(sp, 8);
 }
 
 bool auto_cluster(const Shape& s) {
   const int splits = auto_splits(s);
   const int64_t ctas = static_cast<int64_t>(s.batch) * s.kv_heads * s.m_blocks * splits;
-  const int64_t tiles = (s.keys + sm90_engine::kBlockKV - 1) / sm90_engine::kBlockKV;
-  return cluster_reduction(splits, ctas, (tiles + splits - 1) / splits, kH200Sms, s.head_dim, s.fp8,
+  return cluster_reduction(splits, ctas, (key_tiles(s) + splits - 1) / splits, kH200Sms, s.head_dim, s.fp8,
                            /*forced=*/false);
 }
 
