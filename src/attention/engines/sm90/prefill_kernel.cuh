@@ -65,6 +65,8 @@ inline constexpr uint32_t kFullMask = 0xffffffffu;
 // fp8 K/V (Traits::kFp8Kv): k(stage) is the one converted K tile whatever the stage, v(stage) the
 // converted V tile `stage`; full / empty guard the converted V tiles, k_full / k_empty the K tile,
 // fp8_full / fp8_empty the fp8 ring (fp8_k / fp8_v: one stage's tiles).
+// Split K/V (Traits::kSplitKv): full / empty guard the V half of each stage, k_full(stage) /
+// k_empty(stage) its K half.
 template <class Traits>
 struct Smem {
   unsigned char* base;  // 1024-byte aligned
@@ -93,6 +95,8 @@ struct Smem {
   __device__ uint64_t* k_empty() const { return k_full() + 1; }
   __device__ uint64_t* fp8_full(int slot) const { return k_full() + 2 + slot; }
   __device__ uint64_t* fp8_empty(int slot) const { return k_full() + 2 + Traits::kFp8Stages + slot; }
+  __device__ uint64_t* k_full(int stage) const { return k_full() + stage; }  // split K/V
+  __device__ uint64_t* k_empty(int stage) const { return k_full() + Traits::kKSlots + stage; }
 };
 
 // A CTA's work: a 128-row query tile of one query head of one sequence (packed decode: 128
@@ -234,6 +238,24 @@ __device__ __forceinline__ void produce_packed_decode_tile(const KernelParams& p
   }
 }
 
+// Split K/V (Traits::kSplitKv; the caller has waited for the stage's K half to be free): the K
+// half on k_full, then, once every O product that read the stage's previous V is done (empty),
+// the V half on full.
+template <class Traits>
+__device__ __forceinline__ void produce_split_tile(const Smem<Traits>& sm, const CUtensorMap* tk,
+                                                  const CUtensorMap* tv, const Work& w, int blk, int it) {
+  const int stage = it % Traits::kStages, row = w.kv_row0 + blk * Traits::kBlockN;
+  hw::mbar_arrive_expect_tx(sm.k_full(stage), static_cast<uint32_t>(Traits::kTileBytes));
+  for (int db = 0; db < Traits::kDBlocks; ++db)
+    hw::tma_load_4d(sm.k(stage) + db * Traits::kKvBoxBytes, tk, db * Traits::kSwizzleElems, w.kvh, row, w.kv_outer,
+                    sm.k_full(stage));
+  hw::mbar_wait(sm.empty(stage), (static_cast<uint32_t>(it / Traits::kStages) & 1u) ^ 1u);
+  hw::mbar_arrive_expect_tx(sm.full(stage), static_cast<uint32_t>(Traits::kTileBytes));
+  for (int db = 0; db < Traits::kDBlocks; ++db)
+    hw::tma_load_4d(sm.v(stage) + db * Traits::kKvBoxBytes, tv, db * Traits::kSwizzleElems, w.kvh, row, w.kv_outer,
+                    sm.full(stage));
+}
+
 // Producer (one elected thread): the work's Q (packed decode: the consumers load it), then its KV
 // tiles into the ring.
 template <class Traits>
@@ -252,9 +274,17 @@ __device__ void produce(const KernelParams& p, const Smem<Traits>& sm, const CUt
   }
   for (int blk = w.blk_begin, it = 0; blk < w.blk_end; ++blk, ++it) {
     const int stage = it % Traits::kStages;
-    hw::mbar_wait(sm.empty(stage), (static_cast<uint32_t>(it / Traits::kStages) & 1u) ^ 1u);
+    if constexpr (Traits::kSplitKv) {
+      hw::mbar_wait(sm.k_empty(stage), (static_cast<uint32_t>(it / Traits::kStages) & 1u) ^ 1u);
+    } else {
+      hw::mbar_wait(sm.empty(stage), (static_cast<uint32_t>(it / Traits::kStages) & 1u) ^ 1u);
+    }
     if constexpr (Traits::kPackedDecode) {
       produce_packed_decode_tile<Traits>(p, sm, tk, tv, w, blk, stage);
+      continue;
+    }
+    if constexpr (Traits::kSplitKv) {
+      produce_split_tile<Traits>(sm, tk, tv, w, blk, it);
       continue;
     }
     hw::mbar_arrive_expect_tx(sm.full(stage), static_cast<uint32_t>(Traits::kStageBytes));
@@ -612,29 +642,42 @@ __device__ void consume(const KernelParams& p, const Work& w, const Smem<Traits>
     if (lane == 0) hw::mbar_arrive(sm.empty(stage));
   };
   // A tile's operands before its S product: 16-bit, the stage (K and V by TMA; stale V rows
-  // zeroed); fp8, the converted K tile (the converters fill it once every warp's previous S is
-  // done: release_k). fp8's converted V tile of tile it is waited for (wait_v) just before the O
-  // product that reads it, one tile later; release() frees it (and the 16-bit stage).
+  // zeroed); split K/V, the stage's K half; fp8, the converted K tile (the converters fill it once
+  // every warp's previous S is done: release_k). The V tile of tile it (split K/V: the stage's V
+  // half, its stale rows zeroed; fp8: the converted V tile) is waited for (wait_v) just before the
+  // O product that reads it, one tile later; release() frees it (and the combined 16-bit stage).
   auto wait_k = [&](int blk, int it, int stage) {
     if constexpr (Traits::kFp8Kv) {
       (void)blk;
       (void)stage;
       hw::mbar_wait(sm.k_full(), static_cast<uint32_t>(it) & 1u);
+    } else if constexpr (Traits::kSplitKv) {
+      (void)blk;
+      hw::mbar_wait(sm.k_full(stage), static_cast<uint32_t>(it / Traits::kStages) & 1u);
     } else {
       hw::mbar_wait(sm.full(stage), static_cast<uint32_t>(it / Traits::kStages) & 1u);
       zero_stale_v(blk, stage);
     }
   };
-  auto wait_v = [&](int it, int stage) {
-    if constexpr (Traits::kFp8Kv) hw::mbar_wait(sm.full(stage), static_cast<uint32_t>(it / Traits::kStages) & 1u);
+  auto wait_v = [&](int blk, int it, int stage) {
+    if constexpr (Traits::kFp8Kv || Traits::kSplitKv)
+      hw::mbar_wait(sm.full(stage), static_cast<uint32_t>(it / Traits::kStages) & 1u);
+    if constexpr (Traits::kSplitKv) zero_stale_v(blk, stage);
+    (void)blk;
     (void)it;
     (void)stage;
   };
-  auto release_k = [&] {
+  // After every S product that read the tile's K (fp8: the one converted K tile; split K/V: the
+  // stage's K half, which the producer then refills while the V half is still read).
+  auto release_k = [&](int stage) {
     if constexpr (Traits::kFp8Kv) {
       __syncwarp();
       if (lane == 0) hw::mbar_arrive(sm.k_empty());
+    } else if constexpr (Traits::kSplitKv) {
+      __syncwarp();
+      if (lane == 0) hw::mbar_arrive(sm.k_empty(stage));
     }
+    (void)stage;
   };
 
   // Intra-warpgroup overlap: tile it's S = Q K^T and tile it-1's O += P V are issued together;
@@ -661,13 +704,13 @@ __device__ void consume(const KernelParams& p, const Work& w, const Smem<Traits>
     turn_end(false);
     hw::wgmma_wait<0>();
     hw::fence_regs(sacc);
-    release_k();
+    release_k(prev_stage);
     softmax_tile(blk_begin, alpha);  // O is still zero: nothing to rescale
     pack_p(pfrag);
     for (int blk = blk_begin + 1, it = 1; blk < blk_end; ++blk, ++it) {
       const int stage = it % Traits::kStages;
       wait_k(blk, it, stage);
-      wait_v(it - 1, prev_stage);
+      wait_v(blk - 1, it - 1, prev_stage);
       hw::fence_regs(sacc);
       fence_output<Traits>(o, pfrag);
       turn_begin();
@@ -679,7 +722,7 @@ __device__ void consume(const KernelParams& p, const Work& w, const Smem<Traits>
       turn_end(false);
       hw::wgmma_wait<1>();  // the scores (the older group) are done; O += P V may still run
       hw::fence_regs(sacc);
-      release_k();
+      release_k(stage);
       softmax_tile(blk, alpha);
       hw::wgmma_wait<0>();
       fence_output<Traits>(o, pfrag);
@@ -691,7 +734,7 @@ __device__ void consume(const KernelParams& p, const Work& w, const Smem<Traits>
       pack_p(pfrag);  // after the wait: P(it-1)'s registers are free again
       prev_stage = stage;
     }
-    wait_v(blk_end - blk_begin - 1, prev_stage);
+    wait_v(blk_end - 1, blk_end - blk_begin - 1, prev_stage);
     fence_output<Traits>(o, pfrag);
     turn_begin();
     hw::wgmma_fence();
@@ -770,6 +813,10 @@ __device__ void prefill_cta(const KernelParams& p, const CUtensorMap* tq, const 
     for (int st = 0; st < Traits::kStages; ++st) {
       hw::mbar_init(sm.full(st), full_count);
       hw::mbar_init(sm.empty(st), 4 * w.wgs);  // every warp of the consumer warpgroups taking part
+      if constexpr (Traits::kSplitKv) {        // the stage's K half: one TMA arrival, every warp
+        hw::mbar_init(sm.k_full(st), 1);
+        hw::mbar_init(sm.k_empty(st), 4 * w.wgs);
+      }
     }
     if constexpr (Traits::kFp8Kv) {
       hw::mbar_init(sm.k_full(), Traits::kConverterWarps);
