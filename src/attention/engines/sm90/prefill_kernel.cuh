@@ -243,17 +243,17 @@ __device__ __forceinline__ void produce_packed_decode_tile(const KernelParams& p
 // the V half on full.
 template <class Traits>
 __device__ __forceinline__ void produce_split_tile(const Smem<Traits>& sm, const CUtensorMap* tk,
-                                                  const CUtensorMap* tv, const Work& w, int blk, int it) {
+                                                   const CUtensorMap* tv, const Work& w, int blk, int it) {
   const int stage = it % Traits::kStages, row = w.kv_row0 + blk * Traits::kBlockN;
   hw::mbar_arrive_expect_tx(sm.k_full(stage), static_cast<uint32_t>(Traits::kTileBytes));
   for (int db = 0; db < Traits::kDBlocks; ++db)
-    hw::tma_load_4d(sm.k(stage) + db * Traits::kKvBoxBytes, tk, db * Traits::kSwizzleElems, w.kvh, row, w.kv_outer,
-                    sm.k_full(stage));
+    hw::tma_load_4d(sm.k(stage) + db * Traits::kKvBoxBytes, tk, db * Traits::kSwizzleElems, w.kvh, row,
+                    w.kv_outer, sm.k_full(stage));
   hw::mbar_wait(sm.empty(stage), (static_cast<uint32_t>(it / Traits::kStages) & 1u) ^ 1u);
   hw::mbar_arrive_expect_tx(sm.full(stage), static_cast<uint32_t>(Traits::kTileBytes));
   for (int db = 0; db < Traits::kDBlocks; ++db)
-    hw::tma_load_4d(sm.v(stage) + db * Traits::kKvBoxBytes, tv, db * Traits::kSwizzleElems, w.kvh, row, w.kv_outer,
-                    sm.full(stage));
+    hw::tma_load_4d(sm.v(stage) + db * Traits::kKvBoxBytes, tv, db * Traits::kSwizzleElems, w.kvh, row,
+                    w.kv_outer, sm.full(stage));
 }
 
 // Producer (one elected thread): the work's Q (packed decode: the consumers load it), then its KV
@@ -497,6 +497,58 @@ __device__ __forceinline__ void load_packed_q(const KernelParams& p, const Work&
                               ((cc ^ (n % 8)) * 16)) = val[j];
   }
   hw::fence_proxy_async_smem();  // generic stores -> wgmma operand reads (the warpgroup's barrier follows)
+}
+
+// Epilogue of one consumer warpgroup (Traits::kStagedEpilogue): its normalised O (row r of the
+// thread's two: scaled by inv[r]) as 16-bit pairs into its own 64 rows of the Q blocks -- the Q
+// layout, row n of d block db at n * 128 bytes, 16-byte chunk c at c ^ (n % 8) (the 8 rows a warp
+// writes per register pair hit 8 distinct chunks: no bank conflicts) -- then 16-byte chunks to
+// the output, consecutive lanes along a row (a warp stores 512 contiguous bytes of d 256). The
+// caller's last wgmma_wait covers its last S product, the only reader of those rows (wgmma's
+// completion orders its async-proxy reads before these generic writes); rows past the sequence
+// are not stored.
+template <class Traits>
+__device__ __forceinline__ void store_o_staged(const KernelParams& p, const Work& w, const Smem<Traits>& sm,
+                                               float (&o)[Traits::kDBlocks][32], const float (&inv)[2],
+                                               int wg, int warp_in_wg, int lane) {
+  using T = typename Traits::Element;
+  using Store = ::groupattn::cuda::MmaType<T>;
+  // Row n of d block db at rows + db * kQBlockBytes + n * 128; the thread's rows: n0 and n0 + 8.
+  unsigned char* rows = sm.q() + wg * Traits::kRowsPerWg * 128;
+  const int n0 = 16 * warp_in_wg + lane / 4;
+#pragma unroll
+  for (int hh = 0; hh < Traits::kDBlocks; ++hh) {
+#pragma unroll
+    for (int i = 0; i < 32; i += 2) {
+      const int n = n0 + 8 * acc_half(i), col = acc_col(i, lane);
+      const float scale = inv[acc_half(i)];
+      unsigned char* dst =
+          rows + hh * Traits::kQBlockBytes + n * 128 + (((col / 8) ^ (n % 8)) * 16) + (col % 8) * 2;
+      *reinterpret_cast<uint32_t*>(dst) = Store::pack(o[hh][i] * scale, o[hh][i + 1] * scale);
+    }
+  }
+  constexpr uint32_t kBarOut = 6;  // + wg: the warpgroup's own rows, its own barrier
+  hw::named_bar_sync(kBarOut + wg, 128);
+  constexpr int kChunksPerRow = Traits::kHeadDim / 8;  // 16-byte chunks of one output row
+  constexpr int kPerThread = Traits::kRowsPerWg * kChunksPerRow / 128;
+  static_assert(Traits::kRowsPerWg * kChunksPerRow % 128 == 0, "whole chunks per thread");
+  // Chunk c = t + 128 j: row c / kChunksPerRow, d 8 (c % kChunksPerRow) .. + 7.
+  const int t = 32 * warp_in_wg + lane;
+  uint4 val[kPerThread];
+#pragma unroll
+  for (int j = 0; j < kPerThread; ++j) {  // every shared-memory read in flight before the first store
+    const int c = t + 128 * j, n = c / kChunksPerRow, ch = c % kChunksPerRow;
+    val[j] = *reinterpret_cast<const uint4*>(rows + (ch / 8) * Traits::kQBlockBytes + n * 128 +
+                                             (((ch % 8) ^ (n % 8)) * 16));
+  }
+  T* out = static_cast<T*>(p.out) + w.s.o_offset + static_cast<int64_t>(w.h) * p.o_head_stride;
+#pragma unroll
+  for (int j = 0; j < kPerThread; ++j) {
+    const int c = t + 128 * j, n = c / kChunksPerRow, ch = c % kChunksPerRow;
+    const int row = w.m0 + wg * Traits::kRowsPerWg + n;  // query token of the sequence
+    if (row < w.rows)
+      *reinterpret_cast<uint4*>(out + static_cast<int64_t>(row) * p.o_row_stride + ch * 8) = val[j];
+  }
 }
 
 // One consumer warpgroup's part of the work: its 64 query rows against the work's KV tiles, then
@@ -746,54 +798,73 @@ __device__ void consume(const KernelParams& p, const Work& w, const Smem<Traits>
     release(prev_stage);
   }
 
-  // Epilogue: row sums over the quad, normalise, write O (pairs of adjacent d) and LSE; packed
-  // decode with several splits: the split's partials, which the combine kernel (launched as a
-  // dependent of this grid; it waits for the grid to finish) merges.
+  // Epilogue: row sums over the quad, normalise, write LSE and O (prefill: through shared memory,
+  // store_o_staged; packed decode: pairs of adjacent d from registers); packed decode with several
+  // splits: the split's partials, which the combine kernel (launched as a dependent of this grid;
+  // it waits for the grid to finish) merges.
   if constexpr (Traits::kPackedDecode) cuda::allow_dependent_launch();
+  if constexpr (Traits::kStagedEpilogue) {
+    float inv[2];
 #pragma unroll
-  for (int r = 0; r < 2; ++r) {
-    float l = l_run[r];
-    l += __shfl_xor_sync(kFullMask, l, 1);
-    l += __shfl_xor_sync(kFullMask, l, 2);
-    const int row = row_base + 8 * r;
-    if (row >= w.rows) continue;
-    const int tok = row_token<Traits>(row, p.group);
-    const int h = Traits::kPackedDecode ? w.kv_group * p.group + row % p.group : w.h;  // query head
-    float inv = l > 0.f ? 1.f / l : 0.f;  // no visible key: O = 0
-    if constexpr (Traits::kFp8Kv) inv *= v_scale;
-    if constexpr (Traits::kPackedDecode) {
-      if (p.num_splits > 1) {
-        // The portable engine's partial layout: row (split, global query token, query head).
-        const int64_t prow = static_cast<int64_t>(w.split) * p.partial_rows + (s.q_token0 + tok) * p.heads_q + h;
-        if ((lane & 3) == 0) p.lse_partial[prow] = l > 0.f ? (m_run[r] + log2f(l)) * kLn2 : -INFINITY;
-        if (!(l > 0.f)) continue;  // the combine reads O only of splits with a finite LSE
-        float* dst = p.o_partial + prow * Traits::kHeadDim;
+    for (int r = 0; r < 2; ++r) {
+      float l = l_run[r];
+      l += __shfl_xor_sync(kFullMask, l, 1);
+      l += __shfl_xor_sync(kFullMask, l, 2);
+      inv[r] = l > 0.f ? 1.f / l : 0.f;  // no visible key: O = 0
+      const int row = row_base + 8 * r;
+      if (row < w.rows && p.lse != nullptr && (lane & 3) == 0) {
+        p.lse[w.h * p.lse_head_stride + (s.q_token0 + row) * p.lse_row_stride] =
+            l > 0.f ? (m_run[r] + log2f(l)) * kLn2 : -INFINITY;
+      }
+    }
+    store_o_staged<Traits>(p, w, sm, o, inv, wg, warp_in_wg, lane);
+  } else {
 #pragma unroll
-        for (int hh = 0; hh < Traits::kDBlocks; ++hh) {
+    for (int r = 0; r < 2; ++r) {
+      float l = l_run[r];
+      l += __shfl_xor_sync(kFullMask, l, 1);
+      l += __shfl_xor_sync(kFullMask, l, 2);
+      const int row = row_base + 8 * r;
+      if (row >= w.rows) continue;
+      const int tok = row_token<Traits>(row, p.group);
+      const int h = Traits::kPackedDecode ? w.kv_group * p.group + row % p.group : w.h;  // query head
+      float inv = l > 0.f ? 1.f / l : 0.f;  // no visible key: O = 0
+      if constexpr (Traits::kFp8Kv) inv *= v_scale;
+      if constexpr (Traits::kPackedDecode) {
+        if (p.num_splits > 1) {
+          // The portable engine's partial layout: row (split, global query token, query head).
+          const int64_t prow =
+              static_cast<int64_t>(w.split) * p.partial_rows + (s.q_token0 + tok) * p.heads_q + h;
+          if ((lane & 3) == 0) p.lse_partial[prow] = l > 0.f ? (m_run[r] + log2f(l)) * kLn2 : -INFINITY;
+          if (!(l > 0.f)) continue;  // the combine reads O only of splits with a finite LSE
+          float* dst = p.o_partial + prow * Traits::kHeadDim;
 #pragma unroll
-          for (int i = 0; i < 32; i += 2) {
-            if (acc_half(i) != r) continue;
-            *reinterpret_cast<float2*>(dst + 64 * hh + acc_col(i, lane)) =
-                make_float2(o[hh][i] * inv, o[hh][i + 1] * inv);
+          for (int hh = 0; hh < Traits::kDBlocks; ++hh) {
+#pragma unroll
+            for (int i = 0; i < 32; i += 2) {
+              if (acc_half(i) != r) continue;
+              *reinterpret_cast<float2*>(dst + 64 * hh + acc_col(i, lane)) =
+                  make_float2(o[hh][i] * inv, o[hh][i + 1] * inv);
+            }
           }
+          continue;
         }
-        continue;
       }
-    }
-    T* out = static_cast<T*>(p.out) + s.o_offset + static_cast<int64_t>(tok) * p.o_row_stride +
-             static_cast<int64_t>(h) * p.o_head_stride;
+      T* out = static_cast<T*>(p.out) + s.o_offset + static_cast<int64_t>(tok) * p.o_row_stride +
+               static_cast<int64_t>(h) * p.o_head_stride;
 #pragma unroll
-    for (int hh = 0; hh < Traits::kDBlocks; ++hh) {
+      for (int hh = 0; hh < Traits::kDBlocks; ++hh) {
 #pragma unroll
-      for (int i = 0; i < 32; i += 2) {
-        if (acc_half(i) != r) continue;
-        const int d = 64 * hh + acc_col(i, lane);
-        Store::store2(out + d, o[hh][i] * inv, o[hh][i + 1] * inv);
+        for (int i = 0; i < 32; i += 2) {
+          if (acc_half(i) != r) continue;
+          const int d = 64 * hh + acc_col(i, lane);
+          Store::store2(out + d, o[hh][i] * inv, o[hh][i + 1] * inv);
+        }
       }
-    }
-    if (p.lse != nullptr && (lane & 3) == 0) {
-      p.lse[h * p.lse_head_stride + (s.q_token0 + tok) * p.lse_row_stride] =
-          l > 0.f ? (m_run[r] + log2f(l)) * kLn2 : -INFINITY;
+      if (p.lse != nullptr && (lane & 3) == 0) {
+        p.lse[h * p.lse_head_stride + (s.q_token0 + tok) * p.lse_row_stride] =
+            l > 0.f ? (m_run[r] + log2f(l)) * kLn2 : -INFINITY;
+      }
     }
   }
 }

@@ -78,6 +78,12 @@ struct PrefillTraits {
   static constexpr int kStages = kFp8Kv ? 2 : prefill_tile(kHeadDim).stages;  // fp8: converted V tiles
   // K and V of a stage guarded by separate barriers (16-bit prefill only; prefill_tile).
   static constexpr bool kSplitKv = !kFp8Kv && !kPackedDecode && prefill_tile(kHeadDim).split_kv;
+  // O leaves through shared memory (each consumer warpgroup's own Q rows, free once its last S
+  // product is done) as whole 16-byte chunks, a warp writing whole rows: the accumulator layout
+  // stored directly gives 4-byte stores that half-fill their 32-byte sectors (ncu at d 128 / 256:
+  // 50 % excess sectors). Prefill only: packed decode writes rows of several heads (and fp32
+  // partials) and keeps the direct stores.
+  static constexpr bool kStagedEpilogue = !kPackedDecode;
   static constexpr int kConsumerWarps = 4 * kConsumerWgs;
   static constexpr int kConsumerThreads = 32 * kConsumerWarps;
   static constexpr int kThreads = kConsumerThreads + 128;  // + the producer warpgroup
@@ -133,7 +139,8 @@ struct PrefillTraits {
                 "a KV tile is whole 64-row boxes (a paged cache's page_size is a multiple of 64)");
   static_assert(!kPackedDecode || kHeadDim == 128, "packed decode: head dim 128 only (two instantiations)");
   static_assert(kStages >= 2, "the overlapped loop holds two stages at once: tile i's K, tile i-1's V");
-  static_assert(!kSplitKv || (!kFp8Kv && !kPackedDecode), "split K/V barriers: the 16-bit prefill's producer");
+  static_assert(!kSplitKv || (!kFp8Kv && !kPackedDecode),
+                "split K/V barriers: the 16-bit prefill's producer");
   // The registers at entry: 168 per thread at 384 threads (65536 / 384 rounded down to 8).
   static_assert(128 * (kProducerRegs + kConsumerWgs * kConsumerRegs) <= 168 * kThreads, "setmaxnreg budget");
   static_assert(!kFp8Kv || (kPackedDecode && kHeadDim == 128 && kStages == 2 && kBlockN == 128 &&
