@@ -65,6 +65,8 @@ inline constexpr uint32_t kFullMask = 0xffffffffu;
 // fp8 K/V (Traits::kFp8Kv): k(stage) is the one converted K tile whatever the stage, v(stage) the
 // converted V tile `stage`; full / empty guard the converted V tiles, k_full / k_empty the K tile,
 // fp8_full / fp8_empty the fp8 ring (fp8_k / fp8_v: one stage's tiles).
+// Split K/V (Traits::kSplitKv): full / empty guard the V half of each stage, k_full(stage) /
+// k_empty(stage) its K half.
 template <class Traits>
 struct Smem {
   unsigned char* base;  // 1024-byte aligned
@@ -93,6 +95,8 @@ struct Smem {
   __device__ uint64_t* k_empty() const { return k_full() + 1; }
   __device__ uint64_t* fp8_full(int slot) const { return k_full() + 2 + slot; }
   __device__ uint64_t* fp8_empty(int slot) const { return k_full() + 2 + Traits::kFp8Stages + slot; }
+  __device__ uint64_t* k_full(int stage) const { return k_full() + stage; }  // split K/V
+  __device__ uint64_t* k_empty(int stage) const { return k_full() + Traits::kKSlots + stage; }
 };
 
 // A CTA's work: a 128-row query tile of one query head of one sequence (packed decode: 128
@@ -234,6 +238,24 @@ __device__ __forceinline__ void produce_packed_decode_tile(const KernelParams& p
   }
 }
 
+// Split K/V (Traits::kSplitKv; the caller has waited for the stage's K half to be free): the K
+// half on k_full, then, once every O product that read the stage's previous V is done (empty),
+// the V half on full.
+template <class Traits>
+__device__ __forceinline__ void produce_split_tile(const Smem<Traits>& sm, const CUtensorMap* tk,
+                                                   const CUtensorMap* tv, const Work& w, int blk, int it) {
+  const int stage = it % Traits::kStages, row = w.kv_row0 + blk * Traits::kBlockN;
+  hw::mbar_arrive_expect_tx(sm.k_full(stage), static_cast<uint32_t>(Traits::kTileBytes));
+  for (int db = 0; db < Traits::kDBlocks; ++db)
+    hw::tma_load_4d(sm.k(stage) + db * Traits::kKvBoxBytes, tk, db * Traits::kSwizzleElems, w.kvh, row,
+                    w.kv_outer, sm.k_full(stage));
+  hw::mbar_wait(sm.empty(stage), (static_cast<uint32_t>(it / Traits::kStages) & 1u) ^ 1u);
+  hw::mbar_arrive_expect_tx(sm.full(stage), static_cast<uint32_t>(Traits::kTileBytes));
+  for (int db = 0; db < Traits::kDBlocks; ++db)
+    hw::tma_load_4d(sm.v(stage) + db * Traits::kKvBoxBytes, tv, db * Traits::kSwizzleElems, w.kvh, row,
+                    w.kv_outer, sm.full(stage));
+}
+
 // Producer (one elected thread): the work's Q (packed decode: the consumers load it), then its KV
 // tiles into the ring.
 template <class Traits>
@@ -252,9 +274,17 @@ __device__ void produce(const KernelParams& p, const Smem<Traits>& sm, const CUt
   }
   for (int blk = w.blk_begin, it = 0; blk < w.blk_end; ++blk, ++it) {
     const int stage = it % Traits::kStages;
-    hw::mbar_wait(sm.empty(stage), (static_cast<uint32_t>(it / Traits::kStages) & 1u) ^ 1u);
+    if constexpr (Traits::kSplitKv) {
+      hw::mbar_wait(sm.k_empty(stage), (static_cast<uint32_t>(it / Traits::kStages) & 1u) ^ 1u);
+    } else {
+      hw::mbar_wait(sm.empty(stage), (static_cast<uint32_t>(it / Traits::kStages) & 1u) ^ 1u);
+    }
     if constexpr (Traits::kPackedDecode) {
       produce_packed_decode_tile<Traits>(p, sm, tk, tv, w, blk, stage);
+      continue;
+    }
+    if constexpr (Traits::kSplitKv) {
+      produce_split_tile<Traits>(sm, tk, tv, w, blk, it);
       continue;
     }
     hw::mbar_arrive_expect_tx(sm.full(stage), static_cast<uint32_t>(Traits::kStageBytes));
@@ -469,6 +499,58 @@ __device__ __forceinline__ void load_packed_q(const KernelParams& p, const Work&
   hw::fence_proxy_async_smem();  // generic stores -> wgmma operand reads (the warpgroup's barrier follows)
 }
 
+// Epilogue of one consumer warpgroup (Traits::kStagedEpilogue): its normalised O (row r of the
+// thread's two: scaled by inv[r]) as 16-bit pairs into its own 64 rows of the Q blocks -- the Q
+// layout, row n of d block db at n * 128 bytes, 16-byte chunk c at c ^ (n % 8) (the 8 rows a warp
+// writes per register pair hit 8 distinct chunks: no bank conflicts) -- then 16-byte chunks to
+// the output, consecutive lanes along a row (a warp stores 512 contiguous bytes of d 256). The
+// caller's last wgmma_wait covers its last S product, the only reader of those rows (wgmma's
+// completion orders its async-proxy reads before these generic writes); rows past the sequence
+// are not stored.
+template <class Traits>
+__device__ __forceinline__ void store_o_staged(const KernelParams& p, const Work& w, const Smem<Traits>& sm,
+                                               float (&o)[Traits::kDBlocks][32], const float (&inv)[2],
+                                               int wg, int warp_in_wg, int lane) {
+  using T = typename Traits::Element;
+  using Store = ::groupattn::cuda::MmaType<T>;
+  // Row n of d block db at rows + db * kQBlockBytes + n * 128; the thread's rows: n0 and n0 + 8.
+  unsigned char* rows = sm.q() + wg * Traits::kRowsPerWg * 128;
+  const int n0 = 16 * warp_in_wg + lane / 4;
+#pragma unroll
+  for (int hh = 0; hh < Traits::kDBlocks; ++hh) {
+#pragma unroll
+    for (int i = 0; i < 32; i += 2) {
+      const int n = n0 + 8 * acc_half(i), col = acc_col(i, lane);
+      const float scale = inv[acc_half(i)];
+      unsigned char* dst =
+          rows + hh * Traits::kQBlockBytes + n * 128 + (((col / 8) ^ (n % 8)) * 16) + (col % 8) * 2;
+      *reinterpret_cast<uint32_t*>(dst) = Store::pack(o[hh][i] * scale, o[hh][i + 1] * scale);
+    }
+  }
+  constexpr uint32_t kBarOut = 6;  // + wg: the warpgroup's own rows, its own barrier
+  hw::named_bar_sync(kBarOut + wg, 128);
+  constexpr int kChunksPerRow = Traits::kHeadDim / 8;  // 16-byte chunks of one output row
+  constexpr int kPerThread = Traits::kRowsPerWg * kChunksPerRow / 128;
+  static_assert(Traits::kRowsPerWg * kChunksPerRow % 128 == 0, "whole chunks per thread");
+  // Chunk c = t + 128 j: row c / kChunksPerRow, d 8 (c % kChunksPerRow) .. + 7.
+  const int t = 32 * warp_in_wg + lane;
+  uint4 val[kPerThread];
+#pragma unroll
+  for (int j = 0; j < kPerThread; ++j) {  // every shared-memory read in flight before the first store
+    const int c = t + 128 * j, n = c / kChunksPerRow, ch = c % kChunksPerRow;
+    val[j] = *reinterpret_cast<const uint4*>(rows + (ch / 8) * Traits::kQBlockBytes + n * 128 +
+                                             (((ch % 8) ^ (n % 8)) * 16));
+  }
+  T* out = static_cast<T*>(p.out) + w.s.o_offset + static_cast<int64_t>(w.h) * p.o_head_stride;
+#pragma unroll
+  for (int j = 0; j < kPerThread; ++j) {
+    const int c = t + 128 * j, n = c / kChunksPerRow, ch = c % kChunksPerRow;
+    const int row = w.m0 + wg * Traits::kRowsPerWg + n;  // query token of the sequence
+    if (row < w.rows)
+      *reinterpret_cast<uint4*>(out + static_cast<int64_t>(row) * p.o_row_stride + ch * 8) = val[j];
+  }
+}
+
 // One consumer warpgroup's part of the work: its 64 query rows against the work's KV tiles, then
 // their O and LSE (packed decode with several splits: the split's fp32 partials).
 template <class Traits>
@@ -612,29 +694,42 @@ __device__ void consume(const KernelParams& p, const Work& w, const Smem<Traits>
     if (lane == 0) hw::mbar_arrive(sm.empty(stage));
   };
   // A tile's operands before its S product: 16-bit, the stage (K and V by TMA; stale V rows
-  // zeroed); fp8, the converted K tile (the converters fill it once every warp's previous S is
-  // done: release_k). fp8's converted V tile of tile it is waited for (wait_v) just before the O
-  // product that reads it, one tile later; release() frees it (and the 16-bit stage).
+  // zeroed); split K/V, the stage's K half; fp8, the converted K tile (the converters fill it once
+  // every warp's previous S is done: release_k). The V tile of tile it (split K/V: the stage's V
+  // half, its stale rows zeroed; fp8: the converted V tile) is waited for (wait_v) just before the
+  // O product that reads it, one tile later; release() frees it (and the combined 16-bit stage).
   auto wait_k = [&](int blk, int it, int stage) {
     if constexpr (Traits::kFp8Kv) {
       (void)blk;
       (void)stage;
       hw::mbar_wait(sm.k_full(), static_cast<uint32_t>(it) & 1u);
+    } else if constexpr (Traits::kSplitKv) {
+      (void)blk;
+      hw::mbar_wait(sm.k_full(stage), static_cast<uint32_t>(it / Traits::kStages) & 1u);
     } else {
       hw::mbar_wait(sm.full(stage), static_cast<uint32_t>(it / Traits::kStages) & 1u);
       zero_stale_v(blk, stage);
     }
   };
-  auto wait_v = [&](int it, int stage) {
-    if constexpr (Traits::kFp8Kv) hw::mbar_wait(sm.full(stage), static_cast<uint32_t>(it / Traits::kStages) & 1u);
+  auto wait_v = [&](int blk, int it, int stage) {
+    if constexpr (Traits::kFp8Kv || Traits::kSplitKv)
+      hw::mbar_wait(sm.full(stage), static_cast<uint32_t>(it / Traits::kStages) & 1u);
+    if constexpr (Traits::kSplitKv) zero_stale_v(blk, stage);
+    (void)blk;
     (void)it;
     (void)stage;
   };
-  auto release_k = [&] {
+  // After every S product that read the tile's K (fp8: the one converted K tile; split K/V: the
+  // stage's K half, which the producer then refills while the V half is still read).
+  auto release_k = [&](int stage) {
     if constexpr (Traits::kFp8Kv) {
       __syncwarp();
       if (lane == 0) hw::mbar_arrive(sm.k_empty());
+    } else if constexpr (Traits::kSplitKv) {
+      __syncwarp();
+      if (lane == 0) hw::mbar_arrive(sm.k_empty(stage));
     }
+    (void)stage;
   };
 
   // Intra-warpgroup overlap: tile it's S = Q K^T and tile it-1's O += P V are issued together;
@@ -661,13 +756,13 @@ __device__ void consume(const KernelParams& p, const Work& w, const Smem<Traits>
     turn_end(false);
     hw::wgmma_wait<0>();
     hw::fence_regs(sacc);
-    release_k();
+    release_k(prev_stage);
     softmax_tile(blk_begin, alpha);  // O is still zero: nothing to rescale
     pack_p(pfrag);
     for (int blk = blk_begin + 1, it = 1; blk < blk_end; ++blk, ++it) {
       const int stage = it % Traits::kStages;
       wait_k(blk, it, stage);
-      wait_v(it - 1, prev_stage);
+      wait_v(blk - 1, it - 1, prev_stage);
       hw::fence_regs(sacc);
       fence_output<Traits>(o, pfrag);
       turn_begin();
@@ -679,7 +774,7 @@ __device__ void consume(const KernelParams& p, const Work& w, const Smem<Traits>
       turn_end(false);
       hw::wgmma_wait<1>();  // the scores (the older group) are done; O += P V may still run
       hw::fence_regs(sacc);
-      release_k();
+      release_k(stage);
       softmax_tile(blk, alpha);
       hw::wgmma_wait<0>();
       fence_output<Traits>(o, pfrag);
@@ -691,7 +786,7 @@ __device__ void consume(const KernelParams& p, const Work& w, const Smem<Traits>
       pack_p(pfrag);  // after the wait: P(it-1)'s registers are free again
       prev_stage = stage;
     }
-    wait_v(blk_end - blk_begin - 1, prev_stage);
+    wait_v(blk_end - 1, blk_end - blk_begin - 1, prev_stage);
     fence_output<Traits>(o, pfrag);
     turn_begin();
     hw::wgmma_fence();
@@ -703,54 +798,73 @@ __device__ void consume(const KernelParams& p, const Work& w, const Smem<Traits>
     release(prev_stage);
   }
 
-  // Epilogue: row sums over the quad, normalise, write O (pairs of adjacent d) and LSE; packed
-  // decode with several splits: the split's partials, which the combine kernel (launched as a
-  // dependent of this grid; it waits for the grid to finish) merges.
+  // Epilogue: row sums over the quad, normalise, write LSE and O (prefill: through shared memory,
+  // store_o_staged; packed decode: pairs of adjacent d from registers); packed decode with several
+  // splits: the split's partials, which the combine kernel (launched as a dependent of this grid;
+  // it waits for the grid to finish) merges.
   if constexpr (Traits::kPackedDecode) cuda::allow_dependent_launch();
+  if constexpr (Traits::kStagedEpilogue) {
+    float inv[2];
 #pragma unroll
-  for (int r = 0; r < 2; ++r) {
-    float l = l_run[r];
-    l += __shfl_xor_sync(kFullMask, l, 1);
-    l += __shfl_xor_sync(kFullMask, l, 2);
-    const int row = row_base + 8 * r;
-    if (row >= w.rows) continue;
-    const int tok = row_token<Traits>(row, p.group);
-    const int h = Traits::kPackedDecode ? w.kv_group * p.group + row % p.group : w.h;  // query head
-    float inv = l > 0.f ? 1.f / l : 0.f;  // no visible key: O = 0
-    if constexpr (Traits::kFp8Kv) inv *= v_scale;
-    if constexpr (Traits::kPackedDecode) {
-      if (p.num_splits > 1) {
-        // The portable engine's partial layout: row (split, global query token, query head).
-        const int64_t prow = static_cast<int64_t>(w.split) * p.partial_rows + (s.q_token0 + tok) * p.heads_q + h;
-        if ((lane & 3) == 0) p.lse_partial[prow] = l > 0.f ? (m_run[r] + log2f(l)) * kLn2 : -INFINITY;
-        if (!(l > 0.f)) continue;  // the combine reads O only of splits with a finite LSE
-        float* dst = p.o_partial + prow * Traits::kHeadDim;
+    for (int r = 0; r < 2; ++r) {
+      float l = l_run[r];
+      l += __shfl_xor_sync(kFullMask, l, 1);
+      l += __shfl_xor_sync(kFullMask, l, 2);
+      inv[r] = l > 0.f ? 1.f / l : 0.f;  // no visible key: O = 0
+      const int row = row_base + 8 * r;
+      if (row < w.rows && p.lse != nullptr && (lane & 3) == 0) {
+        p.lse[w.h * p.lse_head_stride + (s.q_token0 + row) * p.lse_row_stride] =
+            l > 0.f ? (m_run[r] + log2f(l)) * kLn2 : -INFINITY;
+      }
+    }
+    store_o_staged<Traits>(p, w, sm, o, inv, wg, warp_in_wg, lane);
+  } else {
 #pragma unroll
-        for (int hh = 0; hh < Traits::kDBlocks; ++hh) {
+    for (int r = 0; r < 2; ++r) {
+      float l = l_run[r];
+      l += __shfl_xor_sync(kFullMask, l, 1);
+      l += __shfl_xor_sync(kFullMask, l, 2);
+      const int row = row_base + 8 * r;
+      if (row >= w.rows) continue;
+      const int tok = row_token<Traits>(row, p.group);
+      const int h = Traits::kPackedDecode ? w.kv_group * p.group + row % p.group : w.h;  // query head
+      float inv = l > 0.f ? 1.f / l : 0.f;  // no visible key: O = 0
+      if constexpr (Traits::kFp8Kv) inv *= v_scale;
+      if constexpr (Traits::kPackedDecode) {
+        if (p.num_splits > 1) {
+          // The portable engine's partial layout: row (split, global query token, query head).
+          const int64_t prow =
+              static_cast<int64_t>(w.split) * p.partial_rows + (s.q_token0 + tok) * p.heads_q + h;
+          if ((lane & 3) == 0) p.lse_partial[prow] = l > 0.f ? (m_run[r] + log2f(l)) * kLn2 : -INFINITY;
+          if (!(l > 0.f)) continue;  // the combine reads O only of splits with a finite LSE
+          float* dst = p.o_partial + prow * Traits::kHeadDim;
 #pragma unroll
-          for (int i = 0; i < 32; i += 2) {
-            if (acc_half(i) != r) continue;
-            *reinterpret_cast<float2*>(dst + 64 * hh + acc_col(i, lane)) =
-                make_float2(o[hh][i] * inv, o[hh][i + 1] * inv);
+          for (int hh = 0; hh < Traits::kDBlocks; ++hh) {
+#pragma unroll
+            for (int i = 0; i < 32; i += 2) {
+              if (acc_half(i) != r) continue;
+              *reinterpret_cast<float2*>(dst + 64 * hh + acc_col(i, lane)) =
+                  make_float2(o[hh][i] * inv, o[hh][i + 1] * inv);
+            }
           }
+          continue;
         }
-        continue;
       }
-    }
-    T* out = static_cast<T*>(p.out) + s.o_offset + static_cast<int64_t>(tok) * p.o_row_stride +
-             static_cast<int64_t>(h) * p.o_head_stride;
+      T* out = static_cast<T*>(p.out) + s.o_offset + static_cast<int64_t>(tok) * p.o_row_stride +
+               static_cast<int64_t>(h) * p.o_head_stride;
 #pragma unroll
-    for (int hh = 0; hh < Traits::kDBlocks; ++hh) {
+      for (int hh = 0; hh < Traits::kDBlocks; ++hh) {
 #pragma unroll
-      for (int i = 0; i < 32; i += 2) {
-        if (acc_half(i) != r) continue;
-        const int d = 64 * hh + acc_col(i, lane);
-        Store::store2(out + d, o[hh][i] * inv, o[hh][i + 1] * inv);
+        for (int i = 0; i < 32; i += 2) {
+          if (acc_half(i) != r) continue;
+          const int d = 64 * hh + acc_col(i, lane);
+          Store::store2(out + d, o[hh][i] * inv, o[hh][i + 1] * inv);
+        }
       }
-    }
-    if (p.lse != nullptr && (lane & 3) == 0) {
-      p.lse[h * p.lse_head_stride + (s.q_token0 + tok) * p.lse_row_stride] =
-          l > 0.f ? (m_run[r] + log2f(l)) * kLn2 : -INFINITY;
+      if (p.lse != nullptr && (lane & 3) == 0) {
+        p.lse[h * p.lse_head_stride + (s.q_token0 + tok) * p.lse_row_stride] =
+            l > 0.f ? (m_run[r] + log2f(l)) * kLn2 : -INFINITY;
+      }
     }
   }
 }
@@ -770,6 +884,10 @@ __device__ void prefill_cta(const KernelParams& p, const CUtensorMap* tq, const 
     for (int st = 0; st < Traits::kStages; ++st) {
       hw::mbar_init(sm.full(st), full_count);
       hw::mbar_init(sm.empty(st), 4 * w.wgs);  // every warp of the consumer warpgroups taking part
+      if constexpr (Traits::kSplitKv) {        // the stage's K half: one TMA arrival, every warp
+        hw::mbar_init(sm.k_full(st), 1);
+        hw::mbar_init(sm.k_empty(st), 4 * w.wgs);
+      }
     }
     if constexpr (Traits::kFp8Kv) {
       hw::mbar_init(sm.k_full(), Traits::kConverterWarps);

@@ -32,11 +32,20 @@ inline constexpr int kPrefillBlockM = 128;
 //              + 2 x 64 KB = 192 KB. Per consumer thread O is 128 registers, S 32 and P 16; the
 //              overlapped loop compiles without spills. FA3's 80 keys (2 stages, 224 KB) spilled
 //              36 bytes in this kernel (ptxas, consumers at 240 registers), so it is not used.
+// split_kv: K and V of a stage have their own full / empty barriers, so a stage's K half is
+// refilled as soon as every warp's S product that read it is done, while its V half waits for
+// the O product one tile later. With one barrier pair per stage and 2 stages, tile i + 2 could
+// only start loading once tile i's O product (issued in iteration i + 1) was done, just when
+// warpgroup 0 needs tile i + 2's K: no prefetch slack, the load latency paid on every tile (ncu
+// at d 256: a third of the stall cycles on the L1TEX scoreboard of the mbarrier try_wait).
+// Split, each half has about one tile of slack (docs/PREFILL_SM90.md, "Head dim 256: the load
+// stall"). D 64 / 128 keep the combined form: with 3 stages they already have a tile of slack.
 struct PrefillTile {
   int block_n, stages;
+  bool split_kv;
 };
 constexpr PrefillTile prefill_tile(int head_dim) {
-  return head_dim == 256 ? PrefillTile{64, 2} : PrefillTile{128, 3};
+  return head_dim == 256 ? PrefillTile{64, 2, true} : PrefillTile{128, 3, false};
 }
 
 // kHeadDim_: D == Dv, 64, 128 or 256 (one, two or four 64-wide, 128-byte swizzle blocks of d).
@@ -67,6 +76,14 @@ struct PrefillTraits {
   static constexpr int kRowsPerWg = 64;
   static constexpr int kConsumerWgs = kBlockM / kRowsPerWg;  // 2
   static constexpr int kStages = kFp8Kv ? 2 : prefill_tile(kHeadDim).stages;  // fp8: converted V tiles
+  // K and V of a stage guarded by separate barriers (16-bit prefill only; prefill_tile).
+  static constexpr bool kSplitKv = !kFp8Kv && !kPackedDecode && prefill_tile(kHeadDim).split_kv;
+  // O leaves through shared memory (each consumer warpgroup's own Q rows, free once its last S
+  // product is done) as whole 16-byte chunks, a warp writing whole rows: the accumulator layout
+  // stored directly gives 4-byte stores that half-fill their 32-byte sectors (ncu at d 128 / 256:
+  // 50 % excess sectors). Prefill only: packed decode writes rows of several heads (and fp32
+  // partials) and keeps the direct stores.
+  static constexpr bool kStagedEpilogue = !kPackedDecode;
   static constexpr int kConsumerWarps = 4 * kConsumerWgs;
   static constexpr int kConsumerThreads = 32 * kConsumerWarps;
   static constexpr int kThreads = kConsumerThreads + 128;  // + the producer warpgroup
@@ -91,7 +108,9 @@ struct PrefillTraits {
   // fp8 K/V: kStages counts the converted V tiles (the ring the consumers' stage index walks);
   // the converted K tile is one, the fp8 ring kFp8Stages deep. An fp8 tile is [kBlockN][128 d]
   // bytes: 128-byte rows, kKvSubBoxes boxes of 64 rows.
-  static constexpr int kKSlots = kFp8Kv ? 1 : 0;
+  // kKSlots: K tiles with their own barrier pair (k_full / k_empty): fp8, the one converted K
+  // tile; kSplitKv, the K half of each stage (the stage layout is unchanged: K then V).
+  static constexpr int kKSlots = kFp8Kv ? 1 : kSplitKv ? kStages : 0;
   static constexpr int kFp8Stages = kFp8Kv ? 3 : 0;
   static constexpr int kFp8TileBytes = kBlockN * kHeadDim;
   static constexpr int kFp8StageBytes = 2 * kFp8TileBytes;  // K then V
@@ -102,8 +121,8 @@ struct PrefillTraits {
   static constexpr int kStagesBytes = kFp8Kv ? (kStages + kKSlots) * kTileBytes : kStages * kStageBytes;
   static constexpr int kFp8Offset = kStageOffset + kStagesBytes;
   static constexpr int kBarOffset = kFp8Offset + kFp8Stages * kFp8StageBytes;
-  // q_full, full[], empty[]; fp8: full[] / empty[] are the converted V tiles', then k_full,
-  // k_empty, fp8_full[], fp8_empty[].
+  // q_full, full[], empty[]; fp8 and kSplitKv: full[] / empty[] are the V tiles', then
+  // k_full[kKSlots], k_empty[kKSlots]; fp8: then fp8_full[], fp8_empty[].
   static constexpr int kBarBytes = (1 + 2 * kStages + 2 * kKSlots + 2 * kFp8Stages) * 8;
   static constexpr size_t kSmemBytes = static_cast<size_t>(kBarOffset + kBarBytes) + 1024;  // + alignment slack
   // fp8: the converter warps (the whole producer warpgroup; thread u widens key row u of a tile).
@@ -120,6 +139,8 @@ struct PrefillTraits {
                 "a KV tile is whole 64-row boxes (a paged cache's page_size is a multiple of 64)");
   static_assert(!kPackedDecode || kHeadDim == 128, "packed decode: head dim 128 only (two instantiations)");
   static_assert(kStages >= 2, "the overlapped loop holds two stages at once: tile i's K, tile i-1's V");
+  static_assert(!kSplitKv || (!kFp8Kv && !kPackedDecode),
+                "split K/V barriers: the 16-bit prefill's producer");
   // The registers at entry: 168 per thread at 384 threads (65536 / 384 rounded down to 8).
   static_assert(128 * (kProducerRegs + kConsumerWgs * kConsumerRegs) <= 168 * kThreads, "setmaxnreg budget");
   static_assert(!kFp8Kv || (kPackedDecode && kHeadDim == 128 && kStages == 2 && kBlockN == 128 &&
