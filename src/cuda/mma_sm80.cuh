@@ -40,6 +40,16 @@ struct MmaType<__nv_bfloat16> {
         : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
         : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
   }
+  // c = A B with a zero accumulator (ptxas reads RZ for it): the first k-step of a product needs no
+  // zeroing of c beforehand, and the result is bitwise that of mma on zeroed c.
+  static __device__ __forceinline__ void mma_zero_c(float (&c)[4], const uint32_t (&a)[4], uint32_t b0,
+                                                    uint32_t b1) {
+    asm volatile(
+        "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, "
+        "{%8,%9}, {%10,%10,%10,%10};\n"
+        : "=f"(c[0]), "=f"(c[1]), "=f"(c[2]), "=f"(c[3])
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1), "f"(0.f));
+  }
 };
 
 template <>
@@ -61,6 +71,16 @@ struct MmaType<__half> {
         "{%8,%9}, {%0,%1,%2,%3};\n"
         : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
         : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+  }
+  // c = A B with a zero accumulator (ptxas reads RZ for it): the first k-step of a product needs no
+  // zeroing of c beforehand, and the result is bitwise that of mma on zeroed c.
+  static __device__ __forceinline__ void mma_zero_c(float (&c)[4], const uint32_t (&a)[4], uint32_t b0,
+                                                    uint32_t b1) {
+    asm volatile(
+        "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, "
+        "{%8,%9}, {%10,%10,%10,%10};\n"
+        : "=f"(c[0]), "=f"(c[1]), "=f"(c[2]), "=f"(c[3])
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1), "f"(0.f));
   }
 };
 

@@ -76,15 +76,20 @@ TEST_F(CudaAttention, HeadDimsAndDtypes) {
   }
 }
 
+// Key tiles are 128 keys at D 64 and 64 otherwise (launch.h, tile_keys); query tiles 64 or 128
+// packed rows (8/2: 4 rows per token).
 TEST_F(CudaAttention, LengthsAroundTiles) {
-  for (int n : {1, 2, 31, 32, 33, 63, 64, 65, 127, 129}) {
-    Case c;
-    c.dtype = DType::kF16;
-    c.hq = 8, c.hkv = 2, c.d = 128;
-    c.q_lens = {n};
-    c.k_lens = {n};
-    c.causal = n % 2 == 1;
-    check_case(c);
+  for (int64_t d : {64, 128, 256}) {
+    for (int n : {1, 2, 31, 32, 33, 63, 64, 65, 127, 128, 129, 255, 257}) {
+      Case c;
+      c.dtype = DType::kF16;
+      c.hq = 8, c.hkv = 2, c.d = d;
+      c.q_lens = {n};
+      c.k_lens = {n};
+      c.causal = n % 2 == 1;
+      c.seed = static_cast<uint64_t>(d * 1000 + n);
+      check_case(c);
+    }
   }
 }
 
@@ -565,6 +570,12 @@ TEST_F(CudaAttention, GqaEqualsCopiedUpBitwise) {
     prefill.k_lens = {130};
     prefill.causal = true;
     cases.push_back(prefill);
+    for (int64_t d : {64, 256}) {  // their own key tiles (128 and 64 keys); D 64 crosses tile heights
+      Case other = prefill;
+      other.d = d;
+      other.k_lens = {260};
+      cases.push_back(other);
+    }
     Case decode = prefill;
     decode.hq = 8, decode.hkv = 2;
     decode.q_lens = {4, 4};

@@ -151,7 +151,7 @@ struct AttnDraw {
 };
 
 int tile_len(Rng& r) {
-  // Lengths around the kernel's key tiles (64 keys for D <= 128, 32 for D = 256) and query tiles.
+  // Lengths around the kernel's key tiles (128 keys at D 64, 64 otherwise) and query tiles.
   const int base = static_cast<int>(r.pick<int64_t>({16, 32, 64, 128, 192}));
   return std::max(0, base + static_cast<int>(r.uni(-1, 1)));
 }

@@ -47,14 +47,21 @@ struct TileTraits {
   // Rows a thread owns: g + 8 * r + 16 * mt (r in {0, 1}, mt < kMTiles), g = lane / 4.
   static constexpr int kRowsPerThread = 2 * kMTiles;
   static constexpr int kBlockM = kWarps * kRowsPerWarp;  // packed query rows per CTA
-  // Keys per tile: 256-wide heads halve it to keep the O accumulator plus S in registers.
-  static constexpr int kBlockN = kHeadDim <= 128 ? 64 : 32;
+  // Keys per tile (launch.h, tile_keys): 128 at D 64, 64 otherwise, the same for both tile heights
+  // so a row's online-softmax steps (and so its bits) do not depend on the variant. A tile's fixed
+  // costs -- two barriers, the cp.async waits, the row max / sum shuffles, the O rescale (kDTiles x
+  // 4 FMUL per m-tile) -- are paid once per kBlockN keys, while its MMAs scale with kBlockN x D:
+  // 128 keys at D 64 and 64 at D 256 put the same number of MMAs behind each (docs/ENGINES.md,
+  // "Prefill per-tile fixed costs").
+  static constexpr int kBlockN = kHeadDim == 64 ? 128 : 64;
   // Left to itself, ptxas capped the 16-row D <= 64 kernel at 128 registers (4 CTAs per SM) and
-  // spilled 20 B; asking for 3 CTAs lets it use 150 without spilling. The others are left alone: 0
-  // emits no hint (3 spills there; even an explicit 1 moved D 128 from 167 to 181 registers). The
-  // 16-row D 32 kernel asks for 4 (it held 4 CTAs at 125 registers; an intermediate session-6
-  // version needed 133 without the hint), which costs it nothing: 113 registers, no spill.
-  static constexpr int kMinCtasPerSm = kRowsPerWarp == 16 && kHeadDim <= 64 ? (kHeadDim <= 32 ? 4 : 3) : 0;
+  // spilled 20 B; asking for 3 CTAs let it use 150 without spilling. With 128-key tiles at D 64 its
+  // scores doubled and 3 CTAs (168 registers) spilled 4 B: it asks for 2 (244 registers). The
+  // others are left alone: 0 emits no hint (3 spills there; even an explicit 1 moved D 128 from 167
+  // to 181 registers). The 16-row D 32 kernel asks for 4 (it held 4 CTAs at 125 registers; an
+  // intermediate session-6 version needed 133 without the hint), which costs it nothing: 122
+  // registers, no spill.
+  static constexpr int kMinCtasPerSm = kRowsPerWarp == 16 && kHeadDim <= 64 ? (kHeadDim <= 32 ? 4 : 2) : 0;
   static constexpr int kChunk = 16 / static_cast<int>(sizeof(T));  // elements per 16-byte copy
   // Shared rows padded by one 16-byte chunk: rows stay 16-byte aligned and consecutive rows start
   // 4 banks apart, so the fragment loads (8 rows x 4 words) hit 32 distinct banks.
@@ -236,14 +243,12 @@ struct TileKernel {
       load_kv_tile(p, s, b, blk, v_head, s.v_offset, p.v_row_stride, p.v_batch_stride, v_s);
       cuda::cp_async_commit();
 
+      // S = Q K^T on every warp, inactive ones included (their Q rows are zero-filled: S = 0, which
+      // keeps the softmax below finite). Branching around it made ptxas zero S on every path (one
+      // CS2R per 2 scores, 64 per tile at D 64 x 32 rows); without the branch the first k-step's
+      // MMAs take a zero accumulator (RZ) and nothing is zeroed.
       float sc[kMTiles][Traits::kNTiles][4];
-      if (warp_active) {
-#pragma unroll
-        for (int mt = 0; mt < kMTiles; ++mt)
-#pragma unroll
-          for (int nt = 0; nt < Traits::kNTiles; ++nt)
-#pragma unroll
-            for (int e = 0; e < 4; ++e) sc[mt][nt][e] = 0.f;
+      {
 #pragma unroll
         for (int ks = 0; ks < Traits::kKSteps; ++ks) {
           // A = Q rows of m-tile mt: lane l addresses row 16 mt + (l % 16), column half (l / 16)
@@ -262,19 +267,16 @@ struct TileKernel {
                                       ks * Traits::kMmaK + ((lane / 8) % 2) * 8);
 #pragma unroll
             for (int mt = 0; mt < kMTiles; ++mt) {
-              Mma::mma(sc[mt][nt], a[mt], kb[0], kb[1]);
-              Mma::mma(sc[mt][nt + 1], a[mt], kb[2], kb[3]);
+              if (ks == 0) {
+                Mma::mma_zero_c(sc[mt][nt], a[mt], kb[0], kb[1]);
+                Mma::mma_zero_c(sc[mt][nt + 1], a[mt], kb[2], kb[3]);
+              } else {
+                Mma::mma(sc[mt][nt], a[mt], kb[0], kb[1]);
+                Mma::mma(sc[mt][nt + 1], a[mt], kb[2], kb[3]);
+              }
             }
           }
         }
-      } else {
-        // rows all past the sequence: never written; zeros keep the softmax below finite
-#pragma unroll
-        for (int mt = 0; mt < kMTiles; ++mt)
-#pragma unroll
-          for (int nt = 0; nt < Traits::kNTiles; ++nt)
-#pragma unroll
-            for (int e = 0; e < 4; ++e) sc[mt][nt][e] = 0.f;
       }
 
       // Softcap and mask in fp32, then the online-softmax update per row. Scale and log2(e) enter

@@ -19,8 +19,11 @@ inline constexpr int kTileRowsLarge = 128;
 constexpr int tile_rows(int d, int64_t packed_rows) {
   return d <= 128 && packed_rows >= kTileRowsLarge ? kTileRowsLarge : kTileRowsSmall;
 }
-// Keys per KV tile of the attention kernel for head dim `d` (the split planner counts in these).
-constexpr int tile_keys(int d) { return d <= 128 ? 64 : 32; }
+// Keys per KV tile of the attention kernel for head dim `d` (the split planner counts in these):
+// 128 at D 64 (FlashAttention-2's D 64 forward tile is 128 x 128), 64 otherwise (D 256: was 32,
+// which paid the per-tile barriers, shuffles and O rescale for half the MMAs). Both tile heights
+// use the same count, so GQA and copied-up MHA, which may pick different heights, agree bitwise.
+constexpr int tile_keys(int d) { return d == 64 ? 128 : 64; }
 
 // Decode kernel (decode_kernel.cuh): serves problems whose every sequence has at most
 // kDecodeMaxTokens query tokens, at the head dims below. A CTA holds kDecodeRows packed rows
