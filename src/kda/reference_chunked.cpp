@@ -154,6 +154,141 @@ void chunked_head(const KdaHeadSlice& x, std::vector<double>* o_out, std::vector
   *s_io = S.a;
 }
 
+// The two-level form (research/kda.md 3.2-3.3; docs/ENGINES.md "64-token state steps"): chunks of 64
+// tokens built from four 16-token sub-chunks, so the sequential state pass takes a quarter of the
+// steps. Level 1 is chunked_head's chunk algebra on each sub-chunk a (local cumsum gamma, the
+// diagonal blocks L_aa and Aqk_aa elementwise, Tm_a = (I + L_aa)^-1, Kt_a, Qt_a, Kh_a). Level 2, with
+// B_i = sum_{m<i} gamma_C^m the chunk-local log decay entering sub-chunk i (B_0 = 0, non-increasing):
+//   off-diagonal blocks (i > j), anchored at the boundary entering sub-chunk i, both factors <= 1:
+//     L_ij   = beta_i * Kt_i (Kh_j * exp(B_i - B_{j+1}))^T,  Aqk_ij = scale Qt_i (Kh_j * exp(B_i - B_{j+1}))^T
+//   T = (I + L)^-1 by blockwise merging:  T_ii = Tm_i,  T_ij = -T_ii sum_{j <= m < i} L_im T_mj
+//   W = T Diag(beta) Kt64, U = T Diag(beta) V, with Kt64 = Kt_i exp(B_i), Qt64 = Qt_i exp(B_i),
+//   Kh64 = Kh_i exp(B_n - B_{i+1}) (n sub-chunks), then the chunk step of chunked_head.
+// No exponent is positive (checked: `max_exponent` receives the largest one passed to exp).
+void chunked_two_level_head(const KdaHeadSlice& x, std::vector<double>* o_out, std::vector<double>* s_io,
+                            double* max_exponent) {
+  const int64_t K = x.K, V = x.V, kSub = kKdaRefChunk;
+  auto ex = [&](double e) {
+    *max_exponent = std::max(*max_exponent, e);
+    return std::exp(e);
+  };
+  Mat S(K, V);
+  S.a = *s_io;
+  for (int64_t c0 = 0; c0 < x.T; c0 += kKdaRefChunk64) {
+    const int64_t C = std::min(kKdaRefChunk64, x.T - c0);
+    const int64_t n = (C + kSub - 1) / kSub;  // sub-chunks; the last may be partial
+    auto q = [&](int64_t r, int64_t d) { return x.q[(c0 + r) * K + d]; };
+    auto k = [&](int64_t r, int64_t d) { return x.k[(c0 + r) * K + d]; };
+    auto beta = [&](int64_t r) { return x.beta[c0 + r]; };
+    auto rows = [&](int64_t i) { return std::min(kSub, C - kSub * i); };  // rows of sub-chunk i
+
+    // Level 1, per sub-chunk: local cumsum G (row r of the chunk uses its sub-chunk's), decayed
+    // q / k, the diagonal blocks and their inverses; B[i] the log decay entering sub-chunk i.
+    Mat G(C, K), Qt(C, K), Kt(C, K), Kh(C, K), L(C, C), Aqk(C, C), Tm(C, C), B(n + 1, K);
+    for (int64_t i = 0; i < n; ++i) {
+      const int64_t r0 = kSub * i, ci = rows(i);
+      for (int64_t r = r0; r < r0 + ci; ++r) {
+        for (int64_t d = 0; d < K; ++d) G(r, d) = (r > r0 ? G(r - 1, d) : 0.0) + x.g[(c0 + r) * K + d];
+      }
+      for (int64_t r = r0; r < r0 + ci; ++r) {
+        for (int64_t d = 0; d < K; ++d) {
+          Qt(r, d) = q(r, d) * ex(G(r, d));
+          Kt(r, d) = k(r, d) * ex(G(r, d));
+          Kh(r, d) = k(r, d) * ex(G(r0 + ci - 1, d) - G(r, d));
+        }
+        for (int64_t s = r0; s <= r; ++s) {
+          double kk = 0, qk = 0;
+          for (int64_t d = 0; d < K; ++d) {
+            const double decay = ex(G(r, d) - G(s, d));
+            kk += k(r, d) * k(s, d) * decay;
+            qk += q(r, d) * k(s, d) * decay;
+          }
+          if (s < r) L(r, s) = beta(r) * kk;
+          Aqk(r, s) = x.scale * qk;
+        }
+      }
+      Mat Li(ci, ci);
+      for (int64_t r = 0; r < ci; ++r) {
+        for (int64_t s = 0; s < r; ++s) Li(r, s) = L(r0 + r, r0 + s);
+      }
+      const Mat Ti = unit_lower_inverse(Li);
+      for (int64_t r = 0; r < ci; ++r) {
+        for (int64_t s = 0; s <= r; ++s) Tm(r0 + r, r0 + s) = Ti(r, s);
+      }
+      for (int64_t d = 0; d < K; ++d) B(i + 1, d) = B(i, d) + G(r0 + ci - 1, d);
+    }
+
+    // Level 2: the off-diagonal blocks, sub-chunk i's rows against sub-chunk j's (j < i).
+    for (int64_t i = 1; i < n; ++i) {
+      for (int64_t j = 0; j < i; ++j) {
+        for (int64_t r = kSub * i; r < kSub * i + rows(i); ++r) {
+          for (int64_t s = kSub * j; s < kSub * (j + 1); ++s) {
+            double kk = 0, qk = 0;
+            for (int64_t d = 0; d < K; ++d) {
+              const double khd = Kh(s, d) * ex(B(i, d) - B(j + 1, d));  // k_s exp(B_i - Gamma_s)
+              kk += Kt(r, d) * khd;                                      // k_r exp(Gamma_r - B_i)
+              qk += Qt(r, d) * khd;
+            }
+            L(r, s) = beta(r) * kk;
+            Aqk(r, s) = x.scale * qk;
+          }
+        }
+      }
+    }
+    // Blockwise merge of the inverse, block rows in order: T_ij = -T_ii sum_{j <= m < i} L_im T_mj.
+    for (int64_t i = 1; i < n; ++i) {
+      const int64_t ri = kSub * i, ci = rows(i);
+      for (int64_t j = 0; j < i; ++j) {
+        Mat acc(ci, kSub);
+        for (int64_t r = 0; r < ci; ++r) {
+          for (int64_t m = kSub * j; m < ri; ++m) {
+            const double l = L(ri + r, m);
+            for (int64_t s = 0; s < kSub; ++s) acc(r, s) += l * Tm(m, kSub * j + s);
+          }
+        }
+        for (int64_t r = 0; r < ci; ++r) {
+          for (int64_t s = 0; s < kSub; ++s) {
+            double t = 0;
+            for (int64_t m = 0; m <= r; ++m) t += Tm(ri + r, ri + m) * acc(m, s);
+            Tm(ri + r, kSub * j + s) = -t;
+          }
+        }
+      }
+    }
+
+    // The 64-token operands and the chunk step (chunked_head's, with C up to 64).
+    Mat BK(C, K), BV(C, V), Q64(C, K), K64(C, K);
+    for (int64_t r = 0; r < C; ++r) {
+      const int64_t i = r / kSub;
+      for (int64_t d = 0; d < K; ++d) {
+        const double in = ex(B(i, d));  // decay from the chunk start into sub-chunk i
+        BK(r, d) = beta(r) * Kt(r, d) * in;
+        Q64(r, d) = Qt(r, d) * in;
+        K64(r, d) = Kh(r, d) * ex(B(n, d) - B(i + 1, d));  // from sub-chunk i's end to the chunk end
+      }
+      for (int64_t e = 0; e < V; ++e) BV(r, e) = beta(r) * x.v[(c0 + r) * V + e];
+    }
+    const Mat W = matmul(Tm, BK), U = matmul(Tm, BV), WS = matmul(W, S);
+    Mat D(C, V);
+    for (size_t i = 0; i < D.a.size(); ++i) D.a[i] = U.a[i] - WS.a[i];
+    const Mat QS = matmul(Q64, S), AD = matmul(Aqk, D);
+    for (int64_t r = 0; r < C; ++r) {
+      for (int64_t e = 0; e < V; ++e) (*o_out)[(c0 + r) * V + e] = x.scale * QS(r, e) + AD(r, e);
+    }
+    Mat next(K, V);
+    for (int64_t d = 0; d < K; ++d) {
+      const double a = ex(B(n, d));
+      for (int64_t e = 0; e < V; ++e) {
+        double acc = a * S(d, e);
+        for (int64_t r = 0; r < C; ++r) acc += K64(r, d) * D(r, e);
+        next(d, e) = acc;
+      }
+    }
+    S = std::move(next);
+  }
+  *s_io = S.a;
+}
+
 class ReferenceChunkedKda final : public KdaEngine {
  public:
   const char* name() const override { return "reference-chunked"; }
@@ -175,6 +310,18 @@ class ReferenceChunkedKda final : public KdaEngine {
 
 Status kda_chunked_fp64(const KdaParams& p, std::vector<double>* out, std::vector<double>* final_state) {
   return kda_solve_fp64(p, chunked_head, out, final_state);
+}
+
+Status kda_chunked_two_level_fp64(const KdaParams& p, std::vector<double>* out, std::vector<double>* final_state) {
+  double max_exponent = -INFINITY;
+  const KdaHeadSolver solve = [&](const KdaHeadSlice& x, std::vector<double>* o, std::vector<double>* s) {
+    chunked_two_level_head(x, o, s, &max_exponent);
+  };
+  GA_RETURN_IF_ERROR(kda_solve_fp64(p, solve, out, final_state));
+  if (max_exponent > 0) {
+    return Status(StatusCode::kInternal, "two-level chunked KDA: exp of a positive exponent " + std::to_string(max_exponent));
+  }
+  return Status::Ok();
 }
 
 const KdaEngine& kda_reference_chunked_engine() {

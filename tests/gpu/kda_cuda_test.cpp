@@ -432,6 +432,73 @@ TEST_F(KdaCuda, StateChaining) {
               static_cast<long long>(steps));
 }
 
+// Lengths around the 64-token step planned for the chunked path (issue 4, docs/ENGINES.md "64-token
+// state steps"; today's 16-token path must pass them too): 63, 64, 65, 127, 129 at the mildest and
+// strongest lower bounds and the unbounded softplus gate, GVA 2 -> 4, initial and final states; varlen
+// with zero-length sequences first, between and last and lengths 63 / 64 / 65 / 129; and two chunked
+// prefills chained through the state at a split on, just before and just after a 64-token boundary.
+TEST_F(KdaCuda, ChunkedLengthsAround64) {
+  for (int64_t T : {63, 64, 65, 127, 129}) {
+    for (int gate = 0; gate < 3; ++gate) {
+      KdaRun r;
+      r.c = base_case();
+      r.c.B = 1, r.c.T = T;
+      if (gate == 2) {
+        r.c.gate = KdaGate::kSoftplus;
+        r.c.g_lo = -4.0, r.c.g_hi = 30.0;  // log decays below -20 per token
+      } else {
+        r.c.lower_bound = gate == 0 ? -1.f : -8.f;
+      }
+      r.setup(140 + static_cast<uint64_t>(T), -1);
+      check_run(r, KdaCudaPath::kChunked, " around 64");
+    }
+  }
+  KdaRun v;
+  v.c = base_case();
+  v.c.B = 1;
+  v.c.cu = {0, 0, 63, 127, 127, 192, 321, 321};  // 0, 63, 64, 0, 65, 129, 0
+  v.c.T = v.c.cu.back();
+  v.setup(150, -1);
+  check_run(v, KdaCudaPath::kChunked, " varlen around 64");
+
+  for (int64_t a : {63, 64, 65}) {  // chunked [0, a) then chunked [a, T) from its final state
+    KdaRun r;
+    r.c = base_case();
+    r.c.T = 193;
+    r.setup(160 + static_cast<uint64_t>(a), -1);
+    std::vector<double> ref_out, ref_state;
+    ASSERT_TRUE(kda_recurrent_fp64(r.host_params(), &ref_out, &ref_state).ok());
+    HostTensor mid = r.c.initial;
+    DeviceTensor dmid(mid);
+    dmid.poison();
+    r.dout->poison();
+    r.dfinal->poison();
+    const KdaParams full = r.device_params();
+    auto sliced = [&](int64_t t0, int64_t len) {
+      KdaParams p = full;
+      for (TensorView* t : {&p.q, &p.k, &p.v, &p.g, &p.beta, &p.out}) *t = slice_tokens(*t, t0, len);
+      return p;
+    };
+    KdaParams p1 = sliced(0, a);
+    p1.final_state = dmid.view();
+    ASSERT_TRUE(kda_cuda_run_path(p1, KdaCudaPath::kChunked, nullptr).ok());
+    KdaParams p2 = sliced(a, r.c.T - a);
+    p2.initial_state = dmid.view();
+    ASSERT_TRUE(kda_cuda_run_path(p2, KdaCudaPath::kChunked, nullptr).ok());
+    cuda_check(cudaDeviceSynchronize(), "cudaDeviceSynchronize");
+    HostTensor out = r.c.out;
+    r.dout->download(&out);
+    const std::vector<double> got = out.values(), st = r.final_states();
+    EXPECT_TRUE(all_finite(got));
+    EXPECT_TRUE(all_finite(st));
+    const double eo = rel_error(got, ref_out), es = rel_error(st, ref_state);
+    EXPECT_LT(eo, kKdaRelTol) << "split at " << a;
+    EXPECT_LT(es, kKdaRelTol) << "split at " << a;
+    std::printf("[kda] out %.2e state %.2e  chunked chaining [0,%lld) + [%lld,%lld)\n", eo, es,
+                static_cast<long long>(a), static_cast<long long>(a), static_cast<long long>(r.c.T));
+  }
+}
+
 TEST_F(KdaCuda, DeterministicRepeats) {
   for (KdaCudaPath path : kPaths) {
     KdaRun r;
