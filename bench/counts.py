@@ -20,7 +20,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Iterable, Optional, Sequence, Tuple
 
-DTYPE_BYTES = {"bf16": 2, "f16": 2, "fp16": 2, "f32": 4, "fp32": 4, "f64": 8}
+DTYPE_BYTES = {"bf16": 2, "f16": 2, "fp16": 2, "f32": 4, "fp32": 4, "f64": 8, "f8e4m3": 1, "fp8": 1}
 
 
 def _row_range(pos: int, sk: int, causal: bool, wl: int, wr: int) -> Tuple[int, int]:
@@ -88,7 +88,8 @@ def visible_key_span(sq: int, sk: int, causal: bool = False, window: Tuple[int, 
 class AttnProblem:
     """One attention call. seqlens_q / seqlens_k: per-sequence lengths (batched: B copies of Sq
     and Sk; decode with a KV cache: the cache fill levels, new tokens included). page_size: None
-    for contiguous K/V, else the paged cache's page size."""
+    for contiguous K/V, else the paged cache's page size. kv_dtype: K/V's element type when it
+    differs from Q/O's `dtype` (an f8e4m3 cache under bf16 queries); None: the same."""
 
     seqlens_q: Tuple[int, ...]
     seqlens_k: Tuple[int, ...]
@@ -101,6 +102,7 @@ class AttnProblem:
     dtype: str = "bf16"
     page_size: Optional[int] = None
     lse: bool = True
+    kv_dtype: Optional[str] = None
 
     @property
     def dv(self) -> int:
@@ -149,12 +151,13 @@ def keys_read(p: AttnProblem) -> int:
 def attention_bytes(p: AttnProblem) -> dict:
     """Bytes by tensor and their total: {"q", "k", "v", "o", "lse", "total"}."""
     e = DTYPE_BYTES[p.dtype]
+    ekv = DTYPE_BYTES[p.kv_dtype or p.dtype]
     total_q = sum(p.seqlens_q)
     kr = keys_read(p)
     b = {
         "q": total_q * p.heads_q * p.head_dim * e,
-        "k": kr * p.heads_kv * p.head_dim * e,
-        "v": kr * p.heads_kv * p.dv * e,
+        "k": kr * p.heads_kv * p.head_dim * ekv,
+        "v": kr * p.heads_kv * p.dv * ekv,
         "o": total_q * p.heads_q * p.dv * e,
         "lse": total_q * p.heads_q * 4 if p.lse else 0,
     }

@@ -1,6 +1,8 @@
 #!/usr/bin/env python3
 """docs/PERFORMANCE.md (and PNG plots beside it) from one bench/run.py results file. Every figure
-it writes comes from that file; nothing is typed in by hand.
+it writes comes from that file; nothing is typed in by hand. First a goal summary (issues 3, 4, 7,
+9, 10: measured value, pass / fail / inside the noise, configurations covered), then the engine
+verification (which contender each suite verified and timed), then the per-configuration tables.
 
   python bench/report.py bench/results/NAME.json [--out docs/PERFORMANCE.md] [--plots-dir docs/perf]
 
@@ -18,6 +20,11 @@ from typing import Dict
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
+sys.path.insert(0, HERE)
+
+import counts  # noqa: E402  (pure Python: K/V bytes exactly as the harness counts them)
+import matrices  # noqa: E402
+import pins  # noqa: E402
 
 PEER_NAMES = {"sdpa-cudnn": "cuDNN (SDPA)", "sdpa-flash": "FlashAttention-2 (SDPA)", "fla": "fla chunk_kda"}
 
@@ -55,12 +62,19 @@ def ratio_cell(e, ours, peer):
     if ours not in t or peer not in t:
         return "-"
     r = t[peer]["ms"]["median"] / t[ours]["ms"]["median"]
-    ctrl = (e.get("control") or {}).get("ratio")
-    if ctrl:
-        lo, hi = min(ctrl["p20"], 1 / ctrl["p80"]), max(ctrl["p80"], 1 / ctrl["p20"])
-        if lo <= r <= hi:
-            return f"~{r:.2f}"
+    band = control_band(e)
+    if band and band[0] <= r <= band[1]:
+        return f"~{r:.2f}"
     return f"{r:.2f}"
+
+
+def control_band(e):
+    """(lo, hi): the factor by which two graphs of the same engine differed (A against A, p20-p80,
+    made symmetric), or None. A ratio inside it is not a result."""
+    ctrl = (e.get("control") or {}).get("ratio")
+    if not ctrl:
+        return None
+    return min(ctrl["p20"], 1 / ctrl["p80"]), max(ctrl["p80"], 1 / ctrl["p20"])
 
 
 def ctrl_cell(e):
@@ -132,14 +146,384 @@ def header(data, src, commit=None):
     return lines
 
 
+# ---------------------------------------------------------------------------------------------
+# goal summary: the issues' goals, judged from the results file alone
+
+MIB = 1 << 20
+
+
+def _matrix(data, suite):
+    """(config, entry or None, label) for every configuration of the suite's matrix in this run:
+    the timed entries and the ones listed as not run (together the matrix run.py was given)."""
+    s = data.get("suites", {}).get(suite) or {}
+    out = [(e["config"], e, e.get("label", "?")) for e in s.get("entries", []) if "config" in e]
+    out += [(x["config"], None, x.get("label", "?")) for x in s.get("not_run", [])]
+    return out
+
+
+def _timed(e, *names):
+    return e is not None and all(n in e.get("timing", {}) for n in names)
+
+
+def _ms(e, n):
+    return e["timing"][n]["ms"]
+
+
+def _gmean(xs):
+    xs = list(xs)
+    return math.exp(sum(math.log(x) for x in xs) / len(xs)) if xs else None
+
+
+def decode_kv_bytes(cfg, seqlens=None):
+    """K + V bytes one call reads (bench/counts.py: the rows some query sees, whole pages when paged,
+    in the cache's element type), from a decode configuration; mixed lengths as suites.py draws them."""
+    B, L, n = cfg["batch"], cfg["kv_len"], cfg["new"]
+    if seqlens is None:
+        seqlens = [max(n, x) for x in matrices.mixed_lengths(B, L)] if cfg.get("mixed") else [L] * B
+    b = counts.attention_bytes(counts.varlen([n] * B, seqlens, cfg["hq"], cfg["hkv"], cfg["d"], causal=True,
+                                             page_size=cfg.get("page"), kv_dtype=cfg.get("kv_dtype")))
+    return b["k"] + b["v"], b["total"]
+
+
+def _is_fp8(cfg):
+    return cfg.get("kv_dtype") in ("f8e4m3", "fp8")
+
+
+def verdict(value, lo, hi, thr, higher=True):
+    """'pass' / 'fail', or '~' when the threshold lies inside the value's noise range [lo, hi]
+    (neither a pass nor a fail: the measurement cannot tell)."""
+    if value is None:
+        return None
+    if lo is not None and hi is not None and lo <= thr <= hi:
+        return "~"
+    return "pass" if (value >= thr if higher else value <= thr) else "fail"
+
+
+def _combine(verdicts):
+    """All-shapes goal: fail if any shape clearly fails, ~ if none does but some are inside the noise."""
+    if not verdicts:
+        return None
+    if "fail" in verdicts:
+        return "fail"
+    return "~" if "~" in verdicts else "pass"
+
+
+def _goal(issue, engine, text, n, m, value=None, verdict_=None, details=None):
+    return {"issue": issue, "engine": engine, "goal": text, "measured": value, "verdict": verdict_,
+            "run": n, "of": m, "details": details or []}
+
+
+def _ratio_goal(issue, engine, text, rows, m, thr, fmt="{:.2f}"):
+    """Geomean goal over rows of (label, ratio, lo, hi): lo/hi each row's noise range; the geomean's
+    range is the geomean of the rows' ranges."""
+    if not rows:
+        return _goal(issue, engine, text, 0, m, "-", "not measured")
+    g, glo, ghi = (_gmean(r[i] for r in rows) for i in (1, 2, 3))
+    return _goal(issue, engine, text, len(rows), m, f"{fmt.format(g)} [{fmt.format(glo)}-{fmt.format(ghi)}]",
+                 verdict(g, glo, ghi, thr))
+
+
+def _peer_rows(matrix, ours, peer):
+    """(label, peer time / our time, lo, hi) where both were timed; lo/hi from the control band."""
+    rows = []
+    for cfg, e, label in matrix:
+        if _timed(e, ours, peer):
+            r = _ms(e, peer)["median"] / _ms(e, ours)["median"]
+            b = control_band(e) or (1.0, 1.0)
+            rows.append((label, r, r * b[0], r * b[1]))
+    return rows
+
+
+def _not_timed(matrix, name, limit=6):
+    """Labels of run configurations where `name` was not timed, with why."""
+    out = []
+    for cfg, e, label in matrix:
+        if e is not None and name not in e.get("timing", {}):
+            why = e.get("skipped", {}).get(name) or e.get("errors", {}).get(name) or "not timed"
+            out.append(f"`{label}` ({why[:80]})")
+    return (["not timed on " + ", ".join(out[:limit]) + (f" and {len(out) - limit} more" if len(out) > limit else "")]
+            if out else [])
+
+
+def prefill_goals(data):
+    mx = _matrix(data, "prefill")
+    if not mx:
+        return []
+    goals = []
+    ours = "groupattn:sm90-prefill"
+    app = [x for x in mx if x[0].get("kind") == "batched"]  # SDPA has no varlen (packed) batch
+    rows = _peer_rows(app, ours, "sdpa-cudnn")
+    g = _ratio_goal("3", ours, "geomean of cuDNN time / ours over the prefill matrix >= 1.05 (its batched shapes: SDPA takes no varlen batch)", rows, len(app), 1.05)
+    g["details"] = _not_timed(app, ours)
+    goals.append(g)
+    per = [(lab, r, verdict(r, lo, hi, 0.9)) for lab, r, lo, hi in rows]
+    below = sorted([x for x in per if x[1] < 0.9], key=lambda x: x[1])
+    edge = sorted([x for x in per if x[1] >= 0.9 and x[2] == "~"], key=lambda x: x[1])
+    low = min(per, key=lambda x: x[1]) if per else None
+    det = []
+    if below:
+        det.append("below 0.9 (cuDNN time / ours): " + ", ".join(f"`{lab}` {'~' if v == '~' else ''}{r:.2f}"
+                                                                 for lab, r, v in below))
+    if edge:
+        det.append("at or above 0.9 but inside the noise of it: " +
+                   ", ".join(f"`{lab}` ~{r:.2f}" for lab, r, v in edge))
+    goals.append(_goal("3", ours, "no shape below 0.9x cuDNN", len(rows), len(app),
+                       (f"lowest {low[1]:.2f}; {len(below)} below 0.9 ({sum(1 for x in below if x[2] == '~')} of them "
+                        f"inside the noise), {len(edge)} more within noise of 0.9" if low else "-"),
+                       _combine([x[2] for x in per]) if per else "not measured", det))
+    rows = _peer_rows(app, "groupattn:cuda", "sdpa-flash")
+    g = _ratio_goal("10", "groupattn:cuda", "geomean of FlashAttention-2 (sdpa-flash) time / ours >= 1.0", rows,
+                    len(app), 1.0)
+    g["details"] = _not_timed(app, "groupattn:cuda")
+    goals.append(g)
+    return goals
+
+
+def _same_shape(cfg, **kw):
+    c = dict(cfg)
+    c.update(kw)
+    return json.dumps(c, sort_keys=True)
+
+
+def _gbps_goal(issue, engine, text, matrix, hbm, thr_gbps, frac_of=None, kv_dtype=False, limit=None):
+    """Every configuration's effective GB/s >= thr (or >= frac x the HBM ceiling); failures listed."""
+    per = []
+    for cfg, e, label in matrix:
+        if not _timed(e, engine):
+            continue
+        t = e["timing"][engine]
+        if kv_dtype:  # recount the bytes with the cache's element type (counts.py), not the entry's
+            _, total = decode_kv_bytes(cfg, e.get("seqlens"))
+            gb = lambda ms: total / (ms * 1e-3) / 1e9  # noqa: E731
+            v, lo, hi = gb(t["ms"]["median"]), gb(t["ms"]["p80"]), gb(t["ms"]["p20"])
+        else:
+            v, lo, hi = t["gbps"], t.get("gbps_p20"), t.get("gbps_p80")
+        if frac_of:
+            v, lo, hi = (x / frac_of if x is not None else None for x in (v, lo, hi))
+        per.append((label, v, verdict(v, lo, hi, thr_gbps)))
+    if not per:
+        return _goal(issue, engine, text, 0, len(matrix), "-", "not measured" if matrix else "no configuration")
+    f = (lambda x: f"{100 * x:.0f}%") if frac_of else (lambda x: f"{x:.0f}")
+    low = min(per, key=lambda x: x[1])
+    bad = sorted([x for x in per if x[2] != "pass"], key=lambda x: x[1])
+    nfail = sum(1 for x in per if x[2] == "fail")
+    return _goal(issue, engine, text, len(per), len(matrix),
+                 f"lowest {f(low[1])} (`{low[0]}`); {nfail} of {len(per)} below", _combine([x[2] for x in per]),
+                 ["below" + (" (% of the HBM ceiling)" if frac_of else " (GB/s)") + ": " +
+                  ", ".join(f"`{lab}` {'~' if v == '~' else ''}{f(x)}" for lab, x, v in bad[:limit])
+                  + (f" and {len(bad) - limit} more (decode table)" if limit and len(bad) > limit else "")]
+                 if bad else [])
+
+
+def _tokens_goal(issue, engine, text, matrix, thr, new_tokens, worst=6):
+    """t(n new tokens) / t(1 new token) of the same shape and layout <= thr, for every n in new_tokens."""
+    one = {_same_shape(c, new=1): e for c, e, _ in matrix if c.get("new") == 1}
+    app = [(c, e, lab) for c, e, lab in matrix if c.get("new") in new_tokens and _same_shape(c, new=1) in one]
+    per = []
+    for cfg, e, label in app:
+        e1 = one[_same_shape(cfg, new=1)]
+        if _timed(e, engine) and _timed(e1, engine):
+            a, b = _ms(e, engine), _ms(e1, engine)
+            r = a["median"] / b["median"]
+            per.append((label, r, verdict(r, a["p20"] / b["p80"], a["p80"] / b["p20"], thr, higher=False)))
+    if not per:
+        return _goal(issue, engine, text, 0, len(app), "-", "not measured")
+    per.sort(key=lambda x: -x[1])
+    nfail = sum(1 for x in per if x[2] == "fail")
+    return _goal(issue, engine, text, len(per), len(app),
+                 f"worst {per[0][1]:.2f}x; {nfail} of {len(per)} above {thr}x", _combine([x[2] for x in per]),
+                 ["worst ratios: " +
+                  ", ".join(f"`{lab}` {'~' if v == '~' else ''}{r:.2f}x" for lab, r, v in per[:worst])
+                  + (f"; above {thr}x: {nfail}" if nfail > worst else "")])
+
+
+def decode_goals(data):
+    mx = _matrix(data, "decode")
+    if not mx:
+        return []
+    hbm = ((data.get("ceilings", {}).get("hbm") or {}).get("gbps") or {}).get("median")
+    sized = [(c, e, lab, decode_kv_bytes(c, e.get("seqlens") if e else None)[0]) for c, e, lab in mx]
+    bf = [x for x in sized if not _is_fp8(x[0])]
+    big1 = [(c, e, lab) for c, e, lab, kv in bf if kv >= 256 * MIB and c["new"] == 1]
+    bigm = [(c, e, lab) for c, e, lab, kv in bf if kv >= 256 * MIB and c["new"] > 1]
+    goals = []
+    ours = "groupattn:sm90"
+    goals.append(_gbps_goal("9", ours, "effective GB/s >= 4500 wherever K/V >= 256 MiB (one new token, every layout)",
+                            big1, hbm, 4500))
+    goals.append(_gbps_goal("9", ours, "the same for 2-16 new tokens (the goal read over every token count; "
+                                       "the 1.25x goal below is the multi-token one)", bigm, hbm, 4500, limit=12))
+    small = [(c, e, lab) for c, e, lab, kv in bf if kv < 64 * MIB and c.get("page") is None and not c.get("mixed")]
+    rows = _peer_rows(small, ours, "sdpa-cudnn")
+    goals.append(_ratio_goal("9", ours, "geomean of cuDNN time / ours >= 1.5 where K/V < 64 MiB (every token count; "
+                                        "contiguous, the layout SDPA reads)", rows, len(small), 1.5))
+    small1 = [x for x in small if x[0]["new"] == 1]
+    goals.append(_ratio_goal("9", ours, "beside it: the same geomean over one new token only (cuDNN's multi-token "
+                                        "path is far slower, so the two differ)",
+                             _peer_rows(small1, ours, "sdpa-cudnn"), len(small1), 1.5))
+    plain = [(c, e, lab) for c, e, lab, kv in bf]
+    goals.append(_tokens_goal("9", ours, "2-16 new tokens within 1.25x of one token's time (same shape and layout)",
+                              plain, 1.25, {2, 4, 8, 16}))
+    cu = "groupattn:cuda"
+    if hbm:
+        goals.append(_gbps_goal("10", cu, f"one new token >= 70% of the measured HBM read ceiling ({hbm:.0f} GB/s) "
+                                          "where K/V >= 256 MiB", big1, hbm, 0.70, frac_of=hbm))
+    else:
+        goals.append(_goal("10", cu, "one new token >= 70% of the HBM read ceiling where K/V >= 256 MiB", 0, len(big1),
+                           "-", "not measured (no HBM ceiling in this file)"))
+    goals.append(_tokens_goal("10", cu, "4-16 new tokens <= 1.3x one token's time", plain, 1.3, {4, 8, 16}))
+    f8 = [x for x in sized if _is_fp8(x[0])]
+    if not f8:
+        goals.append(_goal("7", ours, "fp8 K/V: >= 90% of the HBM ceiling on fp8 bytes (K/V >= 256 MiB); "
+                                      "time <= 0.6x our bf16 time on the same shape", 0, 0,
+                           "no fp8 configurations in this run", "not measured"))
+        return goals
+    big8 = [(c, e, lab) for c, e, lab, kv in f8 if kv >= 256 * MIB]
+    if hbm:
+        goals.append(_gbps_goal("7", ours, "fp8 K/V: >= 90% of the HBM read ceiling on fp8 bytes where K/V >= 256 MiB",
+                                big8, hbm, 0.90, frac_of=hbm, kv_dtype=True))
+    bf_by = {_same_shape(c, kv_dtype=None): e for c, e, lab, kv in bf}
+    per, app = [], 0
+    for c, e, lab, kv in f8:
+        key = _same_shape(c, kv_dtype=None)
+        if key not in bf_by:
+            key = json.dumps({k: v for k, v in c.items() if k != "kv_dtype"}, sort_keys=True)
+        e16 = bf_by.get(key) or {json.dumps({k: v for k, v in cc.items() if k != "kv_dtype"}, sort_keys=True): ee
+                                 for cc, ee, _, _ in bf}.get(key)
+        app += 1
+        if _timed(e, ours) and _timed(e16, ours):
+            a, b = _ms(e, ours), _ms(e16, ours)
+            r = a["median"] / b["median"]
+            per.append((lab, r, verdict(r, a["p20"] / b["p80"], a["p80"] / b["p20"], 0.6, higher=False)))
+    per.sort(key=lambda x: -x[1])
+    goals.append(_goal("7", ours, "fp8 K/V time <= 0.6x our bf16 time on the same shape", len(per), app,
+                       f"worst {per[0][1]:.2f}x" if per else "-", _combine([x[2] for x in per]) or "not measured",
+                       ["worst: " + ", ".join(f"`{lab}` {'~' if v == '~' else ''}{r:.2f}x" for lab, r, v in per[:6])]
+                       if per else []))
+    return goals
+
+
+def kda_goals(data):
+    mx = _matrix(data, "kda")
+    if not mx:
+        return []
+    ours = "groupattn:cuda"
+    goals = []
+    for gate in sorted({c["gate"] for c, _, _ in mx}):
+        app = [x for x in mx if x[0]["gate"] == gate]
+        g = _ratio_goal("4", ours, f"geomean of fla GPU time / ours >= 2 (gate `{gate}`)",
+                        _peer_rows(app, ours, "fla"), len(app), 2.0)
+        g["details"] = _not_timed(app, ours)
+        goals.append(g)
+    per = []
+    for cfg, e, label in mx:
+        w = (e or {}).get("wall_ms", {})
+        if ours in w and "fla" in w:
+            a, b = w["fla"], w[ours]
+            r = a["median"] / b["median"]
+            per.append((label, r, verdict(r, a["p20"] / b["p80"], a["p80"] / b["p20"], 1.0)))
+    bad = sorted([x for x in per if x[2] != "pass"], key=lambda x: x[1])
+    goals.append(_goal("4", ours, "per-call wall time below fla's on every shape (fla wall / ours > 1)", len(per),
+                       len(mx), (f"lowest {min(x[1] for x in per):.2f}" if per else "-"),
+                       _combine([x[2] for x in per]) or "not measured",
+                       ["not below fla's: " +
+                        ", ".join(f"`{lab}` {'~' if v == '~' else ''}{r:.2f}" for lab, r, v in bad)]
+                       if bad else []))
+    return goals
+
+
+GOAL_SUITES = (("prefill", "Prefill", prefill_goals), ("decode", "Decode", decode_goals), ("kda", "KDA", kda_goals))
+
+
+def _verdict_cell(g):
+    v = g["verdict"] or "not measured"
+    v = {"pass": "pass", "fail": "**fail**", "~": "~ (inside the noise: no verdict)"}.get(v, v)
+    if g["run"] < g["of"] and g["verdict"] in ("pass", "fail", "~"):
+        v += f" on the {g['run']} run"
+    return v
+
+
+def _coverage_cell(g):
+    if g["of"] == 0:
+        return "none in this run"
+    return f"{g['run']} of {g['of']}" if g["run"] == g["of"] else f"partial: {g['run']} of {g['of']}"
+
+
+def goals_section(data):
+    lines = ["## Goals: where each issue stands in this run", "",
+             "Computed by report.py from this file alone. Ratios are peer time / our time (> 1: ours faster); "
+             "K/V bytes as bench/counts.py counts them (rows some query sees, whole pages when paged). "
+             "Noise: a per-configuration ratio carries the A-against-A control band of its configuration; an "
+             "absolute rate its own p20-p80; a ratio of two of our timings (n tokens / one token) the p20-p80 of "
+             "both; a geomean the geomean of its configurations' ranges. Where the goal's threshold lies inside "
+             "that range the verdict is `~`: the run cannot tell pass from fail (a `~` before a listed value marks "
+             "the same). \"partial: n of m\": m configurations of the matrix fall under the goal and n of them "
+             "were measured (the rest were not run or not timed); a verdict on a partial set is marked "
+             "\"on the n run\". \"pin\": the suite's engine verification for the goal's engine (next section).", ""]
+    if data.get("quick"):
+        lines += ["**A --quick run**: m counts the configurations of the quick subset, a small part of each full "
+                  "matrix, so no verdict below covers a goal's whole matrix.", ""]
+    ver = data.get("verification", {})
+    for suite, title, fn in GOAL_SUITES:
+        gs = fn(data)
+        if not gs:
+            continue
+        lines += [f"### {title}", "", "| issue | engine | goal | measured | verdict | configurations | pin |",
+                  "|---|---|---|---|---|---|---|"]
+        for g in gs:
+            st = pins.engine_status(ver.get(suite), g["engine"])["state"]
+            lines.append(f"| {g['issue']} | `{g['engine'].split(':')[-1]}` | {g['goal']} | {g['measured']} | "
+                         f"{_verdict_cell(g)} | {_coverage_cell(g)} | {st if st == 'verified' else '**' + st + '**'} |")
+        det = [f"- issue {g['issue']}, {g['goal']}: " + "; ".join(g["details"]) for g in gs if g["details"]]
+        lines += [""] + det + ([""] if det else [])
+    return lines
+
+
+def engines_verified_section(data):
+    """Per suite and contender: how many configurations timed it, and what the suite's verification
+    found. A timed contender that was not verified is flagged."""
+    ver = data.get("verification", {})
+    rows = []
+    for suite, s in data.get("suites", {}).items():
+        timed = {}
+        for e in s.get("entries", []):
+            for n in e.get("timing", {}):
+                if not n.endswith("#ctrl"):
+                    timed[n] = timed.get(n, 0) + 1
+        names = ["groupattn:" + x for x in s.get("engines", [])]
+        names += [n for n in _contenders(s.get("entries", [])) if n not in names]
+        for n in names:
+            st = pins.engine_status(ver.get(suite), n)
+            k = timed.get(n, 0)
+            state = st["state"]
+            if k and state != "verified":
+                state = f"**timed but {state}**"
+            elif not k and state == "not applicable":
+                state = "not applicable (declines the suite's problems; not timed)"
+            rows.append(f"| {suite} | {n} | {k} of {len(s.get('entries', []))} | {state} | {st['why']} |")
+    if not rows:
+        return []
+    old = any(isinstance(r, dict) and ("names" in r or "error" in r) and "engine" not in r
+              for suite, checks in ver.items() if suite != "kda" for r in checks.values())
+    note = (["Checks in the older form (keyed by contender, no problem recorded) come from the harness before "
+             "per-suite verification, which checked every attention engine on one problem whatever the suite "
+             "(a prefill-shaped one, `sm90` a one-token decode): there a decode-only engine could not be verified "
+             "in the decode suite, and \"verified\" need not mean on a problem of that suite.", ""] if old else [])
+    return ["Per contender: configurations that timed it, and its verification in that suite (a timed contender "
+            "must have been verified).", ""] + note + ["| suite | contender | timed in | verification | on / why |",
+                                                       "|---|---|---|---|---|"] + rows + [""]
+
+
 def verification_section(data):
     v = data.get("verification", {})
     if not v:
         return []
     lines = ["## Does pinning run the pinned engine?", "",
-             "Kernels each pinned call launched (torch profiler), and whether a pinned engine or backend given a "
-             "problem it cannot serve raises instead of falling back.", "",
-             "| suite | check | result | kernels / error |", "|---|---|---|---|"]
+             "Kernels each pinned call launched (torch profiler) on problems of its suite, against the kernels "
+             "that engine must launch there (bench/pins.py); an engine that does not serve a suite's problems "
+             "must decline them (not applicable); a pinned engine or backend given a problem it cannot serve "
+             "raises instead of falling back.", ""]
+    lines += engines_verified_section(data)
+    lines += ["| suite | check | result | kernels / error |", "|---|---|---|---|"]
     for suite, checks in v.items():
         if "error" in checks and len(checks) == 1:
             lines.append(f"| {suite} | - | error | {checks['error']} |")
@@ -151,12 +535,18 @@ def verification_section(data):
             if "raised" in r:
                 res = "raises (ok)" if r["raised"] else "**did not raise**"
                 lines.append(f"| {suite} | {name} | {res} | {(r.get('error') or '')[:120]} |")
+            elif "not_applicable" in r:
+                res = "not applicable: declines (ok)" if r.get("verified") else "**not verified**"
+                lines.append(f"| {suite} | {name} | {res} | {(r.get('why') or r.get('error') or '')[:160]} |")
             elif "names" in r:
                 res = "verified" if r.get("verified") else "**not verified**"
+                form = (r.get("expect") or {}).get("form")
                 ks = ", ".join(f"`{n[:60]}`" for n in r["names"][:3])
-                lines.append(f"| {suite} | {name} | {res} | {ks} |")
+                lines.append(f"| {suite} | {name} | {res}{' (' + form + ')' if form else ''} | {ks}"
+                             f"{'; ' + r['why'] if r.get('why') and not r.get('verified') else ''} |")
             else:
-                lines.append(f"| {suite} | {name} | {r.get('skipped') or r.get('error')} | |")
+                lines.append(f"| {suite} | {name} | {'**not verified**: ' if 'engine' in r else ''}"
+                             f"{r.get('skipped') or r.get('error')} | |")
     return lines + [""]
 
 
@@ -389,6 +779,7 @@ def make_plots(data, plots_dir, rel_dir) -> Dict[str, str]:
 
 def render(data, src, plots, commit=None) -> str:
     lines = header(data, src, commit)
+    lines += goals_section(data)
     lines += verification_section(data)
     lines += prefill_section(data, plots)
     lines += decode_section(data, plots)

@@ -189,7 +189,7 @@ def _run_suites(args, suites, budgets, data, out, torch, H, matrices, S):
         cfgs = _ordered(suite, matrices.SUITES[suite](args.quick))
         try:
             data["verification"][suite] = (S.verify_kda_engines(engines) if suite == "kda"
-                                           else S.verify_attention_engines(engines))
+                                           else S.verify_attention_engines(engines, suite))
         except Exception as e:
             data["verification"][suite] = {"error": f"{type(e).__name__}: {str(e)[:300]}"}
         entries = []

@@ -15,6 +15,7 @@ import torch.nn.functional as F
 import counts
 import harness as H
 import matrices
+import pins
 import refs
 
 ROUNDS = 5
@@ -430,38 +431,91 @@ def _names_verdict(names: List[str], want: List[str], forbid: List[str]) -> bool
         any(f in x for f in forbid) for x in low)
 
 
-def verify_attention_engines(engines: List[str]) -> Dict:
-    """Pinning really runs the pinned engine: the kernels each pinned call launched (profiler), and
-    pinned engines/backends given a problem they cannot serve raise instead of falling back."""
+def _verify_problem(prob: Dict):
+    """Inputs of one verification problem (pins.VERIFY_PROBLEMS) and the calls the suite times on it:
+    (ours(engine), sdpa(backend, dtype) or None where SDPA has no equivalent)."""
     import groupattn as ga
 
-    q, k, v = _bf16(2, 256, 8, 128), _bf16(2, 256, 2, 128), _bf16(2, 256, 2, 128)
-    qd = _bf16(2, 1, 8, 128)  # decode: the sm90 engine serves decode only
+    hq, hkv, d = prob["hq"], prob["hkv"], prob["d"]
+    if "new" in prob:  # decode: attention_with_kvcache, as decode_config calls it
+        B, L, n, page = prob["batch"], prob["kv_len"], prob["new"], prob["page"]
+        q = _bf16(B, n, hq, d)
+        seqlens = torch.full((B,), L, device="cuda", dtype=torch.int32)
+        if page is None:
+            k, v, bt = _bf16(B, L, hkv, d), _bf16(B, L, hkv, d), None
+        else:
+            npg = counts.pages_needed(L, page)
+            k, v = _bf16(B * npg, page, hkv, d), _bf16(B * npg, page, hkv, d)
+            bt = torch.randperm(B * npg, device="cpu").view(B, npg).to(device="cuda", dtype=torch.int32)
+
+        def ours(e):
+            return ga.attention_with_kvcache(q, k, v, cache_seqlens=seqlens, block_table=bt, causal=True, engine=e)
+
+        if page is not None:
+            return ours, None
+        if n == 1:
+            mode, mask = None, None
+        else:
+            from torch.nn.attention.bias import causal_lower_right
+
+            mode, mask = "mask", causal_lower_right(n, L)
+        return ours, lambda be, dt=torch.bfloat16: sdpa_call(be, q.to(dt), k.to(dt), v.to(dt), mode, mask)
+    B, S, causal = prob["batch"], prob["sq"], prob["causal"]
+    q, k, v = _bf16(B, S, hq, d), _bf16(B, S, hkv, d), _bf16(B, S, hkv, d)
+
+    def ours(e):
+        return ga.attention(q, k, v, causal=causal, engine=e)
+
+    return ours, lambda be, dt=torch.bfloat16: sdpa_call(be, q.to(dt), k.to(dt), v.to(dt),
+                                                          "is_causal" if causal else None)
+
+
+def verify_attention_engines(engines: List[str], suite: str = "prefill") -> Dict:
+    """Pinning really runs the pinned engine, on problems of `suite` (pins.VERIFY_PROBLEMS): the
+    kernels each pinned call launched (profiler) against what the engine must launch there
+    (pins.expected_kernels); an engine that does not serve the suite's problems (decode-only
+    engines in the prefill suite, sm90-prefill in the decode suite) must decline them -- "not
+    applicable", verified by the NotImplementedError. Pinned engines/backends given a problem they
+    cannot serve raise instead of falling back."""
     out = {"GROUPATTN_ENGINE_env": os.environ.get("GROUPATTN_ENGINE")}
-    for e in engines:
-        if e == "sm90":
-            kn = H.kernel_names(lambda: ga.attention_with_kvcache(qd, k, v, causal=True, engine=e))
-            want = ["sm90_decode_kernel"]
-        elif e == "sm90-prefill":
-            kn = H.kernel_names(lambda: ga.attention(q, k, v, causal=True, engine=e))
-            want = ["sm90_prefill_kernel"]
-        else:
-            kn = H.kernel_names(lambda: ga.attention(q, k, v, causal=True, engine=e))
-            want = ["attention_tile_kernel"]
-        kn["verified"] = _names_verdict(kn.get("names", []), want, ["flash_fwd", "cudnn", "fmha"])
-        out["groupattn:" + e] = kn
-    out["groupattn:pin-unknown-raises"] = H.expect_raises(lambda: ga.attention(q, k, v, engine="no-such-engine"))
-    out["groupattn:pin-reference-on-cuda-raises"] = H.expect_raises(lambda: ga.attention(q, k, v, engine="reference"))
-    for name, be in sdpa_backends().items():
-        kn = H.kernel_names(lambda: sdpa_call(be, q, k, v, "is_causal"))
-        if name == "sdpa-flash":
-            kn["verified"] = _names_verdict(kn.get("names", []), ["flash"], ["cudnn", "fmha_cutlass", "efficient"])
-        else:
-            kn["verified"] = _names_verdict(kn.get("names", []), ["cudnn", "sdpa", "fmha", "fprop"],
-                                            ["flash_fwd", "fmha_cutlass", "efficient", "softmax_warp"])
-        out[name] = kn
-        qf, kf, vf = q.float(), k.float(), v.float()  # neither backend takes fp32: must raise
-        out[name + ":fp32-raises"] = H.expect_raises(lambda: sdpa_call(be, qf, kf, vf, "is_causal"))
+    first = None
+    for prob in pins.VERIFY_PROBLEMS[suite]:
+        label = pins.problem_label(prob)
+        ours, sdpa = _verify_problem(prob)
+        first = first or ours
+        for e in engines:
+            exp = pins.expected_kernels(e, prob)
+            kn = H.kernel_names(lambda: ours(e))
+            kn.update(engine="groupattn:" + e, problem=label, expect=exp)
+            if not exp["serves"]:
+                kn["not_applicable"] = exp["why"]
+                kn["verified"] = str(kn.get("error", "")).startswith("NotImplementedError")
+                if not kn["verified"]:
+                    kn["why"] = f"expected to decline ({exp['why']}) but " + (
+                        "it ran" if "names" in kn else str(kn.get("error")))
+            elif "names" in kn:
+                kn["verified"] = pins.kernels_verdict(kn["names"], exp)
+                if not kn["verified"]:
+                    kn["why"] = f"expected {exp['form']}: each of {exp['all']}, none of {exp['forbid']}"
+            else:
+                kn["verified"] = False
+                kn["why"] = str(kn.get("error"))
+            out[f"groupattn:{e} [{label}]"] = kn
+        if sdpa is None:
+            continue
+        for name, be in sdpa_backends().items():
+            kn = H.kernel_names(lambda: sdpa(be))
+            if name == "sdpa-flash":
+                kn["verified"] = _names_verdict(kn.get("names", []), ["flash"], ["cudnn", "fmha_cutlass", "efficient"])
+            else:
+                kn["verified"] = _names_verdict(kn.get("names", []), ["cudnn", "sdpa", "fmha", "fprop"],
+                                                ["flash_fwd", "fmha_cutlass", "efficient", "softmax_warp"])
+            kn.update(engine=name, problem=label)
+            out[f"{name} [{label}]"] = kn
+            if name + ":fp32-raises" not in out:  # neither backend takes fp32: must raise
+                out[name + ":fp32-raises"] = H.expect_raises(lambda: sdpa(be, torch.float32))
+    out["groupattn:pin-unknown-raises"] = H.expect_raises(lambda: first("no-such-engine"))
+    out["groupattn:pin-reference-on-cuda-raises"] = H.expect_raises(lambda: first("reference"))
     return out
 
 
@@ -477,6 +531,7 @@ def verify_kda_engines(engines: List[str]) -> Dict:
         kn = H.kernel_names(lambda: ga.chunk_kda(q, k, v, g, beta, state_v_first=False, engine=e))
         # our KDA engine's kernel names are its own; what must not appear is fla's Triton kernels
         kn["verified"] = bool(kn.get("names")) and not any("fla" in x.lower() for x in kn.get("names", []))
+        kn.update(engine="groupattn:" + e, problem=f"T{T} H{Hh} N1")
         out["groupattn:" + e] = kn
     out["groupattn:pin-unknown-raises"] = H.expect_raises(lambda: ga.chunk_kda(q, k, v, g, beta, engine="no-such-engine"))
     out["groupattn:pin-reference-on-cuda-raises"] = H.expect_raises(
@@ -485,6 +540,7 @@ def verify_kda_engines(engines: List[str]) -> Dict:
     if fla_fn is not None:
         kn = H.kernel_names(lambda: fla_fn(q, k, v, g, beta))
         kn["verified"] = _names_verdict(kn.get("names", []), ["kda", "chunk", "wy", "gated_delta"], [])
+        kn.update(engine="fla", problem=f"T{T} H{Hh} N1")
         out["fla"] = kn
     else:
         out["fla"] = {"skipped": ver}

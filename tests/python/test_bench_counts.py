@@ -149,3 +149,12 @@ def test_kda_bytes():
 def test_unknown_dtype_raises():
     with pytest.raises(KeyError):
         c.attention_bytes(c.batched(1, 1, 1, 1, 1, 8, dtype="int3"))
+
+
+def test_fp8_kv_bytes_count_one_byte_per_element():
+    # an f8e4m3 cache under bf16 queries: K/V at 1 byte, Q/O at 2, LSE fp32
+    bf = c.attention_bytes(c.varlen([1], [1024], 64, 8, 128, causal=True))
+    f8 = c.attention_bytes(c.varlen([1], [1024], 64, 8, 128, causal=True, kv_dtype="f8e4m3"))
+    assert f8["k"] == 1024 * 8 * 128 == bf["k"] // 2
+    assert f8["v"] == bf["v"] // 2
+    assert (f8["q"], f8["o"], f8["lse"]) == (bf["q"], bf["o"], bf["lse"])

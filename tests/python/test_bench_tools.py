@@ -9,6 +9,7 @@ import sys
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "..", "bench"))
 import compare  # noqa: E402
 import matrices  # noqa: E402
+import pins  # noqa: E402
 import report  # noqa: E402
 import run  # noqa: E402  (imports no torch at module level)
 
@@ -145,3 +146,176 @@ def test_run_list_needs_no_torch(capsys):
     assert out[0] == f"decode: {len(matrices.decode())} configurations"
     # single-token decode comes first under a time budget
     assert " n1 " in out[1] + " "
+
+
+# ---------------------------------------------------------------------------------------------
+# report.py's goal summary and bench/pins.py's engine verification (synthetic results, CPU)
+
+
+def _t(med, spread=0.01):
+    return {"ms": _ms(med, med * (1 - spread), med * (1 + spread)), "mode": "graph"}
+
+
+def _entry(cfg, label, times, ctrl=(0.99, 1.01), **extra):
+    e = {"config": cfg, "label": label, "timing": {n: _t(m) for n, m in times.items()},
+         "control": {"ratio": _ms(1.0, ctrl[0], ctrl[1])}, "skipped": {}, "errors": {}, "correctness": {}}
+    e.update(extra)
+    return e
+
+
+def _pf(hq, causal):
+    return dict(kind="batched", hq=hq, hkv=8, d=128, batch=8, sq=2048, sk=2048, causal=causal)
+
+
+def test_prefill_goals_geomean_partial_and_noise():
+    ours, cu = "groupattn:sm90-prefill", "groupattn:cuda"
+    entries = [
+        _entry(_pf(32, False), "a", {ours: 1.0, cu: 2.0, "sdpa-cudnn": 1.21, "sdpa-flash": 2.0}),
+        _entry(_pf(32, True), "b", {ours: 1.0, cu: 2.0, "sdpa-cudnn": 0.8, "sdpa-flash": 2.0}),
+        # 0.895: below 0.9 but inside a +-2% control band -> "~"
+        _entry(_pf(64, False), "c", {ours: 1.0, cu: 2.0, "sdpa-cudnn": 0.895, "sdpa-flash": 2.0}, ctrl=(0.98, 1.02)),
+    ]
+    data = {"suites": {"prefill": {"engines": ["sm90-prefill", "cuda"], "entries": entries,
+                                   "not_run": [{"config": _pf(64, True), "label": "d", "reason": "budget"}]}}}
+    g = report.prefill_goals(data)
+    gm = (1.21 * 0.8 * 0.895) ** (1 / 3)
+    assert g[0]["measured"].startswith(f"{gm:.2f}") and g[0]["verdict"] == "fail"
+    assert (g[0]["run"], g[0]["of"]) == (3, 4)
+    assert report._coverage_cell(g[0]) == "partial: 3 of 4"
+    assert report._verdict_cell(g[0]) == "**fail** on the 3 run"
+    assert g[1]["verdict"] == "fail"  # b at 0.8 is a clear fail
+    assert "`b` 0.80" in g[1]["details"][0] and "`c` ~0.90" in g[1]["details"][0]
+    # FA2 / cuda is exactly 1.0, the threshold, inside the control band: no verdict
+    assert g[2]["measured"].startswith("1.00") and g[2]["verdict"] == "~"
+
+
+def test_verdict_inside_the_noise_is_no_result():
+    assert report.verdict(1.0, 0.98, 1.02, 1.0) == "~"
+    assert report.verdict(1.1, 1.08, 1.12, 1.0) == "pass"
+    assert report.verdict(0.9, 0.88, 0.92, 1.0) == "fail"
+    assert report.verdict(1.3, 1.28, 1.32, 1.25, higher=False) == "fail"
+    assert report.verdict(1.2, 1.18, 1.22, 1.25, higher=False) == "pass"
+
+
+def _dec(hq, hkv, b, L, n, page=None, mixed=False):
+    return dict(hq=hq, hkv=hkv, d=128, batch=b, kv_len=L, new=n, page=page, mixed=mixed)
+
+
+def _dec_entry(cfg, label, times, peers=None):
+    kv, total = report.decode_kv_bytes(cfg)
+    e = _entry(cfg, label, dict(times, **(peers or {})))
+    for n, t in e["timing"].items():
+        t["gbps"] = total / (t["ms"]["median"] * 1e-3) / 1e9
+        t["gbps_p20"] = total / (t["ms"]["p80"] * 1e-3) / 1e9
+        t["gbps_p80"] = total / (t["ms"]["p20"] * 1e-3) / 1e9
+    e["kv_bytes"] = kv
+    return e
+
+
+def test_decode_kv_bytes_match_counts():
+    # 64/8 d128 B32 x 32K: K + V = 2 x 32 x 32768 x 8 x 128 x 2 bytes = 4 GiB
+    assert report.decode_kv_bytes(_dec(64, 8, 32, 32768, 1))[0] == 1 << 32
+    # paged 64, one sequence of 100 keys: 2 whole pages read
+    assert report.decode_kv_bytes(_dec(8, 1, 1, 100, 1, page=64))[0] == 2 * 128 * 1 * 128 * 2
+    # fp8 K/V: half the bytes
+    assert report.decode_kv_bytes(dict(_dec(64, 8, 32, 32768, 1), kv_dtype="f8e4m3"))[0] == 1 << 31
+
+
+def test_decode_goals():
+    s90, cu = "groupattn:sm90", "groupattn:cuda"
+    big, small = _dec(64, 8, 32, 32768, 1), _dec(8, 1, 1, 8192, 1)
+    tb = report.decode_kv_bytes(big)[1] / 4.6e9  # ms at 4600 GB/s
+    entries = [
+        _dec_entry(big, "big1", {s90: tb, cu: tb * 1.2}, {"sdpa-cudnn": tb}),
+        _dec_entry(dict(big, new=8), "big8", {s90: tb * 1.3, cu: tb * 1.2 * 1.2}, {"sdpa-cudnn": tb * 10}),
+        _dec_entry(small, "small1", {s90: 0.010, cu: 0.02}, {"sdpa-cudnn": 0.009}),
+        _dec_entry(dict(small, new=4), "small4", {s90: 0.011, cu: 0.03}, {"sdpa-cudnn": 0.9}),
+    ]
+    data = {"ceilings": {"hbm": {"gbps": _ms(4600, 4599, 4601)}},
+            "suites": {"decode": {"engines": ["sm90", "cuda"], "entries": entries,
+                                  "not_run": [{"config": dict(big, new=16), "label": "big16", "reason": "budget"}]}}}
+    g = {x["goal"][:40]: x for x in report.decode_goals(data)}
+    gb = next(x for k, x in g.items() if k.startswith("effective GB/s >= 4500"))
+    assert gb["verdict"] == "pass" and (gb["run"], gb["of"]) == (1, 1)
+    same = next(x for k, x in g.items() if k.startswith("the same for 2-16"))
+    assert same["verdict"] == "fail" and (same["run"], same["of"]) == (1, 2)
+    cud = next(x for k, x in g.items() if k.startswith("geomean of cuDNN time / ours >= 1.5"))
+    assert cud["measured"].startswith(f"{((0.009 / 0.010) * (0.9 / 0.011)) ** 0.5:.2f}") and cud["verdict"] == "pass"
+    one = next(x for k, x in g.items() if k.startswith("beside it"))
+    assert one["measured"].startswith("0.90") and one["verdict"] == "fail" and (one["run"], one["of"]) == (1, 1)
+    tok = next(x for k, x in g.items() if k.startswith("2-16 new tokens within 1.25x"))
+    assert tok["verdict"] == "fail" and (tok["run"], tok["of"]) == (2, 3)  # big8 at 1.3x; big16 not run
+    assert "`big8` 1.30x" in tok["details"][0]
+    hb = next(x for x in g.values() if x["issue"] == "10" and "HBM" in x["goal"])
+    assert hb["verdict"] == "pass"  # 4600 / 1.2 = 83% of the ceiling
+    t10 = next(x for x in g.values() if x["issue"] == "10" and "4-16" in x["goal"])
+    assert t10["verdict"] == "fail" and t10["measured"].startswith("worst 1.50x")  # small4 0.03 / 0.02
+    f8 = next(x for x in g.values() if x["issue"] == "7")
+    assert f8["measured"] == "no fp8 configurations in this run" and f8["of"] == 0
+
+
+def test_kda_goals_per_gate_and_wall():
+    ours = "groupattn:cuda"
+    cfg = lambda t, gate: dict(T=t, H=16, N=1, K=128, V=128, gate=gate)  # noqa: E731
+    entries = [
+        _entry(cfg(4096, "lower_bound"), "lb", {ours: 1.0, "fla": 2.5},
+               wall_ms={ours: _ms(1.0, 0.95, 1.05), "fla": _ms(2.0, 1.9, 2.1)}),
+        _entry(cfg(4096, "softplus"), "sp", {ours: 1.0, "fla": 1.5},
+               wall_ms={ours: _ms(1.0, 0.95, 1.05), "fla": _ms(1.02, 0.97, 1.07)}),
+    ]
+    data = {"suites": {"kda": {"engines": ["cuda"], "entries": entries, "not_run": []}}}
+    g = report.kda_goals(data)
+    assert [x["verdict"] for x in g[:2]] == ["pass", "fail"]
+    assert g[2]["verdict"] == "~"  # sp's wall times overlap: no verdict
+
+
+def test_pins_expectations():
+    dec1 = dict(hq=8, hkv=1, d=128, batch=1, kv_len=8192, new=1, page=None, splits=True)
+    dec8 = dict(dec1, hq=64, hkv=8, new=8)
+    p16 = dict(dec1, page=16)
+    pf = dict(kind="batched", hq=8, hkv=2, d=128, batch=2, sq=256, sk=256, causal=True)
+    e = pins.expected_kernels
+    assert e("sm90", dec1)["all"] == [pins.SM90_DECODE]  # 8 rows: swap-AB; may reduce in a cluster
+    assert e("sm90-split", dec1)["all"] == [pins.SM90_DECODE, pins.COMBINE]
+    assert e("sm90-rows", dec1)["all"] == [pins.SM90_PREFILL, pins.COMBINE]  # packed at any group
+    assert e("sm90", dec8)["all"][0] == pins.SM90_PREFILL  # 64 packed rows
+    assert e("sm90", dict(dec8, new=4, hq=64))["all"][0] == pins.SM90_PREFILL  # 32 rows
+    assert e("sm90", dict(dec8, new=4, kv_dtype="f8e4m3"))["all"][0] == pins.SM90_DECODE  # fp8 needs 64
+    assert e("sm90", dict(dec8, page=16))["all"][0] == pins.SM90_DECODE  # pages not a multiple of 64
+    assert not e("sm90-rows", p16)["serves"] and not e("sm90-rows", dict(dec1, d=64))["serves"]
+    assert not e("sm90-prefill", dec8)["serves"] and e("sm90-prefill", pf)["all"] == [pins.SM90_PREFILL]
+    for x in ("sm90", "sm90-rows", "sm90-split"):
+        assert not e(x, pf)["serves"]
+    assert e("cuda", dec1)["all"] == ["cuda_engine::decode_kernel"]
+    assert e("cuda", dec8)["all"] == ["cuda_engine::attention_tile_kernel"]
+    names = ["void groupattn::sm90_engine::sm90_decode_kernel<T>(p)",
+             "void groupattn::cuda_engine::combine_kernel<C>(p)"]
+    assert pins.kernels_verdict(names, e("sm90-split", dec1))
+    assert pins.kernels_verdict(names, e("sm90", dec1))  # the cluster mode fell back to the workspace: allowed
+    assert not pins.kernels_verdict(names[:1], e("sm90-split", dec1))  # no combine: not the workspace mode
+    assert not pins.kernels_verdict(names, e("sm90-rows", dec1))  # swap-AB where packed rows were pinned
+    assert not pins.kernels_verdict(names + ["cudnn_generated_fort_native_sdpa"], e("sm90-split", dec1))
+    assert not pins.kernels_verdict([], e("cuda", dec1))
+
+
+def test_engine_status_and_report_flags_timed_unverified():
+    new = {"groupattn:sm90-rows [a]": {"engine": "groupattn:sm90-rows", "problem": "a", "names": ["x"],
+                                       "verified": True, "expect": {"serves": True}},
+           "groupattn:sm90-rows [b]": {"engine": "groupattn:sm90-rows", "problem": "b", "verified": True,
+                                       "not_applicable": "pages", "expect": {"serves": False}},
+           "groupattn:sm90-prefill [a]": {"engine": "groupattn:sm90-prefill", "problem": "a", "verified": True,
+                                          "not_applicable": "decode", "expect": {"serves": False}},
+           "groupattn:cuda [a]": {"engine": "groupattn:cuda", "problem": "a", "names": ["y"], "verified": False,
+                                  "why": "unexpected", "expect": {"serves": True}}}
+    assert pins.engine_status(new, "groupattn:sm90-rows") == {"state": "verified", "why": "on a"}
+    assert pins.engine_status(new, "groupattn:sm90-prefill")["state"] == "not applicable"
+    assert pins.engine_status(new, "groupattn:cuda")["state"] == "not verified"
+    old = {"groupattn:sm90-rows": {"error": "NotImplementedError: decode only (got 256)"},
+           "groupattn:sm90": {"names": ["k"], "verified": True}}
+    assert pins.engine_status(old, "groupattn:sm90-rows")["state"] == "not verified"
+    assert pins.engine_status(old, "groupattn:sm90")["state"] == "verified"
+    e = _dec_entry(_dec(8, 1, 1, 8192, 1), "x", {"groupattn:sm90": 0.01, "groupattn:sm90-rows": 0.01})
+    data = {"verification": {"decode": old},
+            "suites": {"decode": {"engines": ["sm90", "sm90-rows"], "entries": [e], "not_run": []}}}
+    text = "\n".join(report.engines_verified_section(data))
+    assert "| decode | groupattn:sm90-rows | 1 of 1 | **timed but not verified** |" in text

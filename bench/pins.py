@@ -1,0 +1,142 @@
+"""Which kernels a pinned attention engine must launch on a problem, and the problems each suite
+verifies its engines on. Pure Python (no torch): suites.verify_attention_engines runs the problems
+under the profiler; tests/python/test_bench_tools.py checks the expectations on CPU.
+
+The expectations follow the engines' own selection rules (src/attention/engines/):
+  sm90, sm90-split  decode only (1..16 new tokens, batched Q, head dim 64/128/256). The packed-rows
+                    form -- sm90_prefill_kernel in its packed-decode mode -- when D == 128, the
+                    cache is contiguous or paged in pages of a multiple of 64 keys, and group x new
+                    tokens >= 32 (f8e4m3: 64) (decode_traits.h packed_rows_form; DECODE_SM90.md
+                    section 12); else the swap-AB sm90_decode_kernel. A split problem merges its
+                    splits with the combine kernel, except the swap-AB form of `sm90` may reduce
+                    inside a thread-block cluster (section 14); `sm90-split` never does.
+  sm90-rows         the packed-rows form for every problem it accepts: D == 128, pages a multiple of
+                    64 keys; declines the rest.
+  sm90-prefill      more than 16 query tokens per sequence, not paged (sm90_prefill_kernel); a
+                    decode step is declined.
+  cuda              the portable engine: its decode kernel for 1..4 new tokens at D 64/128/256
+                    (engines/cuda/launch.h use_decode_kernel), else attention_tile_kernel.
+"""
+
+from __future__ import annotations
+
+from typing import Dict, List, Optional
+
+# One group per suite. Decode problems are configurations of the decode matrix (matrices.py), so the
+# verification runs what the suite times; `splits`: the planner splits it on any GPU of >= 16 SMs
+# (one (sequence, KV head) of 8192 keys: 16 splits of >= 512 keys), so the combine kernel's
+# presence tells the workspace mode from the cluster mode.
+VERIFY_PROBLEMS: Dict[str, List[Dict]] = {
+    "decode": [
+        dict(hq=8, hkv=1, d=128, batch=1, kv_len=8192, new=1, page=None, mixed=False, splits=True),
+        dict(hq=64, hkv=8, d=128, batch=1, kv_len=8192, new=8, page=None, mixed=False, splits=True),
+        dict(hq=8, hkv=1, d=128, batch=1, kv_len=8192, new=1, page=16, mixed=False, splits=True),
+    ],
+    "prefill": [
+        dict(kind="batched", hq=8, hkv=2, d=128, batch=2, sq=256, sk=256, causal=True),
+    ],
+}
+
+PEER_KERNELS = ["flash_fwd", "pytorch_flash", "cudnn", "fmha"]
+CUDA_KERNELS = ["cuda_engine::attention_tile_kernel", "cuda_engine::decode_kernel"]
+SM90_DECODE = "sm90_engine::sm90_decode_kernel"
+SM90_PREFILL = "sm90_engine::sm90_prefill_kernel"
+COMBINE = "cuda_engine::combine_kernel"
+
+SM90_DECODE_HEAD_DIMS = (64, 128, 256)
+SM90_MAX_NEW_TOKENS = 16
+PACKED_HEAD_DIM = 128
+PACKED_MIN_ROWS = 32
+PACKED_MIN_ROWS_FP8 = 64
+CUDA_DECODE_MAX_TOKENS = 4
+
+
+def problem_label(p: Dict) -> str:
+    if "new" in p:
+        lay = "contig" if p.get("page") is None else f"page{p['page']}"
+        return f"{p['hq']}/{p['hkv']} d{p['d']} B{p['batch']} L{p['kv_len']} n{p['new']} {lay}" + (
+            " " + p["kv_dtype"] if p.get("kv_dtype") else "")
+    return f"{p['hq']}/{p['hkv']} d{p['d']} S{p['sq']} B{p['batch']} {'causal' if p['causal'] else 'full'}"
+
+
+def expected_kernels(engine: str, p: Dict) -> Dict:
+    """{"serves": False, "why": ...} when the pinned engine must decline the problem (NotImplementedError),
+    else {"serves": True, "form": ..., "all": [substrings each some kernel name must contain],
+    "forbid": [substrings no kernel name may contain]}."""
+    decode = "new" in p
+    d, fp8 = p["d"], p.get("kv_dtype") in ("f8e4m3", "fp8")
+    page = p.get("page")
+    if engine in ("sm90", "sm90-split", "sm90-rows"):
+        if not decode or not 1 <= p["new"] <= SM90_MAX_NEW_TOKENS:
+            return {"serves": False, "why": "decode-only engine (1..16 new tokens per sequence)"}
+        if d not in SM90_DECODE_HEAD_DIMS:
+            return {"serves": False, "why": f"head dim {d}"}
+        packable = d == PACKED_HEAD_DIM and (page is None or page % 64 == 0)
+        if engine == "sm90-rows":
+            if not packable:
+                return {"serves": False, "why": "sm90-rows: head dim 128 and pages of a multiple of 64 keys only"}
+            packed = True
+        else:
+            rows = (p["hq"] // p["hkv"]) * p["new"]
+            packed = packable and rows >= (PACKED_MIN_ROWS_FP8 if fp8 else PACKED_MIN_ROWS)
+        forbid = PEER_KERNELS + CUDA_KERNELS
+        if packed:
+            want = [SM90_PREFILL] + ([COMBINE] if p.get("splits") else [])
+            return {"serves": True, "form": "packed rows (sm90_prefill_kernel, packed-decode mode)", "all": want,
+                    "forbid": forbid + [SM90_DECODE]}
+        want = [SM90_DECODE] + ([COMBINE] if p.get("splits") and engine == "sm90-split" else [])
+        form = "swap-AB (sm90_decode_kernel)" + (", workspace + combine" if engine == "sm90-split" and p.get("splits")
+                                                 else "")
+        return {"serves": True, "form": form, "all": want, "forbid": forbid + [SM90_PREFILL]}
+    if engine == "sm90-prefill":
+        q = p["new"] if decode else p["sq"]
+        if q <= SM90_MAX_NEW_TOKENS:
+            return {"serves": False, "why": "prefill engine: <= 16 query tokens per sequence is a decode step"}
+        if page is not None or fp8 or d not in (64, 128, 256):
+            return {"serves": False, "why": "paged, fp8 or head dim"}
+        return {"serves": True, "form": "sm90_prefill_kernel", "all": [SM90_PREFILL],
+                "forbid": PEER_KERNELS + CUDA_KERNELS + [SM90_DECODE, COMBINE]}
+    if engine == "cuda":
+        dec = decode and 1 <= p["new"] <= CUDA_DECODE_MAX_TOKENS and d in (64, 128, 256)
+        k = "cuda_engine::decode_kernel" if dec else "cuda_engine::attention_tile_kernel"
+        return {"serves": True, "form": k.split("::")[1], "all": [k], "forbid": PEER_KERNELS + ["sm90_engine::"]}
+    # an engine this file does not know: it must at least launch one of groupattn's kernels
+    return {"serves": True, "form": "unknown engine: any groupattn kernel", "all": ["groupattn::"],
+            "forbid": PEER_KERNELS}
+
+
+def kernels_verdict(names: List[str], expect: Dict) -> bool:
+    """Every `all` substring in some kernel name, no `forbid` substring in any (case-insensitive)."""
+    low = [x.lower() for x in names]
+    return bool(names) and all(any(w.lower() in x for x in low) for w in expect["all"]) and not any(
+        f.lower() in x for f in expect["forbid"] for x in low)
+
+
+def engine_status(verification: Optional[Dict], engine: str) -> Dict:
+    """How one suite's verification (data["verification"][suite]) judged one contender:
+    {"state": "verified" | "not verified" | "not applicable" | "not checked", "why": str}.
+    Reads both forms: checks with "engine"/"problem" fields (one per problem), and the older one
+    check per contender keyed by its name (problem not recorded)."""
+    if not verification:
+        return {"state": "not checked", "why": "no verification in this file"}
+    if "error" in verification and len(verification) == 1:
+        return {"state": "not verified", "why": "verification failed: " + str(verification["error"])[:200]}
+    checks = [r for r in verification.values() if isinstance(r, dict) and r.get("engine") == engine]
+    if not checks:
+        r = verification.get(engine)
+        if not isinstance(r, dict):
+            return {"state": "not checked", "why": "no check for it"}
+        if "names" in r:
+            return ({"state": "verified", "why": "its kernels (older form of the check: problem not recorded)"}
+                    if r.get("verified")
+                    else {"state": "not verified", "why": "unexpected kernels: " + ", ".join(r["names"][:3])})
+        return {"state": "not verified", "why": str(r.get("error") or r.get("skipped"))[:200]}
+    ran = [r for r in checks if r.get("expect", {}).get("serves", True)]
+    bad = [r for r in checks if not r.get("verified")]
+    if bad:
+        return {"state": "not verified",
+                "why": "; ".join(f"{r.get('problem')}: {r.get('why') or r.get('error') or 'unexpected kernels'}"
+                                 for r in bad)[:300]}
+    if not ran:
+        return {"state": "not applicable", "why": "declines every verification problem of the suite, as expected"}
+    return {"state": "verified", "why": "on " + ", ".join(f"{r.get('problem')}" for r in ran)}
