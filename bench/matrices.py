@@ -18,6 +18,11 @@ DECODE_NEW = [1, 2, 4, 8, 16]
 DECODE_LAYOUTS = [None, 16, 64]  # page size; None = contiguous cache
 # "mixed per-sequence lengths": B sequences whose fill levels are drawn (fixed seed) from [1, L].
 DECODE_MIXED = [(32, 32768), (128, 8192)]
+# fp8 e4m3 K/V (issue 7: bytes counted as fp8, time against our bf16 row of the same shape, which the
+# bf16 matrix above holds): (hq, hkv, d, batch, kv_len, new tokens, page size or None)
+DECODE_FP8 = [(64, 8, 128, 1, 131072, 1, None), (64, 8, 128, 1, 131072, 8, None), (64, 8, 128, 1, 131072, 16, None),
+              (64, 8, 128, 32, 32768, 1, None), (64, 8, 128, 32, 32768, 1, 64), (64, 8, 128, 128, 8192, 1, None),
+              (8, 1, 128, 1, 131072, 1, None), (64, 8, 128, 1, 8192, 1, None)]
 
 KDA_TNH = [(1024, 4, 1), (2048, 12, 1), (4096, 16, 1), (8192, 16, 1), (8192, 24, 1), (8192, 32, 1),
            (16384, 16, 8), (16384, 64, 1), (32768, 32, 4), (4096, 64, 16)]
@@ -61,6 +66,8 @@ def decode(quick: bool = False) -> List[Dict]:
         for b, L in DECODE_MIXED:
             for page in DECODE_LAYOUTS:
                 cfgs.append(dict(hq=hq, hkv=hkv, d=d, batch=b, kv_len=L, new=1, page=page, mixed=True))
+    for hq, hkv, d, b, L, n, page in DECODE_FP8:
+        cfgs.append(dict(hq=hq, hkv=hkv, d=d, batch=b, kv_len=L, new=n, page=page, mixed=False, kv_dtype="f8e4m3"))
     if quick:
         keep = [
             dict(hq=64, hkv=8, d=128, batch=1, kv_len=131072, new=1, page=None, mixed=False),
@@ -71,6 +78,7 @@ def decode(quick: bool = False) -> List[Dict]:
             dict(hq=64, hkv=8, d=128, batch=32, kv_len=32768, new=1, page=64, mixed=True),
             dict(hq=64, hkv=8, d=128, batch=1, kv_len=131072, new=16, page=None, mixed=False),
             dict(hq=32, hkv=8, d=128, batch=32, kv_len=4096, new=4, page=64, mixed=False),
+            dict(hq=64, hkv=8, d=128, batch=1, kv_len=131072, new=1, page=None, mixed=False, kv_dtype="f8e4m3"),
         ]
         cfgs = [c for c in cfgs if c in keep]
     return cfgs

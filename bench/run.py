@@ -36,14 +36,16 @@ def _label(suite, cfg):
     if suite == "decode":
         lay = "contig" if cfg["page"] is None else f"page{cfg['page']}"
         return (f"{cfg['hq']}/{cfg['hkv']} d{cfg['d']} B{cfg['batch']} L{cfg['kv_len']} n{cfg['new']} {lay}"
-                + (" mixed" if cfg["mixed"] else ""))
+                + (" mixed" if cfg["mixed"] else "") + (" fp8" if cfg.get("kv_dtype") else ""))
     return f"T{cfg['T']} H{cfg['H']} N{cfg['N']} {cfg['gate']}"
 
 
 def _decode_priority(cfg):
     # Under a time budget the first configurations run: single-token decode over every layout
-    # (contiguous first: the peers' comparison), then mixed lengths, then multi-token decode.
-    return (cfg["new"] != 1, cfg["mixed"], cfg["page"] is not None, cfg["new"])
+    # (contiguous first: the peers' comparison), then mixed lengths, then fp8, then multi-token decode.
+    # fp8 K/V (issue 7) after every bf16 single-token row and before multi-token bf16.
+    fp8 = cfg.get("kv_dtype") is not None
+    return (cfg["new"] != 1 and not fp8, fp8, cfg["mixed"], cfg["page"] is not None, cfg["new"])
 
 
 def _kda_priority(cfg):

@@ -267,14 +267,30 @@ def decode_config(cfg: Dict, engines: List[str]) -> Dict:
             c += p
         bt = torch.tensor(rows, device="cuda", dtype=torch.int32)
         kv_shape = (total_pages, page, hkv, d)
-    set_bytes = (B * n * hq * d + 2 * math.prod(kv_shape)) * 2
+    fp8 = cfg.get("kv_dtype") == "f8e4m3"
+    kv_elem = 1 if fp8 else 2
+    set_bytes = B * n * hq * d * 2 + 2 * math.prod(kv_shape) * kv_elem
     nsets = H.num_sets(set_bytes)
-    sets = [(_bf16(B, n, hq, d), _bf16(*kv_shape), _bf16(*kv_shape)) for _ in range(nsets)]
+    if fp8:
+        # e4m3 caches (normal values, well inside e4m3's range) with fp32 [B, Hkv] descales,
+        # FlashAttention-3's convention: key = k_cache * k_descale. One descale pair for every set.
+        f8 = torch.float8_e4m3fn
+        sets = [(_bf16(B, n, hq, d), torch.randn(*kv_shape, device="cuda").to(f8),
+                 torch.randn(*kv_shape, device="cuda").to(f8)) for _ in range(nsets)]
+        kds = torch.rand(B, hkv, device="cuda", dtype=torch.float32) * 0.5 + 0.75
+        vds = torch.rand(B, hkv, device="cuda", dtype=torch.float32) * 0.5 + 0.75
+        extra = dict(k_descale=kds, v_descale=vds)
+    else:
+        sets = [(_bf16(B, n, hq, d), _bf16(*kv_shape), _bf16(*kv_shape)) for _ in range(nsets)]
+        extra = {}
     fns = {}
     for e in engines:
         fns["groupattn:" + e] = (lambda e: lambda i: ga.attention_with_kvcache(
-            *sets[i], cache_seqlens=seqlens, block_table=bt, causal=True, engine=e))(e)
-    if page is None and not cfg["mixed"]:
+            *sets[i], cache_seqlens=seqlens, block_table=bt, causal=True, engine=e, **extra))(e)
+    if fp8:
+        for name in sdpa_backends():
+            skipped[name] = "not applicable: SDPA has no fp8 KV cache"
+    elif page is None and not cfg["mixed"]:
         if n == 1:
             mode, mask = None, None
         else:
@@ -289,11 +305,14 @@ def decode_config(cfg: Dict, engines: List[str]) -> Dict:
                              else "not applicable: SDPA takes no per-sequence cache lengths")
     q0, k0, v0 = sets[0]
 
-    def kv_seq(t, b, kh):
+    def kv_seq(t, b, kh, ds=None):
         if bt is None:
-            return t[b, :lens[b], kh]
-        p = npages_of(b)
-        return t[bt[b, :p].long()].reshape(-1, hkv, d)[:lens[b], kh]
+            x = t[b, :lens[b], kh]
+        else:
+            p = npages_of(b)
+            x = t[bt[b, :p].long()].reshape(-1, hkv, d)[:lens[b], kh]
+        # fp8: the reference reads the dequantized cache (the semantics the engines implement)
+        return x if ds is None else x.double() * ds[b, kh].double()
 
     def npages_of(b):
         return matrices_pages(lens[b], page)
@@ -302,8 +321,8 @@ def decode_config(cfg: Dict, engines: List[str]) -> Dict:
     for b in sorted(set([0, B - 1])):
         seqs.append({"idx": b, "sq": n, "sk": lens[b],
                      "q": (lambda b: lambda rows, h: q0[b, rows, h])(b),
-                     "k": (lambda b: lambda kh: kv_seq(k0, b, kh))(b),
-                     "v": (lambda b: lambda kh: kv_seq(v0, b, kh))(b)})
+                     "k": (lambda b: lambda kh: kv_seq(k0, b, kh, extra.get("k_descale")))(b),
+                     "v": (lambda b: lambda kh: kv_seq(v0, b, kh, extra.get("v_descale")))(b)})
 
     def check(outs):
         getters = {}
@@ -319,8 +338,15 @@ def decode_config(cfg: Dict, engines: List[str]) -> Dict:
     control = "groupattn:" + engines[0] if engines else None
     entry = run_config(cfg, set_bytes, nsets, fns, check, control, want_wall=True, skipped=skipped)
     entry["flops"] = counts.attention_flops(prob)
-    entry["bytes"] = counts.attention_bytes(prob)["total"]
-    entry["kv_bytes"] = counts.attention_bytes(prob)["k"] * 2
+    nb = counts.attention_bytes(prob)
+    if fp8:  # K/V counted at one byte per element, plus the two fp32 [B, Hkv] descales
+        kvb = (nb["k"] + nb["v"]) // 2
+        entry["bytes"] = nb["q"] + nb["o"] + nb["lse"] + kvb + 2 * B * hkv * 4
+        entry["kv_bytes"] = kvb
+        entry["kv_dtype"] = "f8e4m3"
+    else:
+        entry["bytes"] = nb["total"]
+        entry["kv_bytes"] = nb["k"] * 2
     entry["seqlens"] = lens if cfg["mixed"] else None
     for nm, t in entry["timing"].items():
         t["gbps"] = entry["bytes"] / (t["ms"]["median"] * 1e-3) / 1e9
