@@ -177,8 +177,12 @@ def time_contenders(fns: Dict[str, Callable[[int], object]], nsets: int, rounds:
     for u in units.values():
         u.capture()
     per = {n: [] for n in order}
-    for _ in range(rounds):
-        for n in order:
+    for r in range(rounds):
+        # The order turns by one each round: under sustained load the clocks sag within a round
+        # (at a3de7f4 a second graph of our own engine, always run last, read 0.86-0.94x of the
+        # first on the 7-15 ms prefill shapes), so a fixed order would favour whoever runs first.
+        k = r % len(order)
+        for n in order[k:] + order[:k]:
             per[n].append(units[n].run_ms_per_call())
     out = {}
     for n in order:

@@ -250,7 +250,7 @@ def decode_config(cfg: Dict, engines: List[str]) -> Dict:
     hq, hkv, d, B, L, n, page = cfg["hq"], cfg["hkv"], cfg["d"], cfg["batch"], cfg["kv_len"], cfg["new"], cfg["page"]
     scale = 1.0 / math.sqrt(d)
     lens = [max(n, x) for x in matrices.mixed_lengths(B, L)] if cfg["mixed"] else [L] * B
-    prob = counts.varlen([n] * B, lens, hq, hkv, d, causal=True, page_size=page)
+    prob = counts.varlen([n] * B, lens, hq, hkv, d, causal=True, page_size=page, kv_dtype=cfg.get("kv_dtype"))
     seqlens = torch.tensor(lens, device="cuda", dtype=torch.int32)
     skipped = {}
     if page is None:
@@ -338,15 +338,11 @@ def decode_config(cfg: Dict, engines: List[str]) -> Dict:
     control = "groupattn:" + engines[0] if engines else None
     entry = run_config(cfg, set_bytes, nsets, fns, check, control, want_wall=True, skipped=skipped)
     entry["flops"] = counts.attention_flops(prob)
-    nb = counts.attention_bytes(prob)
-    if fp8:  # K/V counted at one byte per element, plus the two fp32 [B, Hkv] descales
-        kvb = (nb["k"] + nb["v"]) // 2
-        entry["bytes"] = nb["q"] + nb["o"] + nb["lse"] + kvb + 2 * B * hkv * 4
-        entry["kv_bytes"] = kvb
+    nb = counts.attention_bytes(prob)  # fp8: K/V at one byte per element (prob's kv_dtype)
+    entry["bytes"] = nb["total"]
+    entry["kv_bytes"] = nb["k"] + nb["v"]
+    if fp8:
         entry["kv_dtype"] = "f8e4m3"
-    else:
-        entry["bytes"] = nb["total"]
-        entry["kv_bytes"] = nb["k"] * 2
     entry["seqlens"] = lens if cfg["mixed"] else None
     for nm, t in entry["timing"].items():
         t["gbps"] = entry["bytes"] / (t["ms"]["median"] * 1e-3) / 1e9
