@@ -19,7 +19,13 @@ def test_full_matrices_match_benchmarking_md():
     assert len([c for c in pf if c["kind"] == "batched"]) == 6 * 3 * 2 == 36
     assert any(c["kind"] == "varlen" for c in pf)
     dec = matrices.decode()
-    assert len([c for c in dec if not c["mixed"]]) == 5 * 5 * 5 * 3
+    bf16 = [c for c in dec if not c.get("kv_dtype")]
+    assert len([c for c in bf16 if not c["mixed"]]) == 5 * 5 * 5 * 3
+    fp8 = [c for c in dec if c.get("kv_dtype") == "f8e4m3"]
+    assert len(fp8) == len(matrices.DECODE_FP8)
+    # every fp8 row has its bf16 twin (issue 7 compares the two)
+    for c in fp8:
+        assert {k: v for k, v in c.items() if k != "kv_dtype"} in bf16, c
     assert {c["page"] for c in dec} == {None, 16, 64}
     assert {c["new"] for c in dec} == {1, 2, 4, 8, 16}
     assert any(c["mixed"] for c in dec)
@@ -31,7 +37,7 @@ def test_full_matrices_match_benchmarking_md():
 def test_quick_is_a_small_subset():
     for name, fn in matrices.SUITES.items():
         full, quick = fn(False), fn(True)
-        assert 0 < len(quick) <= 8, name
+        assert 0 < len(quick) <= 10, name
         for c in quick:
             assert c in full, (name, c)
 
