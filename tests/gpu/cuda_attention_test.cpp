@@ -34,6 +34,19 @@ class CudaAttention : public ::testing::Test {
 const std::vector<std::pair<int64_t, int64_t>> kHeadRatios = {{8, 4},  {8, 2}, {64, 8},
                                                               {32, 2}, {8, 1}, {12, 4}};
 
+// Whether the pinned engine serves case c on this device: "cuda-decode" declines D 256 on an A100
+// and D 128/256 on sm86/89, whose CTAs get too little shared memory for the decode kernel. An sm90
+// device fits every decode head dim, so a decline there fails the test instead of skipping.
+bool engine_serves(const Case& c, const char* engine) {
+  auto p = make_problem(c);
+  RunOptions o;
+  o.engine = engine;
+  const char* name = nullptr;
+  const Status s = attention_engine_for(p->device_params(), o, &name);
+  EXPECT_TRUE(s.ok() || !have_sm90_device()) << describe(c) << ": " << s.to_string();
+  return s.ok();
+}
+
 TEST_F(CudaAttention, HeadRatiosPrefillCausal) {
   for (auto [hq, hkv] : kHeadRatios) {
     Case c;
@@ -337,7 +350,7 @@ TEST_F(CudaAttention, OneTokenDecodeHeadRatiosAndDims) {
         c.causal = true;
         c.num_splits = splits;
         check_case(c);
-        if (hq / hkv > 16) check_case(c, "cuda-decode");
+        if (hq / hkv > 16 && engine_serves(c, "cuda-decode")) check_case(c, "cuda-decode");
       }
     }
   }
@@ -566,7 +579,8 @@ TEST_F(CudaAttention, DecodeKernelRowCutBothSides) {
         check_case(c);
         if (splits == 3) {
           check_case(c, "cuda-tile");
-          if (sh.tokens <= cuda_engine::kDecodePinnedMaxTokens) check_case(c, "cuda-decode");
+          if (sh.tokens <= cuda_engine::kDecodePinnedMaxTokens && engine_serves(c, "cuda-decode"))
+            check_case(c, "cuda-decode");
         }
       }
     }
@@ -582,7 +596,7 @@ TEST_F(CudaAttention, DecodeKernelRowCutBothSides) {
     v.num_splits = 3;
     check_case(v);
     check_case(v, "cuda-tile");
-    check_case(v, "cuda-decode");
+    if (engine_serves(v, "cuda-decode")) check_case(v, "cuda-decode");
   }
 }
 
@@ -702,7 +716,7 @@ TEST_F(CudaAttention, GqaEqualsCopiedUpBitwise) {
       if (straddles_decode_cut(c)) {
         ++straddling;
         expect_gqa_equals_copied_up(c, "cuda-tile");
-        expect_gqa_equals_copied_up(c, "cuda-decode");
+        if (engine_serves(c, "cuda-decode")) expect_gqa_equals_copied_up(c, "cuda-decode");
       } else {
         expect_gqa_equals_copied_up(c);
       }
