@@ -230,6 +230,12 @@ class CudaAttention final : public AttentionEngine {
     }
   }
   std::string supports() const override {
+    if (form_ == Form::kDecode) {
+      return "device tensors, bf16/f16, head dim 64, 128, 256 (D == Dv) where the decode kernel's shared memory "
+             "fits, 16-byte aligned rows; up to " +
+             std::to_string(cuda_engine::kDecodePinnedMaxTokens) +
+             " query tokens per sequence (batched, varlen, paged K/V), split-KV, partial-output mode (KV shards)";
+    }
     return "device tensors, bf16/f16, head dim " + list_head_dims() +
            " (D == Dv), 16-byte aligned rows; prefill and decode (batched, varlen, paged), split-KV, "
            "partial-output mode (KV shards)";
