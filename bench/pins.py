@@ -14,8 +14,9 @@ The expectations follow the engines' own selection rules (src/attention/engines/
                     64 keys; declines the rest.
   sm90-prefill      more than 16 query tokens per sequence, not paged (sm90_prefill_kernel); a
                     decode step is declined.
-  cuda              the portable engine: its decode kernel for 1..4 new tokens at D 64/128/256
-                    (engines/cuda/launch.h use_decode_kernel), else attention_tile_kernel.
+  cuda              the portable engine: its decode kernel while new tokens x group <= 16 packed rows
+                    at D 64/128/256 (engines/cuda/launch.h use_decode_kernel), else
+                    attention_tile_kernel.
 """
 
 from __future__ import annotations
@@ -48,7 +49,7 @@ SM90_MAX_NEW_TOKENS = 16
 PACKED_HEAD_DIM = 128
 PACKED_MIN_ROWS = 32
 PACKED_MIN_ROWS_FP8 = 64
-CUDA_DECODE_MAX_TOKENS = 4
+CUDA_DECODE_MAX_PACKED_ROWS = 16  # launch.h kDecodeMaxPackedRows
 
 
 def problem_label(p: Dict) -> str:
@@ -97,7 +98,8 @@ def expected_kernels(engine: str, p: Dict) -> Dict:
         return {"serves": True, "form": "sm90_prefill_kernel", "all": [SM90_PREFILL],
                 "forbid": PEER_KERNELS + CUDA_KERNELS + [SM90_DECODE, COMBINE]}
     if engine == "cuda":
-        dec = decode and 1 <= p["new"] <= CUDA_DECODE_MAX_TOKENS and d in (64, 128, 256)
+        dec = (decode and 1 <= p["new"] * (p["hq"] // p["hkv"]) <= CUDA_DECODE_MAX_PACKED_ROWS
+               and d in (64, 128, 256))
         k = "cuda_engine::decode_kernel" if dec else "cuda_engine::attention_tile_kernel"
         return {"serves": True, "form": k.split("::")[1], "all": [k], "forbid": PEER_KERNELS + ["sm90_engine::"]}
     # an engine this file does not know: it must at least launch one of groupattn's kernels

@@ -30,6 +30,8 @@ const std::vector<const AttentionEngine*>& attention_engines() {
     list.push_back(&attention_sm90_split_engine());  // never chosen automatically: sm90 serves its problems first
     list.push_back(&attention_sm90_prefill_engine());  // Hopper prefill: batched D = 128 only
     list.push_back(&attention_cuda_engine());
+    list.push_back(&attention_cuda_tile_engine());    // never chosen automatically: cuda serves its problems first
+    list.push_back(&attention_cuda_decode_engine());  // never chosen automatically: cuda serves its problems first
 #endif
     list.push_back(&attention_reference_engine());
     return list;

@@ -15,6 +15,9 @@ const std::vector<const AttentionEngine*>& attention_engines();
 const AttentionEngine& attention_reference_engine();  // reference.cpp
 #if GROUPATTN_WITH_CUDA
 const AttentionEngine& attention_cuda_engine();  // engines/cuda/ (portable sm80+)
+// engines/cuda/: cuda with every problem on the tile kernel, or on the decode kernel (tests, benchmarks)
+const AttentionEngine& attention_cuda_tile_engine();
+const AttentionEngine& attention_cuda_decode_engine();
 const AttentionEngine& attention_sm90_engine();  // engines/sm90/ (Hopper decode)
 // engines/sm90/: sm90's packed-rows multi-token form for every group (pinned by tests and benchmarks)
 const AttentionEngine& attention_sm90_rows_engine();

@@ -34,6 +34,19 @@ class CudaAttention : public ::testing::Test {
 const std::vector<std::pair<int64_t, int64_t>> kHeadRatios = {{8, 4},  {8, 2}, {64, 8},
                                                               {32, 2}, {8, 1}, {12, 4}};
 
+// Whether the pinned engine serves case c on this device: "cuda-decode" declines D 256 on an A100
+// and D 128/256 on sm86/89, whose CTAs get too little shared memory for the decode kernel. An sm90
+// device fits every decode head dim, so a decline there fails the test instead of skipping.
+bool engine_serves(const Case& c, const char* engine) {
+  auto p = make_problem(c);
+  RunOptions o;
+  o.engine = engine;
+  const char* name = nullptr;
+  const Status s = attention_engine_for(p->device_params(), o, &name);
+  EXPECT_TRUE(s.ok() || !have_sm90_device()) << describe(c) << ": " << s.to_string();
+  return s.ok();
+}
+
 TEST_F(CudaAttention, HeadRatiosPrefillCausal) {
   for (auto [hq, hkv] : kHeadRatios) {
     Case c;
@@ -171,8 +184,8 @@ TEST_F(CudaAttention, WindowSoftcapScale) {
   check_case(c);
 }
 
-// New tokens 1..4 run the decode kernel at D 128 (launch.h, kDecodeMaxTokens), 5 and 16 the tile
-// kernel.
+// 32/8 (group 4) x new tokens 1..4 (4..16 packed rows) run the decode kernel at D 128 (launch.h,
+// use_decode_kernel: at most 16 rows), 5 and 16 tokens (20, 64 rows) the tile kernel.
 TEST_F(CudaAttention, DecodePagedPageSizesSplits) {
   for (int page : {1, 16, 64}) {
     for (int splits : {1, 3, 0}) {
@@ -192,10 +205,11 @@ TEST_F(CudaAttention, DecodePagedPageSizesSplits) {
   }
 }
 
-// Multi-token decode (2..kDecodeMaxTokens = 4 new tokens, D 64/128/256) runs the decode kernel
-// too: packed rows (token x query head) of one KV group, 16 per CTA; causal among the new tokens.
-// Group 8 x 4 tokens takes 2 CTAs per KV head, group 32 x 4 8, group 3 (12/4) splits a token's
-// heads between CTAs, a 1-key cache leaves all but the last token without a visible key.
+// Multi-token decode (2..4 new tokens, D 64/128/256): up to 16 packed rows (token x query head of
+// one KV group) run the decode kernel, more the tile kernel (launch.h, use_decode_kernel); both
+// sides of the cut here (8/4 x 2: 4 rows ... 32/1 x 4: 128 rows). Causal among the new tokens;
+// group 3 (12/4) splits a token's heads between MMA row groups, a 1-key cache leaves all but the
+// last token without a visible key.
 TEST_F(CudaAttention, MultiTokenDecodeHeadRatiosAndDims) {
   std::vector<std::pair<int64_t, int64_t>> ratios = kHeadRatios;
   ratios.push_back({32, 1});
@@ -299,24 +313,28 @@ TEST_F(CudaAttention, MultiTokenDecodeWindowSoftcapVarlenStrided) {
   check_case(st);
 }
 
+// 8/1 x 2 tokens (16 rows: decode kernel) and x 4 (32 rows: tile kernel).
 TEST_F(CudaAttention, DecodeLongAutoSplitAllDims) {
   for (int64_t d : {64, 128, 256}) {
-    Case c;
-    c.hq = 8, c.hkv = 1, c.d = d;
-    c.q_lens = {4};
-    c.k_lens = {3001};
-    c.causal = true;
-    c.num_splits = 0;  // automatic: one tile row per KV head leaves the machine idle -> splits
-    check_case(c);
-    c.kv = KvKind::kPaged;
-    c.page_size = 16;
-    check_case(c);
+    for (int sq : {2, 4}) {
+      Case c;
+      c.hq = 8, c.hkv = 1, c.d = d;
+      c.q_lens = {sq};
+      c.k_lens = {3001};
+      c.causal = true;
+      c.num_splits = 0;  // automatic: one tile row per KV head leaves the machine idle -> splits
+      check_case(c);
+      c.kv = KvKind::kPaged;
+      c.page_size = 16;
+      check_case(c);
+    }
   }
 }
 
 // One-token decode (every sequence has one query token, D 64/128/256) runs the decode kernel
-// (decode_kernel.cuh): 16 query heads per CTA (groups above 16 take several CTAs: 32/1, 34/2; 48/3
-// fills one exactly), 16-key sub-tiles split between 4 warps, splits in 64-key blocks.
+// (decode_kernel.cuh) up to group 16 (48/3 fills its 16 rows exactly): 16-key sub-tiles split
+// between 4 warps, splits in 64-key blocks. Groups above 16 (32/1, 34/2) run the tile kernel
+// (launch.h, use_decode_kernel), the decode kernel at those groups is checked through "cuda-decode".
 TEST_F(CudaAttention, OneTokenDecodeHeadRatiosAndDims) {
   std::vector<std::pair<int64_t, int64_t>> ratios = kHeadRatios;
   ratios.insert(ratios.end(), {{32, 1}, {48, 3}, {34, 2}});
@@ -332,6 +350,7 @@ TEST_F(CudaAttention, OneTokenDecodeHeadRatiosAndDims) {
         c.causal = true;
         c.num_splits = splits;
         check_case(c);
+        if (hq / hkv > 16 && engine_serves(c, "cuda-decode")) check_case(c, "cuda-decode");
       }
     }
   }
@@ -496,8 +515,9 @@ TEST_F(CudaAttention, DecodeKernelDirectUpTo16Tokens) {
   }
 }
 
-// Native GQA == K/V copied up, bitwise, through the decode kernel at 8 and 16 tokens (the engine
-// would send these to the tile kernel on both sides).
+// Native GQA == K/V copied up, bitwise, through the decode kernel launched directly at 8 and 16
+// tokens (the engine sends the native side of these to the tile kernel, the copied-up side of 8 and
+// 16 tokens to the decode kernel).
 TEST_F(CudaAttention, DecodeKernelDirectGqaEqualsCopiedUpBitwise) {
   for (DType dt : {DType::kBF16, DType::kF16}) {
     for (auto [hq, hkv] : {std::pair<int64_t, int64_t>{64, 8}, {12, 4}}) {
@@ -523,6 +543,75 @@ TEST_F(CudaAttention, DecodeKernelDirectGqaEqualsCopiedUpBitwise) {
       }
     }
   }
+}
+
+// The decode kernel's row cut (launch.h, use_decode_kernel: at most kDecodeMaxPackedRows = 16
+// packed rows of the longest sequence) from both sides, each head dim, against the reference:
+// 15 / 16 rows (decode kernel) and 17 / 18 / 20 / 32 rows (tile kernel), reached through the
+// group (15/1, 16/1, 17/1 x 1 token), the tokens (4/4 x 16, 17; 4/1 x 4, 5) and both (5/1 x 3,
+// 8/1 x 2, group 3 x 5, 6; 32/2 x 2); a cache shorter than the tokens (first rows see no key);
+// splits 1 / 3 / auto; paged and batched K/V. Then varlen Q, where the longest sequence decides
+// (8/1 x {2, 1}: 16 rows; x {2, 3}: 24). Each side is also run on the other kernel through the
+// pinned engines.
+TEST_F(CudaAttention, DecodeKernelRowCutBothSides) {
+  struct Shape {
+    int64_t hq, hkv;
+    int tokens;
+  };
+  const std::vector<Shape> shapes = {{15, 1, 1}, {16, 1, 1}, {17, 1, 1}, {4, 4, 16}, {4, 4, 17}, {4, 1, 4},
+                                     {4, 1, 5},  {5, 1, 3},  {8, 1, 2},  {6, 2, 5},  {6, 2, 6},  {32, 2, 2}};
+  for (int64_t d : {64, 128, 256}) {
+    for (const Shape& sh : shapes) {
+      const int64_t rows = sh.tokens * (sh.hq / sh.hkv);
+      ASSERT_EQ(cuda_engine::use_decode_kernel(static_cast<int>(d), rows), rows <= 16)
+          << "the cut moved: update this test's shapes to straddle it again";
+      for (int splits : {1, 3, 0}) {
+        Case c;
+        c.dtype = splits == 3 ? DType::kF16 : DType::kBF16;
+        c.hq = sh.hq, c.hkv = sh.hkv, c.d = d;
+        c.q_lens = {sh.tokens, sh.tokens};
+        c.k_lens = {900, 7};  // 7 keys: the first rows of 8+ tokens see none
+        c.kv = splits == 0 ? KvKind::kBatched : KvKind::kPaged;
+        c.page_size = 16;
+        c.causal = true;
+        c.num_splits = splits;
+        c.seed = static_cast<uint64_t>(d * 1000 + rows * 10 + splits);
+        check_case(c);
+        if (splits == 3) {
+          check_case(c, "cuda-tile");
+          if (sh.tokens <= cuda_engine::kDecodePinnedMaxTokens && engine_serves(c, "cuda-decode"))
+            check_case(c, "cuda-decode");
+        }
+      }
+    }
+  }
+  for (auto q_lens : {std::vector<int>{2, 1}, std::vector<int>{2, 3}}) {
+    Case v;
+    v.hq = 8, v.hkv = 1, v.d = 128;
+    v.q_varlen = true;
+    v.q_lens = q_lens;
+    v.k_lens = {500, 2};
+    v.kv = KvKind::kPaged;
+    v.causal = true;
+    v.num_splits = 3;
+    check_case(v);
+    check_case(v, "cuda-tile");
+    if (engine_serves(v, "cuda-decode")) check_case(v, "cuda-decode");
+  }
+}
+
+// The pinned engines decline what their kernel cannot serve, with the reason.
+TEST_F(CudaAttention, PinnedDecodeEngineDeclines) {
+  Case c;
+  c.hq = 8, c.hkv = 2, c.d = 32;  // the tile kernel only
+  c.q_lens = {1};
+  c.k_lens = {100};
+  expect_declines(c, "cuda-decode", "head dim");
+  c.d = 128;
+  c.q_lens = {17};  // past the direct-launch tests' range
+  c.k_lens = {100};
+  expect_declines(c, "cuda-decode", "new tokens");
+  check_case(c, "cuda-tile");
 }
 
 TEST_F(CudaAttention, DecodeBatchedCacheWithSeqlensAndVarlenQ) {
@@ -560,8 +649,23 @@ TEST_F(CudaAttention, StridedViews) {
   check_case(c);
 }
 
-// Native GQA and the same engine on K/V copied up to Hq heads: bitwise equal O and LSE.
+// Whether the "cuda" engine runs case c and its copied-up twin (group 1: rows = tokens) on
+// different kernels: launch.h's rule on packed rows puts e.g. 64/8 x 4 tokens (32 rows) on the tile
+// kernel and its twin (4 rows) on the decode kernel. (A device whose shared memory is too small for
+// the decode kernel sends both sides to the tile kernel: same dtype and head dim.)
+bool straddles_decode_cut(const Case& c) {
+  const int64_t max_q = *std::max_element(c.q_lens.begin(), c.q_lens.end());
+  const int d = static_cast<int>(c.d);
+  return cuda_engine::use_decode_kernel(d, max_q * (c.hq / c.hkv)) != cuda_engine::use_decode_kernel(d, max_q);
+}
+
+// Native GQA and the same engine on K/V copied up to Hq heads: bitwise equal O and LSE, compared on
+// one kernel. Either kernel's rows do not depend on the rows packed next to them, so both forms
+// agree bitwise on each kernel; the two kernels sum in different orders, so a case whose two forms
+// straddle the decode kernel's row cut (straddles_decode_cut) is compared on each pinned kernel
+// ("cuda-tile", "cuda-decode") instead of through the automatic choice.
 TEST_F(CudaAttention, GqaEqualsCopiedUpBitwise) {
+  int straddling = 0;
   for (DType dt : {DType::kBF16, DType::kF16}) {
     std::vector<Case> cases;
     Case prefill;
@@ -582,10 +686,10 @@ TEST_F(CudaAttention, GqaEqualsCopiedUpBitwise) {
     decode.k_lens = {700, 33};
     decode.kv = KvKind::kPaged;
     decode.num_splits = 3;
-    cases.push_back(decode);
-    // 1..4 tokens: the decode kernel on both sides (its choice does not depend on the group).
-    // Natively group x tokens rows are packed 16 per CTA (64/8 x 4 tokens: 2 CTAs per KV head;
-    // 12/4: a token's heads straddle two CTAs), copied up the tokens of one head (one CTA).
+    cases.push_back(decode);  // 16 rows natively, 4 copied up: the decode kernel on both sides
+    // 1..4 tokens at groups 8, 32 and 3: natively 3..128 packed rows, copied up 1..4. 64/8 x 1, 2
+    // and 12/4 stay on the decode kernel on both sides (12/4: a token's heads straddle the MMA row
+    // groups); 64/8 x 4 and 32/1 straddle the cut.
     for (auto [hq, hkv] : {std::pair<int64_t, int64_t>{64, 8}, {32, 1}, {12, 4}}) {
       for (int sq : {1, 2, 4}) {
         for (int splits : {1, 3}) {
@@ -601,13 +705,24 @@ TEST_F(CudaAttention, GqaEqualsCopiedUpBitwise) {
         }
       }
     }
-    Case tile = decode;  // 16 tokens: the tile kernel on both sides
+    Case tile = decode;  // 16 tokens: 64 rows natively (tile kernel), 16 copied up (decode kernel)
     tile.q_lens = {16, 16};
     cases.push_back(tile);
+    Case both_tile = decode;  // 17 tokens: the tile kernel on both sides, 128-row tiles natively
+    both_tile.hq = 64, both_tile.hkv = 8;
+    both_tile.q_lens = {17, 17};
+    cases.push_back(both_tile);
     for (const Case& c : cases) {
-      expect_gqa_equals_copied_up(c);
+      if (straddles_decode_cut(c)) {
+        ++straddling;
+        expect_gqa_equals_copied_up(c, "cuda-tile");
+        if (engine_serves(c, "cuda-decode")) expect_gqa_equals_copied_up(c, "cuda-decode");
+      } else {
+        expect_gqa_equals_copied_up(c);
+      }
     }
   }
+  EXPECT_GT(straddling, 0) << "no case straddles the decode kernel's row cut: the pinned comparisons ran nowhere";
 }
 
 TEST_F(CudaAttention, DeterministicOver20Runs) {

@@ -55,23 +55,31 @@ bool vector_aligned(const TensorView& t) {
   return true;
 }
 
+// Which kernel serves a problem: kAuto is the "cuda" engine's rule (launch.h, use_decode_kernel);
+// kTile ("cuda-tile") and kDecode ("cuda-decode") pin one kernel for tests and benchmarks (native
+// GQA and its copied-up twin compared on one kernel; both kernels timed at one shape). Automatic
+// selection never reaches the pinned names: "cuda" comes first and serves everything they serve.
+enum class Form { kAuto, kTile, kDecode };
+
 // The sizes a call is planned with, derived from the params alone (no device reads).
 struct Geometry {
   int64_t batch = 0, total_q = 0, max_q = 0, max_k = 0;
   int64_t heads_q = 0, heads_kv = 0, head_dim = 0, head_dim_v = 0;
   bool q_varlen = false;
   KvLayout layout = KvLayout::kBatched;
-  // At most kDecodeMaxTokens query tokens per sequence at a decode head dim: the decode kernel
-  // (launch.h, use_decode_kernel), kDecodeRows packed rows per CTA. Otherwise the packed rows
-  // (token x query head of a KV group) of the longest sequence decide the tile-kernel variant
-  // (rows per CTA). m_blocks: query tiles per (sequence, KV head) of the kernel used.
+  // Packed rows (token x query head of a KV group) of the longest sequence: at most
+  // kDecodeMaxPackedRows at a decode head dim runs the decode kernel (launch.h,
+  // use_decode_kernel), kDecodeRows packed rows per CTA; more decide the tile-kernel variant (rows
+  // per CTA). m_blocks: query tiles per (sequence, KV head) of the kernel used.
   bool decode = false;
   int tile_rows = 0, m_blocks = 0;
 };
 
 int decode_ctas_per_sm_for(const AttentionParams& p, int64_t d);
 
-Geometry geometry(const AttentionParams& p) {
+bool is_16bit(const AttentionParams& p) { return p.q.dtype == DType::kBF16 || p.q.dtype == DType::kF16; }
+
+Geometry geometry(const AttentionParams& p, Form form) {
   Geometry g;
   g.q_varlen = q_is_varlen(p);
   g.layout = kv_layout(p);
@@ -100,8 +108,11 @@ Geometry geometry(const AttentionParams& p) {
       break;
   }
   const int64_t packed_rows = g.heads_kv > 0 ? g.max_q * (g.heads_q / g.heads_kv) : 0;
-  g.decode = cuda_engine::use_decode_kernel(static_cast<int>(g.head_dim), g.max_q) &&
-             (p.q.dtype == DType::kBF16 || p.q.dtype == DType::kF16) && decode_ctas_per_sm_for(p, g.head_dim) > 0;
+  // kDecode: check_support has declined what the decode kernel cannot serve.
+  const bool decode_rule =
+      form == Form::kDecode ||
+      (form == Form::kAuto && cuda_engine::use_decode_kernel(static_cast<int>(g.head_dim), packed_rows));
+  g.decode = decode_rule && is_16bit(p) && decode_ctas_per_sm_for(p, g.head_dim) > 0;
   g.tile_rows = g.decode ? cuda_engine::kDecodeRows : cuda_engine::tile_rows(static_cast<int>(g.head_dim), packed_rows);
   g.m_blocks = static_cast<int>((packed_rows + g.tile_rows - 1) / g.tile_rows);
   return g;
@@ -194,9 +205,37 @@ Status dispatch_head_dim(int64_t d, const KernelParams& kp, int tile_rows, cudaS
 
 class CudaAttention final : public AttentionEngine {
  public:
-  const char* name() const override { return "cuda"; }
-  const char* description() const override { return "portable CUDA (mma.sync), sm80 and newer"; }
+  explicit CudaAttention(Form form) : form_(form) {}
+  const char* name() const override {
+    switch (form_) {
+      case Form::kTile:
+        return "cuda-tile";
+      case Form::kDecode:
+        return "cuda-decode";
+      default:
+        return "cuda";
+    }
+  }
+  const char* description() const override {
+    switch (form_) {
+      case Form::kTile:
+        return "portable CUDA, every problem on the tile kernel (tests, benchmarks; automatic selection uses cuda), "
+               "sm80 and newer";
+      case Form::kDecode:
+        return "portable CUDA, the decode kernel for up to 16 new tokens at any group (tests, benchmarks; automatic "
+               "selection uses cuda), sm80 and newer";
+      default:
+        return "portable CUDA (mma.sync; decode kernel up to 16 packed token x head rows, tile kernel above), sm80 "
+               "and newer";
+    }
+  }
   std::string supports() const override {
+    if (form_ == Form::kDecode) {
+      return "device tensors, bf16/f16, head dim 64, 128, 256 (D == Dv) where the decode kernel's shared memory "
+             "fits, 16-byte aligned rows; up to " +
+             std::to_string(cuda_engine::kDecodePinnedMaxTokens) +
+             " query tokens per sequence (batched, varlen, paged K/V), split-KV, partial-output mode (KV shards)";
+    }
     return "device tensors, bf16/f16, head dim " + list_head_dims() +
            " (D == Dv), 16-byte aligned rows; prefill and decode (batched, varlen, paged), split-KV, "
            "partial-output mode (KV shards)";
@@ -220,7 +259,7 @@ class CudaAttention final : public AttentionEngine {
       return NotSupported(std::string("cuda engine: dtype ") + dtype_name(p.q.dtype) +
                           " not supported (accepted: bf16, f16; the tensor-core path is 16-bit)");
     }
-    const Geometry g = geometry(p);
+    const Geometry g = geometry(p, form_);
     if (g.head_dim != g.head_dim_v) {
       return NotSupported("cuda engine: D (" + std::to_string(g.head_dim) + ") != Dv (" +
                           std::to_string(g.head_dim_v) + ") not supported");
@@ -255,13 +294,28 @@ class CudaAttention final : public AttentionEngine {
     if (g.max_q * g.heads_q > int_max || g.max_k > int_max || g.total_q * g.heads_q > int_max) {
       return NotSupported("cuda engine: sequence lengths times heads must fit in int32");
     }
+    if (form_ == Form::kDecode) {
+      if (!cuda_engine::has_decode_kernel(static_cast<int>(g.head_dim))) {
+        return NotSupported("cuda-decode engine: no decode kernel for head dim " + std::to_string(g.head_dim) +
+                            " (it has 64, 128, 256)");
+      }
+      if (g.max_q > cuda_engine::kDecodePinnedMaxTokens) {
+        return NotSupported("cuda-decode engine: at most " +
+                            std::to_string(cuda_engine::kDecodePinnedMaxTokens) + " new tokens per sequence (got " +
+                            std::to_string(g.max_q) + ")");
+      }
+      if (!g.decode) {
+        return NotSupported("cuda-decode engine: the device gives a CTA too little shared memory for the decode "
+                            "kernel at head dim " + std::to_string(g.head_dim));
+      }
+    }
     return Status::Ok();
   }
 
   size_t workspace_bytes(const AttentionParams& p) const override {
     int sms = 0, cc = 0;
     if (!cuda_device_properties(&sms, &cc).ok()) return 0;
-    const Geometry g = geometry(p);
+    const Geometry g = geometry(p, form_);
     const int splits = num_splits_for(p, g, sms);
     if (splits <= 1) return 0;
     return cuda_engine::split_workspace_bytes(splits, g.total_q, g.heads_q, g.head_dim_v);
@@ -270,7 +324,7 @@ class CudaAttention final : public AttentionEngine {
   Status run(const AttentionParams& p, void* workspace, void* stream) const override {
     int sms = 0, cc = 0;
     GA_RETURN_IF_ERROR(cuda_device_properties(&sms, &cc));
-    const Geometry g = geometry(p);
+    const Geometry g = geometry(p, form_);
     KernelParams kp = cuda_engine::kernel_params_from(p);
     kp.m_blocks = g.m_blocks;
     kp.num_splits = num_splits_for(p, g, sms);
@@ -291,12 +345,25 @@ class CudaAttention final : public AttentionEngine {
     }
     return dispatch_head_dim<__half>(g.head_dim, kp, g.tile_rows, s, use_pdl);
   }
+
+ private:
+  Form form_;
 };
 
 }  // namespace
 
 const AttentionEngine& attention_cuda_engine() {
-  static const CudaAttention engine;
+  static const CudaAttention engine(Form::kAuto);
+  return engine;
+}
+
+const AttentionEngine& attention_cuda_tile_engine() {
+  static const CudaAttention engine(Form::kTile);
+  return engine;
+}
+
+const AttentionEngine& attention_cuda_decode_engine() {
+  static const CudaAttention engine(Form::kDecode);
   return engine;
 }
 

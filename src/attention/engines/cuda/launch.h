@@ -25,24 +25,31 @@ constexpr int tile_rows(int d, int64_t packed_rows) {
 // use the same count, so GQA and copied-up MHA, which may pick different heights, agree bitwise.
 constexpr int tile_keys(int d) { return d == 64 ? 128 : 64; }
 
-// Decode kernel (decode_kernel.cuh): serves problems whose every sequence has at most
-// kDecodeMaxTokens query tokens, at the head dims below. A CTA holds kDecodeRows packed rows
-// (token x query head of one KV group, m_blocks = ceil(tokens x group / kDecodeRows)) and steps
-// through its split 64 keys at a time (the split planner counts in these). The choice depends on
-// the query length alone, never on the group, so native GQA and the same problem on K/V copied up
-// to Hq heads take the same kernel (bitwise-equal rows, tested).
-// Why 4 tokens (docs/ENGINES.md, "Multi-token decode"): every m-block re-reads its split's K/V
-// from L2 into shared memory, so tokens x group rows cost tokens x group / 16 times the one-token
-// L2 and shared-memory traffic. Group 8 x 4 tokens is 2x (predicted a win over the tile kernel;
-// measured 1.53x the one-token time at 64/8 1 x 128K, the tile kernel not timed beside it);
-// x 16 tokens 8x (predicted slower than the tile kernel's 128-row tile, which reads K/V once per
-// 128 rows).
+// Decode kernel (decode_kernel.cuh): serves problems whose longest sequence has at most
+// kDecodeMaxPackedRows packed rows (tokens x group, the rows of one m16 MMA tile: m_blocks == 1),
+// at the head dims below. A CTA holds kDecodeRows packed rows and steps through its split 64 keys
+// at a time (the split planner counts in these); the kernel itself takes any row count (m_blocks =
+// ceil(rows / kDecodeRows), tested by direct launches and the pinned "cuda-decode" engine).
+// Why the cut is on packed rows, at one m-block (docs/ENGINES.md, "Decode kernel choice by packed
+// rows"): every m-block of a (split, KV head) streams the whole split's K/V through L2 -> shared
+// memory -> MMAs again, so the decode kernel's SM-side cost is m_blocks x the one-token cost
+// (measured: 2 m-blocks 1.5-1.8x at D 128 on a full machine, 2.0x at D 256), while the tile kernel
+// reads the K/V once per 64 rows with one warp per 16 rows working in parallel (32 rows, 32/8 x 8
+// tokens 1 x 128K: 156.0 us, one token's time). Group 8 x 2 tokens (16 rows) stays here; group
+// 8 x 4 tokens (32) goes to the tile kernel; so does one token at groups above 16.
+// Native GQA (rows = tokens x group) and the same problem on K/V copied up (group 1: rows =
+// tokens) can land on different kernels (e.g. 64/8 x 4 tokens: 32 rows vs 4), whose summation
+// orders differ: bitwise GQA == copied-up holds per kernel, and the tests pin the kernel
+// ("cuda-tile", "cuda-decode") for the shapes that straddle the cut.
 inline constexpr int kDecodeRows = 16;
 inline constexpr int kDecodeBlockKeys = 64;
-inline constexpr int kDecodeMaxTokens = 4;
+inline constexpr int64_t kDecodeMaxPackedRows = kDecodeRows;
+// Most new tokens per sequence the pinned "cuda-decode" engine takes (the direct-launch tests' range).
+inline constexpr int64_t kDecodePinnedMaxTokens = 16;
 constexpr bool has_decode_kernel(int d) { return d == 64 || d == 128 || d == 256; }
-constexpr bool use_decode_kernel(int d, int64_t max_q) {
-  return has_decode_kernel(d) && max_q >= 1 && max_q <= kDecodeMaxTokens;
+// packed_rows: max query tokens per sequence x group (query heads per KV head).
+constexpr bool use_decode_kernel(int d, int64_t packed_rows) {
+  return has_decode_kernel(d) && packed_rows >= 1 && packed_rows <= kDecodeMaxPackedRows;
 }
 
 // Runs the tile kernel with `tile_rows` (tile_rows() above) rows per CTA and, when
@@ -58,7 +65,8 @@ template <class T, int kHeadDim>
 int tile_ctas_per_sm(int tile_rows);
 
 // Runs the decode kernel and, when p.num_splits > 1, the combine kernel; p.m_blocks is
-// ceil(max query tokens x group / kDecodeRows). Instantiated for has_decode_kernel head dims only.
+// ceil(max query tokens x group / kDecodeRows) (1 under use_decode_kernel; more when pinned).
+// Instantiated for has_decode_kernel head dims only.
 template <class T, int kHeadDim>
 Status launch_decode(const KernelParams& p, cudaStream_t stream, bool use_pdl);
 
