@@ -4,7 +4,12 @@
 // everything else. Pure host function: runs without a GPU.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <cstdint>
+#include <vector>
+
 #include "attention/engines/cuda/split_planner.h"
+#include "attention/engines/sm90/decode_split_plan.h"
 #include "attention/engines/sm90/decode_traits.h"
 
 namespace groupattn::test {
@@ -41,9 +46,10 @@ TEST(Sm90DecodeForm, SwapAbBelowTheThresholdsAndElsewhere) {
   EXPECT_FALSE(packed_rows_form(256, false, 8, 16));
 }
 
-// The split reduction (decode_traits.h cluster_reduction, docs/DECODE_SM90.md section 14), fed with
-// the engine's automatic split count (sm90_engine.cu num_splits_for: balanced_num_splits over a wave
-// of decode_tile().split_wave CTAs per SM, >= 8 tiles per split) on the H200's 132 SMs.
+// The split reduction (decode_traits.h cluster_reduction, docs/DECODE_SM90.md section 14) and the
+// automatic split count (decode_split_plan.h auto_decode_splits, section 15: the wave-filling count
+// of sections 8-14 unless the cost model -- stream time against the combine kernel's serial cost
+// per 8 splits -- says another saves >= 1.5 us) on the H200's 132 SMs.
 using sm90_engine::cluster_reduction;
 using sm90_engine::max_cluster_splits;
 
@@ -53,11 +59,31 @@ struct Shape {
   int batch, kv_heads, m_blocks, keys;
   int64_t head_dim;
   bool fp8;
+  int col_tile = 8;  // packed query columns per CTA: group x new tokens, rounded up to 8 / 16 / 32
 };
 
 int64_t key_tiles(const Shape& s) { return (s.keys + sm90_engine::kBlockKV - 1) / sm90_engine::kBlockKV; }
 
-int auto_splits(const Shape& s) {
+sm90_engine::DecodeSplitShape plan_shape(const Shape& s) {
+  sm90_engine::DecodeSplitShape d;
+  d.sm_count = kH200Sms;
+  d.batch = s.batch;
+  d.kv_heads = s.kv_heads;
+  d.m_blocks = s.m_blocks;
+  d.n_blocks = key_tiles(s);
+  d.head_dim = static_cast<int>(s.head_dim);
+  d.col_tile = s.col_tile;
+  d.fp8 = s.fp8;
+  return d;
+}
+
+int auto_splits(const Shape& s) { return sm90_engine::auto_decode_splits(plan_shape(s)); }
+
+bool auto_cluster(const Shape& s) { return sm90_engine::auto_split_cluster(plan_shape(s), auto_splits(s)); }
+
+// The rule before section 15 (sections 8-14): balanced_num_splits over a wave of
+// decode_tile().split_wave CTAs per SM, >= 8 tiles per split.
+int wave_splits(const Shape& s) {
   cuda_engine::SplitProblem sp;
   sp.sm_count = kH200Sms * sm90_engine::decode_tile(static_cast<int>(s.head_dim), s.fp8).split_wave;
   sp.batch = s.batch;
@@ -67,39 +93,41 @@ int auto_splits(const Shape& s) {
   return cuda_engine::balanced_num_splits(sp, 8);
 }
 
-bool auto_cluster(const Shape& s) {
-  const int splits = auto_splits(s);
-  const int64_t ctas = static_cast<int64_t>(s.batch) * s.kv_heads * s.m_blocks * splits;
-  return cluster_reduction(splits, ctas, (key_tiles(s) + splits - 1) / splits, kH200Sms, s.head_dim, s.fp8,
-                           /*forced=*/false);
-}
-
 TEST(Sm90DecodeSplitReduction, AutomaticSmallProblemsUseClusters) {
-  // 8/1 B1 x 8K one token: 128 tiles -> 16 splits of 8, 16 CTAs.
+  // 8/1 B1 x 8K one token: 128 tiles -> 16 splits of 8, 16 CTAs. More, shorter splits would leave
+  // the cluster (at most 16) for the workspace mode: 32 of 4 tiles cost 1.9 us less streaming but
+  // 1.4 + 4 x 0.82 us of combine against the cluster's 1.3.
   EXPECT_EQ(auto_splits({1, 1, 1, 8192, 128, false}), 16);
   EXPECT_TRUE(auto_cluster({1, 1, 1, 8192, 128, false}));
-  // 16/1 d64 B1 x 8K: 16 splits (the wave of two per SM is not the limit), 16 CTAs.
-  EXPECT_EQ(auto_splits({1, 1, 1, 8192, 64, false}), 16);
-  EXPECT_TRUE(auto_cluster({1, 1, 1, 8192, 64, false}));
+  // 16/1 d64 B1 x 8K (16 columns): 16 splits, 16 CTAs.
+  EXPECT_EQ(auto_splits({1, 1, 1, 8192, 64, false, 16}), 16);
+  EXPECT_TRUE(auto_cluster({1, 1, 1, 8192, 64, false, 16}));
   // 64/8 B1 x 8K: 8 KV heads x 16 splits = 128 CTAs, one wave.
   EXPECT_EQ(auto_splits({1, 8, 1, 8192, 128, false}), 16);
   EXPECT_TRUE(auto_cluster({1, 8, 1, 8192, 128, false}));
   // fp8 K/V, 8/1 B1 x 8K: 16 splits.
   EXPECT_TRUE(auto_cluster({1, 1, 1, 8192, 128, true}));
-  // D 256, 32/2 B1 x 4K: 64 tiles -> 8 splits (a cluster of 8 at one CTA per SM).
-  EXPECT_EQ(auto_splits({1, 2, 1, 4096, 256, false}), 8);
-  EXPECT_TRUE(auto_cluster({1, 2, 1, 4096, 256, false}));
+  // Short caches: 8/1 B1 x 2K (32 tiles) was 4 splits of 8 in a cluster; the cluster's cost does
+  // not grow with its size, so 8 splits of 4 tiles (the shortest the sweeps measured as fast per
+  // tile) stream half as long: ~1.9 us less by the model.
+  EXPECT_EQ(auto_splits({1, 1, 1, 2048, 128, false}), 8);
+  EXPECT_TRUE(auto_cluster({1, 1, 1, 2048, 128, false}));
 }
 
 TEST(Sm90DecodeSplitReduction, WorkspaceWhereTheSplitsDoNotFitOrNoSplit) {
-  // 8/1 B2 x 32K: 512 tiles -> 64 splits, more than a cluster holds.
-  EXPECT_EQ(auto_splits({2, 1, 1, 32768, 128, false}), 64);
+  // 8/1 B2 x 32K: 512 tiles. The wave-filling rule took 64 splits (128 CTAs of 8 tiles: 20.6 us in
+  // the a552d4d sweep); 32 (64 CTAs of 16) measured 18.6: the stream stays near the HBM rate and
+  // the combine walks 4 batches, not 8. The model picks 32 (2 us less).
+  EXPECT_EQ(wave_splits({2, 1, 1, 32768, 128, false}), 64);
+  EXPECT_EQ(auto_splits({2, 1, 1, 32768, 128, false}), 32);
   EXPECT_FALSE(auto_cluster({2, 1, 1, 32768, 128, false}));
   // 64/8 B32 x 32K: one split per (sequence, KV head).
   EXPECT_EQ(auto_splits({32, 8, 1, 32768, 128, false}), 1);
   EXPECT_FALSE(auto_cluster({32, 8, 1, 32768, 128, false}));
-  // 32/2 d256 B1 x 128K: 64 splits.
-  EXPECT_FALSE(auto_cluster({1, 2, 1, 131072, 256, false}));
+  // 32/2 d256 B1 x 128K (16 columns): 64 splits, 128 CTAs of 32 tiles; the per-CTA chain (32 x 1.3
+  // us) is below the stream, so fewer splits would slow it more than the combine saves.
+  EXPECT_EQ(auto_splits({1, 2, 1, 131072, 256, false, 16}), 64);
+  EXPECT_FALSE(auto_cluster({1, 2, 1, 131072, 256, false, 16}));
   // 64/8 B1 x 128K: 16 splits of 128 tiles in one wave, but long splits (measured: clusters 148.4 us
   // against the workspace mode's 123.8 at b47c4d8).
   EXPECT_EQ(auto_splits({1, 8, 1, 131072, 128, false}), 16);
@@ -107,7 +135,14 @@ TEST(Sm90DecodeSplitReduction, WorkspaceWhereTheSplitsDoNotFitOrNoSplit) {
   EXPECT_FALSE(cluster_reduction(16, 128, 9, kH200Sms, 128, false, false));
   EXPECT_TRUE(cluster_reduction(16, 128, 128, kH200Sms, 128, false, true));  // forced: any length
   // A short cache: 4 tiles, one split.
+  EXPECT_EQ(auto_splits({1, 1, 1, 256, 128, false}), 1);
   EXPECT_FALSE(auto_cluster({1, 1, 1, 256, 128, false}));
+  // D 256, 32/2 B1 x 4K (64 tiles): was 8 splits of 8 in a cluster of 8 (16 CTAs). Its chain is
+  // 1.3 us a tile, so 16 splits of 4 tiles (32 CTAs, workspace: the largest cluster is 8) stream
+  // 5.2 us less for 3.0 us of combine instead of the cluster's 1.3.
+  EXPECT_EQ(wave_splits({1, 2, 1, 4096, 256, false, 16}), 8);
+  EXPECT_EQ(auto_splits({1, 2, 1, 4096, 256, false, 16}), 16);
+  EXPECT_FALSE(auto_cluster({1, 2, 1, 4096, 256, false, 16}));
   // D 256 cannot take 16 (one CTA per SM): the largest cluster is 8.
   EXPECT_EQ(max_cluster_splits(256, false), 8);
   EXPECT_EQ(max_cluster_splits(128, false), 16);
@@ -116,6 +151,96 @@ TEST(Sm90DecodeSplitReduction, WorkspaceWhereTheSplitsDoNotFitOrNoSplit) {
   EXPECT_FALSE(cluster_reduction(16, 32, 8, kH200Sms, 256, false, false));
   // Past one wave, an automatic count that fits a cluster stays in the workspace mode.
   EXPECT_FALSE(cluster_reduction(4, 4 * 40, 8, kH200Sms, 128, false, false));
+}
+
+// The rows of issue 9's small-KV-head table (docs/DECODE_SM90.md section 15; one token unless
+// named). Few KV heads and one sequence: the wave-filling rule already gave 128 of the 132 SMs a
+// split at 128K, and the combine's 16 batches per row (~13 us) were the loss.
+TEST(Sm90DecodeSplitPlan, IssueRowsSmallKvHeads) {
+  // 8/1 d128 B1 x 128K: 128 splits of 16 tiles -> 64 of 32 (64 CTAs stream 64 MiB near the HBM
+  // rate, 8 combine batches instead of 16).
+  EXPECT_EQ(wave_splits({1, 1, 1, 131072, 128, false}), 128);
+  EXPECT_EQ(auto_splits({1, 1, 1, 131072, 128, false}), 64);
+  // 16/1 d64 B1 x 128K (16 columns): 128 -> 79 splits of 26 tiles (10 combine batches).
+  EXPECT_EQ(wave_splits({1, 1, 1, 131072, 64, false, 16}), 128);
+  EXPECT_EQ(auto_splits({1, 1, 1, 131072, 64, false, 16}), 79);
+  // 32/2 d256 B1 x 8K (16 columns): 16 splits of 8 tiles on 32 SMs -> 32 of 4 on 64 SMs: the d256
+  // chain (1.3 us a tile) is what the few SMs waited on.
+  EXPECT_EQ(wave_splits({1, 2, 1, 8192, 256, false, 16}), 16);
+  EXPECT_EQ(auto_splits({1, 2, 1, 8192, 256, false, 16}), 32);
+  // ... and with 2 new tokens (32 columns, 2.6 us a tile): also 32.
+  EXPECT_EQ(auto_splits({1, 2, 1, 8192, 256, false, 32}), 32);
+  // Unchanged: 8/1 d128 B32 x 4K (4 splits, 128 CTAs of 16 tiles, one combine batch); 16/1 d64
+  // B32 x 4K (8 splits, 256 CTAs two per SM: the model has no term for a shared SM, so the
+  // wave of two stays); 8/1 d128 B1 x 128K with 2 tokens (16 columns, 0.75 us a tile: 103 splits
+  // save ~1 us by the model, under the 1.5 us bar); 16/1 d64 B1 x 128K with 2 tokens (32 columns:
+  // the chain, 0.96 us a tile, is the limit) and 4 tokens (two column blocks, 256 CTAs).
+  EXPECT_EQ(auto_splits({32, 1, 1, 4096, 128, false}), 4);
+  EXPECT_EQ(auto_splits({32, 1, 1, 4096, 64, false, 16}), 8);
+  EXPECT_EQ(auto_splits({1, 1, 1, 131072, 128, false, 16}), 128);
+  EXPECT_EQ(auto_splits({1, 1, 1, 131072, 64, false, 32}), 128);
+  EXPECT_EQ(auto_splits({1, 1, 2, 131072, 64, false, 32}), 128);
+  // 32/2 d256 B1 x 128K, 4 tokens: two column blocks x 2 KV heads x 33 splits = 132 CTAs of 63
+  // tiles at 2.6 us: chain-bound on every SM already.
+  EXPECT_EQ(auto_splits({1, 2, 2, 131072, 256, false, 32}), 33);
+}
+
+// Large shapes keep the wave-filling count (issue 9 asks them unchanged or better).
+TEST(Sm90DecodeSplitPlan, LargeShapesKeepTheWaveFillingCount) {
+  const std::vector<Shape> shapes = {
+      {1, 8, 1, 131072, 128, false},     {32, 8, 1, 32768, 128, false},     {128, 8, 1, 8192, 128, false},
+      {32, 8, 1, 4096, 128, false},      {1, 8, 1, 131072, 128, false, 8},  {32, 1, 1, 32768, 128, false},
+      {128, 1, 1, 8192, 128, false},     {32, 1, 1, 32768, 64, false, 16},  {128, 1, 1, 8192, 64, false, 16},
+      {32, 2, 1, 32768, 256, false, 16}, {128, 2, 1, 8192, 256, false, 16}, {32, 2, 1, 4096, 256, false, 16},
+      {1, 8, 1, 131072, 128, true},      {32, 8, 1, 32768, 128, true},      {2, 8, 1, 131072, 128, false},
+      {2, 8, 1, 32768, 128, false},      {4, 8, 1, 8192, 128, false},       {8, 8, 1, 4096, 128, false},
+  };
+  for (const Shape& s : shapes) {
+    EXPECT_EQ(auto_splits(s), wave_splits(s)) << s.batch << " x " << s.kv_heads << " KV heads, " << s.keys
+                                              << " keys, D " << s.head_dim;
+  }
+  EXPECT_EQ(auto_splits({1, 8, 1, 131072, 128, false}), 16);
+  EXPECT_EQ(auto_splits({32, 8, 1, 32768, 128, false}), 1);
+  EXPECT_EQ(auto_splits({32, 1, 1, 32768, 64, false, 16}), 8);
+  EXPECT_EQ(auto_splits({32, 2, 1, 32768, 256, false, 16}), 2);
+}
+
+// The planner looks at few candidates (host cost per call); every count it could take gives no
+// cheaper plan: where the cheapest count of all (<= one CTA per SM, >= 4 tiles, <= kMaxSplits)
+// saves >= kMinPlanGainUs against the wave-filling count, the planner's choice costs the same, and
+// otherwise it keeps the wave-filling count.
+TEST(Sm90DecodeSplitPlan, CandidatesFindTheCheapestCount) {
+  for (int64_t d : {64, 128, 256}) {
+    for (int col_tile : {8, 16, 32}) {
+      for (int kv_heads : {1, 2, 4, 8}) {
+        for (int batch : {1, 2, 3, 8}) {
+          for (int keys : {64, 300, 2048, 4096, 8192, 20000, 65536, 131072, 262144}) {
+            const Shape s{batch, kv_heads, 1, keys, d, false, col_tile};
+            const sm90_engine::DecodeSplitShape p = plan_shape(s);
+            const int wave = wave_splits(s);
+            const int chosen = auto_splits(s);
+            if (static_cast<int64_t>(batch) * kv_heads * wave > kH200Sms) {
+              EXPECT_EQ(chosen, wave);
+              continue;
+            }
+            const int64_t hi = std::max<int64_t>(
+                1, std::min<int64_t>({cuda_engine::kMaxSplits, key_tiles(s) / 4, kH200Sms / (batch * kv_heads)}));
+            double best = sm90_engine::split_cost_us(p, wave);
+            for (int splits = 1; splits <= hi; ++splits) best = std::min(best, sm90_engine::split_cost_us(p, splits));
+            const double wave_cost = sm90_engine::split_cost_us(p, wave);
+            if (wave_cost - best >= sm90_engine::kMinPlanGainUs) {
+              EXPECT_NEAR(sm90_engine::split_cost_us(p, chosen), best, 1e-9) << keys << " keys, " << kv_heads;
+            } else {
+              EXPECT_EQ(chosen, wave) << keys << " keys, " << kv_heads << " KV heads, batch " << batch;
+            }
+            EXPECT_GE(chosen, 1);
+            EXPECT_LE(chosen, cuda_engine::kMaxSplits);
+            EXPECT_LE(static_cast<int64_t>(batch) * kv_heads * chosen, kH200Sms);
+          }
+        }
+      }
+    }
+  }
 }
 
 TEST(Sm90DecodeSplitReduction, ForcedCountsThatFitUseClusters) {

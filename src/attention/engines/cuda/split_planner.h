@@ -29,7 +29,8 @@ int auto_num_splits(const SplitProblem& p);
 // split, the fewest. On the H200 (bench/results/decode-splits-a552d4d.txt) it picks the fastest
 // measured count or one within 2 % of it on 5 of 6 shapes (8/1 B2 32K: 64 splits, 20.6 us against
 // 18.6 at 32), where auto_num_splits over-split the small ones (8/1 B1 8K: 128 splits 19.9 us, 16
-// splits 11.3 us).
+// splits 11.3 us). The sm90 swap-AB kernel starts from it and prices other counts against the
+// combine's per-split cost (sm90/decode_split_plan.h); its packed-rows form uses it as is.
 int balanced_num_splits(const SplitProblem& p, int min_blocks);
 
 // The split count a call uses: `requested` > 0 is the caller's override (clamped to

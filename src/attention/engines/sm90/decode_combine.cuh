@@ -8,10 +8,14 @@
 
 #include "attention/engines/cuda/combine_kernel.cuh"
 #include "attention/engines/cuda/kernel_params.h"
+#include "attention/engines/sm90/decode_split_plan.h"
 #include "cuda/pdl.cuh"
 #include "groupattn/status.h"
 
 namespace groupattn::sm90_engine {
+
+static_assert(kCombineSplitBatch == cuda_engine::kSplitBatch,
+              "the split planner's combine cost counts the combine kernel's batches (decode_split_plan.h)");
 
 // p.num_splits > 1: merges the partials of every (query token, query head) row into out / lse.
 template <class T, int kHeadDim>

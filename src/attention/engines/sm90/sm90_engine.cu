@@ -31,6 +31,7 @@
 #include "attention/engine_list.h"
 #include "attention/engines/cuda/host_params.h"
 #include "attention/engines/cuda/split_planner.h"
+#include "attention/engines/sm90/decode_split_plan.h"
 #include "attention/engines/sm90/decode_traits.h"
 #include "attention/engines/sm90/engine_checks.h"
 #include "attention/engines/sm90/launch.h"
@@ -123,16 +124,20 @@ int num_splits_for(const AttentionParams& p, const Geometry& g, int sm_count) {
     // (512 keys, the swap-AB form's 8 x 64) per split.
     return cuda_engine::balanced_num_splits(sp, 4);
   }
-  // fp8 K/V and 16-bit D 64: up to a wave of two CTAs per SM, not one (decode_tile().split_wave).
-  // Their tiles carry 16 KB, half of a 16-bit D 128 tile, so per byte the consumer warpgroup's
-  // per-tile chain (latency-bound, DECODE_SM90.md section 2) costs twice as much; a second CTA on
-  // the SM gives each scheduler a second, independent chain (fp8: measured, section 9; D 64: runs
-  // at 3807 GB/s, section 10, but not yet timed against a wave of one). 16-bit D 128: one CTA per
-  // SM measured as fast or faster (section 8); D 256 holds one CTA per SM.
-  sp.sm_count = sm_count * sm90_engine::decode_tile(static_cast<int>(g.head_dim), kv_is_fp8(p)).split_wave;
-  // At least 8 KV tiles (512 keys) per split: below that the per-split fixed cost and the combine
-  // outweigh the extra parallelism (split sweeps on the H200, cuda/split_planner.h).
-  return cuda_engine::balanced_num_splits(sp, 8);
+  // Swap-AB: the costed planner (decode_split_plan.h, docs/DECODE_SM90.md section 15). It starts
+  // from the wave-filling count (balanced_num_splits over decode_tile().split_wave CTAs per SM -- fp8
+  // and D 64 a wave of two, section 9 and 10 --, >= 8 KV tiles per split, section 8) and takes fewer
+  // or more splits where the combine kernel's per-split cost or a too-short grid says so.
+  sm90_engine::DecodeSplitShape shape;
+  shape.sm_count = sm_count;
+  shape.batch = g.batch;
+  shape.kv_heads = g.heads_kv;
+  shape.m_blocks = g.m_blocks;
+  shape.n_blocks = g.n_blocks;
+  shape.head_dim = static_cast<int>(g.head_dim);
+  shape.col_tile = g.col_tile;
+  shape.fp8 = kv_is_fp8(p);
+  return sm90_engine::auto_decode_splits(shape);
 }
 
 // Whether the swap-AB kernel reduces its splits in a cluster (decode_traits.h cluster_reduction;
