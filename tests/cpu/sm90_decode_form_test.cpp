@@ -115,11 +115,12 @@ TEST(Sm90DecodeSplitReduction, AutomaticSmallProblemsUseClusters) {
 }
 
 TEST(Sm90DecodeSplitReduction, WorkspaceWhereTheSplitsDoNotFitOrNoSplit) {
-  // 8/1 B2 x 32K: 512 tiles. The wave-filling rule took 64 splits (128 CTAs of 8 tiles: 20.6 us in
-  // the a552d4d sweep); 32 (64 CTAs of 16) measured 18.6: the stream stays near the HBM rate and
-  // the combine walks 4 batches, not 8. The model picks 32 (2 us less).
+  // 8/1 B2 x 32K: 512 tiles. The wave-filling rule takes 64 splits (128 CTAs of 8 tiles: 20.6 us in
+  // the a552d4d sweep, with one warp per row walking 8 combine batches; 32 splits measured 18.6).
+  // Above 16 splits the combine is now one CTA per row (3 batches at 64 splits), so the model keeps
+  // the 64: its stream is shorter and the combine no longer grows with the count.
   EXPECT_EQ(wave_splits({2, 1, 1, 32768, 128, false}), 64);
-  EXPECT_EQ(auto_splits({2, 1, 1, 32768, 128, false}), 32);
+  EXPECT_EQ(auto_splits({2, 1, 1, 32768, 128, false}), 64);
   EXPECT_FALSE(auto_cluster({2, 1, 1, 32768, 128, false}));
   // 64/8 B32 x 32K: one split per (sequence, KV head).
   EXPECT_EQ(auto_splits({32, 8, 1, 32768, 128, false}), 1);
@@ -157,13 +158,14 @@ TEST(Sm90DecodeSplitReduction, WorkspaceWhereTheSplitsDoNotFitOrNoSplit) {
 // named). Few KV heads and one sequence: the wave-filling rule already gave 128 of the 132 SMs a
 // split at 128K, and the combine's 16 batches per row (~13 us) were the loss.
 TEST(Sm90DecodeSplitPlan, IssueRowsSmallKvHeads) {
-  // 8/1 d128 B1 x 128K: 128 splits of 16 tiles -> 64 of 32 (64 CTAs stream 64 MiB near the HBM
-  // rate, 8 combine batches instead of 16).
+  // 8/1 d128 B1 x 128K: 128 splits of 16 tiles. With one warp per row the combine's 16 batches
+  // made 64 splits cheaper; with one CTA per row (combine_wide_kernel: 2 + 2 batches) the
+  // wave-filling 128 is the cheapest again.
   EXPECT_EQ(wave_splits({1, 1, 1, 131072, 128, false}), 128);
-  EXPECT_EQ(auto_splits({1, 1, 1, 131072, 128, false}), 64);
-  // 16/1 d64 B1 x 128K (16 columns): 128 -> 79 splits of 26 tiles (10 combine batches).
+  EXPECT_EQ(auto_splits({1, 1, 1, 131072, 128, false}), 128);
+  // 16/1 d64 B1 x 128K (16 columns): likewise 128.
   EXPECT_EQ(wave_splits({1, 1, 1, 131072, 64, false, 16}), 128);
-  EXPECT_EQ(auto_splits({1, 1, 1, 131072, 64, false, 16}), 79);
+  EXPECT_EQ(auto_splits({1, 1, 1, 131072, 64, false, 16}), 128);
   // 32/2 d256 B1 x 8K (16 columns): 16 splits of 8 tiles on 32 SMs -> 32 of 4 on 64 SMs: the d256
   // chain (1.3 us a tile) is what the few SMs waited on.
   EXPECT_EQ(wave_splits({1, 2, 1, 8192, 256, false, 16}), 16);

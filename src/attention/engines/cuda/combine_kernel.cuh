@@ -121,4 +121,100 @@ __global__ void __launch_bounds__(Traits::kThreads) combine_kernel(const KernelP
     p.lse[head * p.lse_head_stride + (s.q_token0 + token) * p.lse_row_stride] = lse;
 }
 
+// The same merge for rows with many splits and few rows beside them (a 1 x 128K decode with one KV
+// head: 8 rows, 64-128 splits), where combine_kernel's one warp per row waits out ceil(S / 8) load
+// round trips one after another (~0.8 us each on the H200, docs/DECODE_SM90.md section 15). One CTA
+// of kWideWarps warps per row: the LSE max and sum are block reductions (one split per thread), and
+// warp w sums the O slices of its own contiguous run of splits in combine_kernel's batches; the
+// warps' sums are then added in warp order through shared memory. Fixed order everywhere, so
+// deterministic; not bit-identical to combine_kernel (a different association), so a launch picks
+// one kernel by the split count alone (use_wide_combine), never by the row count.
+inline constexpr int kWideWarps = 8;
+inline constexpr int kWideMinSplits = 2 * kSplitBatch + 1;  // up to 16 splits: two batches at most
+constexpr bool use_wide_combine(int num_splits) { return num_splits >= kWideMinSplits; }
+
+template <class Traits>
+__global__ void __launch_bounds__(kWideWarps * cuda::kWarpSize) combine_wide_kernel(const KernelParams p) {
+  using T = typename Traits::Element;
+  using Store = cuda::MmaType<T>;
+  constexpr int kThreads = kWideWarps * cuda::kWarpSize;
+  __shared__ float red[kWideWarps];
+  __shared__ float part[kWideWarps][Traits::kHeadDimV];
+  cuda::wait_for_primary();
+
+  const int b = blockIdx.y;
+  const SeqInfo s = seq_info(p, b);
+  const int row = blockIdx.x;  // row = token * Hq + head; the whole CTA leaves together
+  if (row >= s.q_len * p.heads_q) return;
+  const int warp = threadIdx.x / cuda::kWarpSize, lane = threadIdx.x % cuda::kWarpSize;
+  const int token = row / p.heads_q, head = row % p.heads_q;
+  const int64_t q_token = s.q_token0 + token;
+  const float* lse_row = p.lse_partial + q_token * p.part_lse_row_stride + head * p.part_lse_head_stride;
+  const auto* o_row = static_cast<const typename Traits::Partial*>(p.o_partial_in) +
+                      q_token * p.part_o_row_stride + head * p.part_o_head_stride;
+
+  // Max, then sum of exp, over the splits (thread t takes splits t, t + kThreads, ...); each block
+  // reduction ends with every thread reading the kWideWarps partials in warp order.
+  float mx = -INFINITY;
+  for (int sp = threadIdx.x; sp < p.num_splits; sp += kThreads) mx = fmaxf(mx, lse_row[sp * p.part_lse_split_stride]);
+  mx = warp_max(mx);
+  if (lane == 0) red[warp] = mx;
+  __syncthreads();
+  mx = red[0];
+  for (int w = 1; w < kWideWarps; ++w) mx = fmaxf(mx, red[w]);
+  __syncthreads();  // red is reused below
+  float lse = -INFINITY;
+  if (mx != -INFINITY) {
+    float sum = 0.f;
+    for (int sp = threadIdx.x; sp < p.num_splits; sp += kThreads) {
+      const float x = lse_row[sp * p.part_lse_split_stride];
+      if (x != -INFINITY) sum += expf(x - mx);
+    }
+    sum = warp_sum(sum);
+    if (lane == 0) red[warp] = sum;
+    __syncthreads();
+    float total = red[0];
+    for (int w = 1; w < kWideWarps; ++w) total += red[w];
+    lse = mx + logf(total);
+  }
+
+  // Warp w: splits [w * per, min((w + 1) * per, S)), kSplitBatch at a time as in combine_kernel.
+  float acc[Traits::kElemsPerLane];
+  for (int e = 0; e < Traits::kElemsPerLane; ++e) acc[e] = 0.f;
+  if (lse != -INFINITY) {
+    const int per = (p.num_splits + kWideWarps - 1) / kWideWarps;
+    const int first = warp * per, last = min(first + per, p.num_splits);
+    for (int sp0 = first; sp0 < last; sp0 += kSplitBatch) {
+      float x[kSplitBatch];
+      float val[kSplitBatch][Traits::kElemsPerLane];
+#pragma unroll
+      for (int u = 0; u < kSplitBatch; ++u) x[u] = sp0 + u < last ? lse_row[(sp0 + u) * p.part_lse_split_stride] : -INFINITY;
+#pragma unroll
+      for (int u = 0; u < kSplitBatch; ++u) {
+        if (x[u] == -INFINITY) continue;  // past this warp's run, or empty: its O was never written
+        const auto* o = o_row + (sp0 + u) * p.part_o_split_stride + lane * Traits::kElemsPerLane;
+#pragma unroll
+        for (int e = 0; e < Traits::kElemsPerLane; ++e) val[u][e] = load_float(o + e);
+      }
+#pragma unroll
+      for (int u = 0; u < kSplitBatch; ++u) {
+        if (x[u] == -INFINITY) continue;
+        const float w = expf(x[u] - lse);
+#pragma unroll
+        for (int e = 0; e < Traits::kElemsPerLane; ++e) acc[e] += w * val[u][e];
+      }
+    }
+  }
+  for (int e = 0; e < Traits::kElemsPerLane; ++e) part[warp][lane * Traits::kElemsPerLane + e] = acc[e];
+  __syncthreads();
+  // Thread t stores O elements t, t + kThreads, ... as the warp-ordered sum of the warps' parts.
+  T* out = static_cast<T*>(p.out) + s.o_offset + token * p.o_row_stride + head * p.o_head_stride;
+  for (int i = threadIdx.x; i < Traits::kHeadDimV; i += kThreads) {
+    float o = part[0][i];
+    for (int w = 1; w < kWideWarps; ++w) o += part[w][i];
+    Store::store1(out + i, o);
+  }
+  if (p.lse != nullptr && threadIdx.x == 0) p.lse[head * p.lse_head_stride + q_token * p.lse_row_stride] = lse;
+}
+
 }  // namespace groupattn::cuda_engine

@@ -1,6 +1,6 @@
-// The split combine of the sm90 decode engine: the portable engine's combine kernel, unchanged (it
-// reads the partials through p's part_* strides), launched as a programmatic dependent launch after
-// the decode kernel that wrote them. Shared by both decode forms: the swapped kernel
+// The split combine of the sm90 decode engine: the portable engine's combine kernels (they read the
+// partials through p's part_* strides; combine_wide_kernel above 16 splits), launched as a
+// programmatic dependent launch after the decode kernel that wrote them. Shared by both decode forms: the swapped kernel
 // (decode_kernel.cuh) and the packed-rows multi-token kernel (prefill_kernel.cuh, kPackedDecode).
 #pragma once
 
@@ -14,14 +14,21 @@
 
 namespace groupattn::sm90_engine {
 
-static_assert(kCombineSplitBatch == cuda_engine::kSplitBatch,
-              "the split planner's combine cost counts the combine kernel's batches (decode_split_plan.h)");
+static_assert(kCombineSplitBatch == cuda_engine::kSplitBatch && kCombineWideWarps == cuda_engine::kWideWarps &&
+                  kCombineWideMinSplits == cuda_engine::kWideMinSplits,
+              "the split planner's combine cost counts the combine kernels' batches (decode_split_plan.h)");
 
 // p.num_splits > 1: merges the partials of every (query token, query head) row into out / lse.
 template <class T, int kHeadDim>
 Status launch_split_combine(const cuda_engine::KernelParams& p, cudaStream_t stream) {
   using Combine = cuda_engine::CombineTraits<T, kHeadDim>;  // D == Dv
   const int rows = p.seqlen_q * p.heads_q;
+  if (cuda_engine::use_wide_combine(p.num_splits)) {  // one CTA per row (combine_kernel.cuh)
+    const dim3 grid(static_cast<unsigned>(rows), static_cast<unsigned>(p.batch));
+    return cuda::launch_maybe_pdl(cuda_engine::combine_wide_kernel<Combine>, grid,
+                                  dim3(cuda_engine::kWideWarps * cuda::kWarpSize), 0, stream, /*use_pdl=*/true,
+                                  "launching combine_wide_kernel", p);
+  }
   const dim3 combine_grid(static_cast<unsigned>((rows + Combine::kWarps - 1) / Combine::kWarps),
                           static_cast<unsigned>(p.batch));
   return cuda::launch_maybe_pdl(cuda_engine::combine_kernel<Combine>, combine_grid, dim3(Combine::kThreads), 0,

@@ -13,7 +13,8 @@
 //   stream(S) + reduce(S)
 //   stream(S) = smooth max of (a CTA's tiles x tile_us, the K/V bytes at kHbmBytesPerUs)
 //   reduce(S) = 0 (S = 1) | kClusterReduceUs (cluster mode, decode_traits.h cluster_reduction) |
-//               kCombineLaunchUs + kCombineBatchUs x ceil(S / 8) (workspace mode)
+//               kCombineLaunchUs + kCombineBatchUs x ceil(S / 8) (workspace mode; above 16 splits
+//               2 + ceil(ceil(S / 8) / 8) batches, the one-CTA-per-row combine)
 //
 // and the planner takes the cheapest, keeping the wave-filling count (cuda_engine::
 // balanced_num_splits over decode_tile().split_wave, the rule of sections 8-14) unless the model
@@ -36,6 +37,11 @@ inline constexpr double kHbmBytesPerUs = 4.4e6;
 // its launch plus the wait for the decode grid (sections 8 and 14: the a552d4d sweep's slope; 12.2
 // us workspace against 10.0 us cluster at 16 splits).
 inline constexpr int kCombineSplitBatch = 8;  // == cuda_engine::kSplitBatch (static_assert in decode_combine.cuh)
+// Above 16 splits the combine runs one CTA of 8 warps per row (combine_wide_kernel): the LSE max and
+// sum, then each warp's ceil(S / 8) splits in batches of 8, so ~2 + ceil(ceil(S / 8) / 8) round trips
+// instead of ceil(S / 8) (a prediction from the batch cost above, not yet measured).
+inline constexpr int kCombineWideWarps = 8;       // == cuda_engine::kWideWarps
+inline constexpr int kCombineWideMinSplits = 17;  // == cuda_engine::kWideMinSplits
 inline constexpr double kCombineBatchUs = 0.82;
 inline constexpr double kCombineLaunchUs = 1.4;
 // The cluster reduction in place of both (two cluster barriers, DSMEM reads; section 14).
@@ -105,7 +111,11 @@ inline double split_cost_us(const DecodeSplitShape& s, int splits) {
   const double stream = std::sqrt(std::sqrt(per_cta * per_cta * per_cta * per_cta + hbm * hbm * hbm * hbm));
   if (splits <= 1) return stream;
   if (auto_split_cluster(s, splits)) return stream + kClusterReduceUs;
-  const int batches = (splits + kCombineSplitBatch - 1) / kCombineSplitBatch;
+  int batches = (splits + kCombineSplitBatch - 1) / kCombineSplitBatch;
+  if (splits >= kCombineWideMinSplits) {
+    const int per_warp = (splits + kCombineWideWarps - 1) / kCombineWideWarps;
+    batches = 2 + (per_warp + kCombineSplitBatch - 1) / kCombineSplitBatch;
+  }
   return stream + kCombineLaunchUs + kCombineBatchUs * batches;
 }
 
