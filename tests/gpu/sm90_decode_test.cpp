@@ -132,6 +132,24 @@ TEST_F(Sm90Decode, LongCacheAutoSplit) {
   }
 }
 
+// Above 16 splits the combine runs one CTA per row (combine_wide_kernel): forced split counts on
+// both sides of that cut and up to the cap, sequences much shorter than the split count (most of
+// their splits empty, skipped by their -inf LSE), 1 and 2 new tokens, each head dim.
+TEST_F(Sm90Decode, WideCombineManySplits) {
+  for (int64_t d : kHeadDims) {
+    for (int splits : {16, 17, 40, 128}) {
+      for (int tokens : {1, 2}) {
+        Case c = decode_case(8, 1, tokens, {9000, 100, 3, 2500}, d);
+        c.num_splits = splits;
+        check_case(c, kEngine);
+      }
+    }
+  }
+  Case gqa = decode_case(64, 8, 1, {20000, 77}, 128);
+  gqa.num_splits = 96;
+  check_case(gqa, kEngine);
+}
+
 // Case c (causal) with a causal window, a window straddling the new tokens (not causal), softcap,
 // and a custom scale, each checked.
 void check_window_softcap_scale(Case c) {
