@@ -331,6 +331,25 @@ TEST_F(CudaAttention, DecodeLongAutoSplitAllDims) {
   }
 }
 
+// Above 16 splits the combine runs one CTA per row (combine_wide_kernel): forced counts on both
+// sides of the cut and up to the cap, through the decode kernel (1 token, group 8) and the tile
+// kernel (4 tokens: 32 rows), with sequences far shorter than the split count (empty splits).
+TEST_F(CudaAttention, WideCombineManySplits) {
+  for (int64_t d : {64, 128, 256}) {
+    for (int splits : {16, 17, 40, 128}) {
+      for (int sq : {1, 4}) {
+        Case c;
+        c.hq = 8, c.hkv = 1, c.d = d;
+        c.q_lens = {sq, sq, sq};
+        c.k_lens = {9000, 60, 2500};
+        c.causal = true;
+        c.num_splits = splits;
+        check_case(c);
+      }
+    }
+  }
+}
+
 // One-token decode (every sequence has one query token, D 64/128/256) runs the decode kernel
 // (decode_kernel.cuh) up to group 16 (48/3 fills its 16 rows exactly): 16-key sub-tiles split
 // between 4 warps, splits in 64-key blocks. Groups above 16 (32/1, 34/2) run the tile kernel
