@@ -160,25 +160,30 @@ __device__ __forceinline__ Work packed_decode_work(const KernelParams& p) {
   return w;
 }
 
-// The grid is (query tile, head, sequence), the last query tiles launched first (causal: they see
-// the most keys); packed decode: packed_decode_work.
+// The grid is (query tile, head, sequence), or (head, query tile, sequence) when heads_fastest;
+// the last query tiles launched first (causal: they see the most keys); packed decode:
+// packed_decode_work.
 template <class Traits>
-__device__ __forceinline__ Work cta_work(const KernelParams& p) {
-  if constexpr (Traits::kPackedDecode) return packed_decode_work<Traits>(p);
+__device__ __forceinline__ Work cta_work(const KernelParams& p, bool heads_fastest) {
+  if constexpr (Traits::kPackedDecode) {
+    (void)heads_fastest;
+    return packed_decode_work<Traits>(p);
+  }
   const int b = static_cast<int>(blockIdx.z);
   Work w;
   w.s = cuda_engine::seq_info(p, b);
   w.b = b;
   w.split = w.kv_group = 0;
   w.wgs = Traits::kConsumerWgs;
-  w.h = static_cast<int>(blockIdx.y);
+  w.h = static_cast<int>(heads_fastest ? blockIdx.x : blockIdx.y);
   w.kvh = cuda_engine::kv_head_of(w.h, p.group, p.heads_kv);
   const bool q_varlen = p.cu_seqlens_q != nullptr, kv_varlen = p.cu_seqlens_k != nullptr;
   w.q_row0 = q_varlen ? static_cast<int>(w.s.q_token0) : 0;
   w.q_outer = q_varlen ? 0 : b;
   w.kv_row0 = kv_varlen ? p.cu_seqlens_k[b] : 0;
   w.kv_outer = kv_varlen ? 0 : b;
-  w.m0 = (static_cast<int>(gridDim.x) - 1 - static_cast<int>(blockIdx.x)) * Traits::kBlockM;
+  const int m_blocks = static_cast<int>(heads_fastest ? gridDim.y : gridDim.x);
+  w.m0 = (m_blocks - 1 - static_cast<int>(heads_fastest ? blockIdx.y : blockIdx.x)) * Traits::kBlockM;
   w.rows = w.s.q_len;
   w.has_rows = w.m0 < w.s.q_len;
   w.blk_begin = w.blk_end = 0;
@@ -879,10 +884,11 @@ __device__ void consume(const KernelParams& p, const Work& w, const Smem<Traits>
 }
 
 template <class Traits>
-__device__ void prefill_cta(const KernelParams& p, const CUtensorMap* tq, const CUtensorMap* tk, const CUtensorMap* tv) {
+__device__ void prefill_cta(const KernelParams& p, const CUtensorMap* tq, const CUtensorMap* tk, const CUtensorMap* tv,
+                            bool heads_fastest) {
   extern __shared__ __align__(128) unsigned char smem_raw[];
   const Smem<Traits> sm{hw::align_1024(smem_raw)};
-  const Work w = cta_work<Traits>(p);
+  const Work w = cta_work<Traits>(p, heads_fastest);
   if (!w.has_rows) return;  // the whole CTA, before any barrier
 
   const int tid = static_cast<int>(threadIdx.x), warp = tid / 32, lane = tid % 32;
@@ -932,17 +938,20 @@ __device__ void prefill_cta(const KernelParams& p, const CUtensorMap* tq, const 
 }  // namespace prefill_detail
 #endif  // __CUDA_ARCH_FEAT_SM90_ALL
 
+// heads_fastest: the grid is (Hq, m_blocks, B) instead of (m_blocks, Hq, B) (PrefillLaunch).
 template <class Traits>
 __global__ void __launch_bounds__(Traits::kThreads, 1)
     sm90_prefill_kernel(const cuda_engine::KernelParams p, const __grid_constant__ CUtensorMap tmap_q,
-                        const __grid_constant__ CUtensorMap tmap_k, const __grid_constant__ CUtensorMap tmap_v) {
+                        const __grid_constant__ CUtensorMap tmap_k, const __grid_constant__ CUtensorMap tmap_v,
+                        const int heads_fastest) {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
-  prefill_detail::prefill_cta<Traits>(p, &tmap_q, &tmap_k, &tmap_v);
+  prefill_detail::prefill_cta<Traits>(p, &tmap_q, &tmap_k, &tmap_v, heads_fastest != 0);
 #else
   (void)p;
   (void)tmap_q;
   (void)tmap_k;
   (void)tmap_v;
+  (void)heads_fastest;
 #endif
 }
 
@@ -951,10 +960,12 @@ Status launch_prefill_traits(const cuda_engine::KernelParams& p, const PrefillLa
   auto* kernel = sm90_prefill_kernel<Traits>;
   GA_RETURN_IF_ERROR(
       cuda::set_max_dynamic_smem_once<sm90_prefill_kernel<Traits>>(static_cast<int>(Traits::kSmemBytes)));
-  const dim3 grid(static_cast<unsigned>(p.m_blocks), static_cast<unsigned>(p.heads_q), static_cast<unsigned>(p.batch));
-  kernel<<<grid, Traits::kThreads, Traits::kSmemBytes, stream>>>(p, *static_cast<const CUtensorMap*>(l.q_tmap),
-                                                                  *static_cast<const CUtensorMap*>(l.k_tmap),
-                                                                  *static_cast<const CUtensorMap*>(l.v_tmap));
+  const auto m_blocks = static_cast<unsigned>(p.m_blocks), heads = static_cast<unsigned>(p.heads_q);
+  const dim3 grid(l.heads_fastest ? heads : m_blocks, l.heads_fastest ? m_blocks : heads,
+                  static_cast<unsigned>(p.batch));
+  kernel<<<grid, Traits::kThreads, Traits::kSmemBytes, stream>>>(
+      p, *static_cast<const CUtensorMap*>(l.q_tmap), *static_cast<const CUtensorMap*>(l.k_tmap),
+      *static_cast<const CUtensorMap*>(l.v_tmap), l.heads_fastest ? 1 : 0);
   return cuda::last_launch_status("sm90_prefill_kernel");
 }
 
@@ -991,7 +1002,7 @@ Status launch_decode_packed_kv(const cuda_engine::KernelParams& p, const DecodeL
                   static_cast<unsigned>(p.batch));
   const auto& k_map = *static_cast<const CUtensorMap*>(l.k_tmap);
   kernel<<<grid, Traits::kThreads, Traits::kSmemBytes, stream>>>(p, k_map, k_map,
-                                                                  *static_cast<const CUtensorMap*>(l.v_tmap));
+                                                                  *static_cast<const CUtensorMap*>(l.v_tmap), 0);
   GA_RETURN_IF_ERROR(cuda::last_launch_status(kFp8 ? "sm90_prefill_kernel (packed decode, fp8 K/V)"
                                                    : "sm90_prefill_kernel (packed decode)"));
   if (p.num_splits == 1) return Status::Ok();

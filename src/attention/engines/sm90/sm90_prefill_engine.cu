@@ -100,6 +100,19 @@ class Sm90PrefillAttention final : public AttentionEngine {
     launch.k_tmap = &k_map;
     launch.v_tmap = &v_map;
     launch.head_dim = head_dim;
+    // Causal or windowed, query tiles differ in work (causal: 1 .. m_blocks KV tiles). The default
+    // grid launches each head's tiles longest first, so the last heads' longest tiles start near the
+    // end of the grid and the other SMs idle while they finish (S2048 B8 causal, list-scheduling
+    // model over 132 SMs: makespan 1.035-1.045x the balanced one). Heads fastest, all of a
+    // sequence's longest tiles go first (1.004-1.008x). Only while one sequence's K and V stay in
+    // L2 (<= 16 MiB): the CTAs in flight then span all heads of the sequence, where the default
+    // order keeps them on a few heads' K/V (a persistent grid ordered like this read K/V from HBM
+    // and lost 4-15 % on long sequences, docs/PREFILL_SM90.md).
+    const bool varying = kp.causal || kp.window_left >= 0 || kp.window_right >= 0;
+    const int64_t seq_k = kv_layout(p) == KvLayout::kVarlen ? (p.max_seqlen_k > 0 ? p.max_seqlen_k : p.k.size(0))
+                                                            : p.k.size(1);
+    const int64_t kv_seq_bytes = 2 * seq_k * kp.heads_kv * head_dim * 2;
+    launch.heads_fastest = varying && kv_seq_bytes <= (int64_t{16} << 20) && kp.m_blocks <= kMaxGridYZ;
     const auto s = static_cast<cudaStream_t>(stream);
     if (p.q.dtype == DType::kBF16) return sm90_engine::launch_prefill<__nv_bfloat16>(kp, launch, s);
     return sm90_engine::launch_prefill<__half>(kp, launch, s);
