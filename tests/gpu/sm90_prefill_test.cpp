@@ -135,7 +135,8 @@ TEST_F(Sm90Prefill, SeqlensKIgnoresStaleRows) {
 }
 
 // Head dims 64 and 256 beyond the tests above that cover every dim: head ratios, lengths around
-// the query tile and the dim's KV tile (128 keys at D 64, 64 at D 256: prefill_tile), varlen.
+// the dim's query tile (192 rows at D 64, three consumer warpgroups; 128 at D 256) and KV tile
+// (128 keys at D 64, 64 at D 256: prefill_tile), varlen.
 TEST_F(Sm90Prefill, HeadDims64And256) {
   for (int d : {64, 256}) {
     auto with_d = [d](Case c) {
@@ -150,8 +151,12 @@ TEST_F(Sm90Prefill, HeadDims64And256) {
       for (bool causal : {false, true})
         check_case(with_d(prefill_case(hq, hkv, 2, 200, 200, causal)), kEngine);
     }
-    const int n = sm90_engine::prefill_tile(d).block_n;
-    for (int sq : {17, 127, 129}) {
+    const int m = sm90_engine::prefill_tile(d).block_m, n = sm90_engine::prefill_tile(d).block_n;
+    // Query lengths: one row in the last warpgroup (129), the warpgroup boundaries, the query tile
+    // -1 / +0 / +1 (D 64: 191, 192, 193), and two tiles + 1.
+    std::vector<int> sqs = {17, 127, 129, m - 1, m, m + 1, 2 * m + 1};
+    if (m == 128) sqs = {17, 127, 129};  // D 256: as before
+    for (int sq : sqs) {
       for (int sk : {1, n - 1, n, n + 1, 2 * n + 1, 385}) {
         for (bool causal : {false, true}) check_case(with_d(prefill_case(8, 2, 1, sq, sk, causal)), kEngine);
       }
@@ -159,14 +164,25 @@ TEST_F(Sm90Prefill, HeadDims64And256) {
     Case v = with_d(prefill_case(8, 2, 1, 1, 1, true));
     v.q_varlen = true;
     v.kv = KvKind::kVarlen;
-    v.q_lens = {129, 0, 300, 77, 65};
-    v.k_lens = {129, 5, 300, 385, 63};
+    v.q_lens = {129, 0, 300, 77, 65, m - 1, m + 1, m};
+    v.k_lens = {129, 5, 300, 385, 63, m - 1, m + 1, 2 * m + 1};
     for (bool causal : {false, true}) {
       v.causal = causal;
       check_case(v, kEngine);
     }
     v.window_left = 60, v.window_right = 10;
     check_case(v, kEngine);
+  }
+}
+
+// Head dim 64 with seqlens_k poisoning the rows past each sequence's keys: the stale-V zeroing
+// and its barrier over three consumer warpgroups (384 threads), query rows in all three.
+TEST_F(Sm90Prefill, HeadDim64SeqlensKIgnoresStaleRows) {
+  for (bool causal : {false, true}) {
+    Case c = prefill_case(8, 2, 3, 200, 300, causal);
+    c.d = 64;
+    c.k_lens = {300, 171, 129};
+    expect_ignores_stale_rows(c, kEngine);
   }
 }
 

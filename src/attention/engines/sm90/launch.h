@@ -48,10 +48,14 @@ struct PrefillLaunch {
   const void* k_tmap = nullptr;
   const void* v_tmap = nullptr;
   int head_dim = 128;  // D == Dv: 64, 128 or 256
+  // Grid (Hq, m_blocks, B) instead of (m_blocks, Hq, B): within a sequence every head's last query
+  // tile launches before any head's second-to-last (longest first over the whole sequence, not
+  // per head). p.m_blocks must then be <= 65535 (grid y).
+  bool heads_fastest = false;
 };
 
-// Runs the prefill kernel (grid: m_blocks, Hq, B); p.num_splits must be 1. Dispatches on
-// l.head_dim to launch_prefill_head_dim.
+// Runs the prefill kernel (grid: m_blocks, Hq, B, or Hq, m_blocks, B with l.heads_fastest);
+// p.num_splits must be 1. Dispatches on l.head_dim to launch_prefill_head_dim.
 template <class T>
 Status launch_prefill(const cuda_engine::KernelParams& p, const PrefillLaunch& l, cudaStream_t stream);
 

@@ -2,13 +2,14 @@
 // varlen Q and K/V (and seqlens_k), MHA/GQA/MQA (query head h reads KV head h / group), causal
 // bottom-right, window, softcap, scale, O + LSE. History and measurements: docs/PREFILL_SM90.md.
 //
-//   Q   [B, Sq, Hq, D] or [total_q, Hq, D]   one CTA per (128-row query tile, query head, sequence)
+//   Q   [B, Sq, Hq, D] or [total_q, Hq, D]   one CTA per (kBlockM-row query tile, query head, sequence)
 //   K,V [B, Sk, Hkv, D] or [total_k, Hkv, D] KV tiles of kBlockN keys by TMA, kStages-deep ring
 //   out like Q (Q's dtype), lse fp32 [Hq, total query tokens]
 //
 // 384 threads: warps 0-3 and 4-7 are two consumer warpgroups (64 query rows each, 240 registers
 // after setmaxnreg), warps 8-11 the producer warpgroup (24 registers; one thread issues the
-// copies). Per KV tile, each consumer warpgroup: S = Q K^T (wgmma m64nNk16, fp32); scale /
+// copies). Head dim 64: 192-row query tiles, 512 threads, three consumer warpgroups at 160
+// registers (warps 0-11), the producer warps 12-15; the GEMM turns go round robin. Per KV tile, each consumer warpgroup: S = Q K^T (wgmma m64nNk16, fp32); scale /
 // softcap / mask; online softmax along its rows (thread-local, then the quad); O += P V with P
 // packed in registers as the A operand (RS, m64nDk16). Overlap: inside a warpgroup, tile i's
 // S product and tile i-1's O product are issued together and tile i's softmax runs under the O
@@ -159,25 +160,30 @@ __device__ __forceinline__ Work packed_decode_work(const KernelParams& p) {
   return w;
 }
 
-// The grid is (query tile, head, sequence), the last query tiles launched first (causal: they see
-// the most keys); packed decode: packed_decode_work.
+// The grid is (query tile, head, sequence), or (head, query tile, sequence) when heads_fastest;
+// the last query tiles launched first (causal: they see the most keys); packed decode:
+// packed_decode_work.
 template <class Traits>
-__device__ __forceinline__ Work cta_work(const KernelParams& p) {
-  if constexpr (Traits::kPackedDecode) return packed_decode_work<Traits>(p);
+__device__ __forceinline__ Work cta_work(const KernelParams& p, bool heads_fastest) {
+  if constexpr (Traits::kPackedDecode) {
+    (void)heads_fastest;
+    return packed_decode_work<Traits>(p);
+  }
   const int b = static_cast<int>(blockIdx.z);
   Work w;
   w.s = cuda_engine::seq_info(p, b);
   w.b = b;
   w.split = w.kv_group = 0;
   w.wgs = Traits::kConsumerWgs;
-  w.h = static_cast<int>(blockIdx.y);
+  w.h = static_cast<int>(heads_fastest ? blockIdx.x : blockIdx.y);
   w.kvh = cuda_engine::kv_head_of(w.h, p.group, p.heads_kv);
   const bool q_varlen = p.cu_seqlens_q != nullptr, kv_varlen = p.cu_seqlens_k != nullptr;
   w.q_row0 = q_varlen ? static_cast<int>(w.s.q_token0) : 0;
   w.q_outer = q_varlen ? 0 : b;
   w.kv_row0 = kv_varlen ? p.cu_seqlens_k[b] : 0;
   w.kv_outer = kv_varlen ? 0 : b;
-  w.m0 = (static_cast<int>(gridDim.x) - 1 - static_cast<int>(blockIdx.x)) * Traits::kBlockM;
+  const int m_blocks = static_cast<int>(heads_fastest ? gridDim.y : gridDim.x);
+  w.m0 = (m_blocks - 1 - static_cast<int>(heads_fastest ? blockIdx.y : blockIdx.x)) * Traits::kBlockM;
   w.rows = w.s.q_len;
   w.has_rows = w.m0 < w.s.q_len;
   w.blk_begin = w.blk_end = 0;
@@ -596,6 +602,13 @@ __device__ void consume(const KernelParams& p, const Work& w, const Smem<Traits>
     v_scale = p.v_scale[w.b * p.v_scale_b_stride + w.kvh * p.v_scale_h_stride];
   }
 
+  // Softcap: s -> cap * tanh(s * scale / cap). The quotient once, before the loop: the IEEE
+  // division's slow path is a subroutine call, whose return address spilled inside the loop at
+  // 160 registers (three consumer warpgroups, D 64).
+  float scale = p.scale;
+  if constexpr (Traits::kFp8Kv) scale *= k_scale;
+  const float inv_cap = p.softcap > 0.f ? scale / p.softcap : 0.f;
+
   // Softmax of one tile's scores (sacc, in place: scores -> probabilities), updating the running
   // max and sum; alpha: how much the rows' earlier O must shrink (applied by the caller, once the
   // previous tile's O product has completed).
@@ -604,11 +617,8 @@ __device__ void consume(const KernelParams& p, const Work& w, const Smem<Traits>
     // max of s * mult. Every test on a uniform value (softcap, a tile that needs the mask) sits
     // outside the per-element loops: ncu of the first cut showed ~69 branches per warp and tile
     // (one per element) and instruction-fetch stalls as the largest stall reason.
-    float scale = p.scale;
-    if constexpr (Traits::kFp8Kv) scale *= k_scale;
     float mult = scale * kLog2e;
     if (p.softcap > 0.f) {
-      const float inv_cap = scale / p.softcap;
 #pragma unroll
       for (int i = 0; i < kS; ++i) sacc[i] = p.softcap * tanhf(sacc[i] * inv_cap);
       mult = kLog2e;
@@ -653,33 +663,37 @@ __device__ void consume(const KernelParams& p, const Work& w, const Smem<Traits>
 #pragma unroll
       for (int r = 0; r < 4; ++r) pf[kk][r] = Store::pack(sacc[8 * kk + 2 * r], sacc[8 * kk + 2 * r + 1]);
   };
-  // Pingpong turns: warpgroup wg issues its GEMMs only after syncing on
-  // barrier kBarTurn + wg, then releases the other's. Both warpgroups take T = tiles + 1 turns
-  // (S of the first tile; S and the previous O; the last O). Warpgroup 0 goes first: warpgroup 1
-  // pre-arrives once on barrier 0 and skips its arrive after its last turn, so every barrier gets
-  // exactly T releases and none is left half-arrived when the CTA exits.
-  constexpr uint32_t kBarTurn = 1, kTurnThreads = 2 * 128;
+  // Pingpong turns, round robin: warpgroup wg issues its GEMMs only after syncing on its turn
+  // barrier, then releases the next one's (wg + 1 modulo the warpgroups taking part). Every
+  // warpgroup takes T = tiles + 1 turns (S of the first tile; S and the previous O; the last O).
+  // Warpgroup 0 goes first: the last warpgroup pre-arrives once on warpgroup 0's barrier and skips
+  // its arrive after its last turn, so every barrier gets exactly T releases and none is left
+  // half-arrived when the CTA exits. Named barrier ids of the kernel: 0 __syncthreads, 1 / 2 / 9
+  // the turns of warpgroups 0 / 1 / 2, 3 kBarZeroV, 4 + wg packed decode's Q, 6 + wg the epilogue.
+  constexpr uint32_t kTurnThreads = 2 * 128;  // the warpgroup whose turn it is + the one before it
+  auto turn_bar = [](int g) { return g == 2 ? 9u : 1u + static_cast<uint32_t>(g); };
   // (Measured at a552d4d: +0.7 to +4.2 % over no turns on five shapes, docs/PREFILL_SM90.md.)
   // Packed decode with one warpgroup taking part: no turns.
   const bool pingpong = !Traits::kPackedDecode || w.wgs == 2;
+  const int last_wg = w.wgs - 1;
   auto turn_begin = [&] {
-    if (pingpong) hw::named_bar_sync(kBarTurn + wg, kTurnThreads);
+    if (pingpong) hw::named_bar_sync(turn_bar(wg), kTurnThreads);
   };
   auto turn_end = [&](bool last) {
-    if (pingpong && !(last && wg == 1)) hw::named_bar_arrive(kBarTurn + (1 - wg), kTurnThreads);
+    if (pingpong && !(last && wg == last_wg)) hw::named_bar_arrive(turn_bar(wg == last_wg ? 0 : wg + 1), kTurnThreads);
   };
   // The tile holding the sequence's last key also holds rows past it: the next sequence's keys
   // (varlen) or stale cache rows (seqlens_k) -- zeros only where the map itself ends. Their scores
-  // are masked, but P = 0 times a non-finite V row would still be NaN: the two warpgroups zero
-  // those V rows (each 128-byte row is one whole swizzle row, so the layout does not matter),
-  // fence them for the async proxy and sync before either issues a product that reads them.
+  // are masked, but P = 0 times a non-finite V row would still be NaN: the consumer warpgroups
+  // zero those V rows (each 128-byte row is one whole swizzle row, so the layout does not matter),
+  // fence them for the async proxy and sync before any issues a product that reads them.
   // Before the turn barrier, so the two barriers cannot wait on each other.
   constexpr uint32_t kBarZeroV = 3;
-  const int zero_threads = Traits::kPackedDecode ? 128 * w.wgs : 2 * 128;  // the warpgroups taking part
+  const int zero_threads = 128 * w.wgs;  // the warpgroups taking part (prefill: all of them)
   [[maybe_unused]] auto zero_stale_v = [&](int blk, int stage) {
     const int valid = s.k_len - blk * Traits::kBlockN;  // rows of this tile inside the sequence
     if (valid >= Traits::kBlockN) return;
-    const int ctid = wg * 128 + 32 * warp_in_wg + lane;  // 0..255 over both consumer warpgroups
+    const int ctid = wg * 128 + 32 * warp_in_wg + lane;  // 0 .. zero_threads - 1 over the consumer warpgroups
     constexpr int kChunksPerBox = Traits::kBlockN * 128 / 16;
     for (int c = valid * 8 + ctid; c < kChunksPerBox; c += zero_threads) {
 #pragma unroll
@@ -745,7 +759,7 @@ __device__ void consume(const KernelParams& p, const Work& w, const Smem<Traits>
     }
     uint32_t pfrag[Traits::kBlockN / 16][4];
     float alpha[2];
-    if (pingpong && wg == 1) hw::named_bar_arrive(kBarTurn, kTurnThreads);
+    if (pingpong && wg == last_wg) hw::named_bar_arrive(turn_bar(0), kTurnThreads);
     int prev_stage = 0;
     wait_k(blk_begin, 0, 0);
     hw::fence_regs(sacc);
@@ -870,10 +884,11 @@ __device__ void consume(const KernelParams& p, const Work& w, const Smem<Traits>
 }
 
 template <class Traits>
-__device__ void prefill_cta(const KernelParams& p, const CUtensorMap* tq, const CUtensorMap* tk, const CUtensorMap* tv) {
+__device__ void prefill_cta(const KernelParams& p, const CUtensorMap* tq, const CUtensorMap* tk, const CUtensorMap* tv,
+                            bool heads_fastest) {
   extern __shared__ __align__(128) unsigned char smem_raw[];
   const Smem<Traits> sm{hw::align_1024(smem_raw)};
-  const Work w = cta_work<Traits>(p);
+  const Work w = cta_work<Traits>(p, heads_fastest);
   if (!w.has_rows) return;  // the whole CTA, before any barrier
 
   const int tid = static_cast<int>(threadIdx.x), warp = tid / 32, lane = tid % 32;
@@ -923,17 +938,20 @@ __device__ void prefill_cta(const KernelParams& p, const CUtensorMap* tq, const 
 }  // namespace prefill_detail
 #endif  // __CUDA_ARCH_FEAT_SM90_ALL
 
+// heads_fastest: the grid is (Hq, m_blocks, B) instead of (m_blocks, Hq, B) (PrefillLaunch).
 template <class Traits>
 __global__ void __launch_bounds__(Traits::kThreads, 1)
     sm90_prefill_kernel(const cuda_engine::KernelParams p, const __grid_constant__ CUtensorMap tmap_q,
-                        const __grid_constant__ CUtensorMap tmap_k, const __grid_constant__ CUtensorMap tmap_v) {
+                        const __grid_constant__ CUtensorMap tmap_k, const __grid_constant__ CUtensorMap tmap_v,
+                        const int heads_fastest) {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
-  prefill_detail::prefill_cta<Traits>(p, &tmap_q, &tmap_k, &tmap_v);
+  prefill_detail::prefill_cta<Traits>(p, &tmap_q, &tmap_k, &tmap_v, heads_fastest != 0);
 #else
   (void)p;
   (void)tmap_q;
   (void)tmap_k;
   (void)tmap_v;
+  (void)heads_fastest;
 #endif
 }
 
@@ -942,10 +960,12 @@ Status launch_prefill_traits(const cuda_engine::KernelParams& p, const PrefillLa
   auto* kernel = sm90_prefill_kernel<Traits>;
   GA_RETURN_IF_ERROR(
       cuda::set_max_dynamic_smem_once<sm90_prefill_kernel<Traits>>(static_cast<int>(Traits::kSmemBytes)));
-  const dim3 grid(static_cast<unsigned>(p.m_blocks), static_cast<unsigned>(p.heads_q), static_cast<unsigned>(p.batch));
-  kernel<<<grid, Traits::kThreads, Traits::kSmemBytes, stream>>>(p, *static_cast<const CUtensorMap*>(l.q_tmap),
-                                                                  *static_cast<const CUtensorMap*>(l.k_tmap),
-                                                                  *static_cast<const CUtensorMap*>(l.v_tmap));
+  const auto m_blocks = static_cast<unsigned>(p.m_blocks), heads = static_cast<unsigned>(p.heads_q);
+  const dim3 grid(l.heads_fastest ? heads : m_blocks, l.heads_fastest ? m_blocks : heads,
+                  static_cast<unsigned>(p.batch));
+  kernel<<<grid, Traits::kThreads, Traits::kSmemBytes, stream>>>(
+      p, *static_cast<const CUtensorMap*>(l.q_tmap), *static_cast<const CUtensorMap*>(l.k_tmap),
+      *static_cast<const CUtensorMap*>(l.v_tmap), l.heads_fastest ? 1 : 0);
   return cuda::last_launch_status("sm90_prefill_kernel");
 }
 
@@ -982,7 +1002,7 @@ Status launch_decode_packed_kv(const cuda_engine::KernelParams& p, const DecodeL
                   static_cast<unsigned>(p.batch));
   const auto& k_map = *static_cast<const CUtensorMap*>(l.k_tmap);
   kernel<<<grid, Traits::kThreads, Traits::kSmemBytes, stream>>>(p, k_map, k_map,
-                                                                  *static_cast<const CUtensorMap*>(l.v_tmap));
+                                                                  *static_cast<const CUtensorMap*>(l.v_tmap), 0);
   GA_RETURN_IF_ERROR(cuda::last_launch_status(kFp8 ? "sm90_prefill_kernel (packed decode, fp8 K/V)"
                                                    : "sm90_prefill_kernel (packed decode)"));
   if (p.num_splits == 1) return Status::Ok();

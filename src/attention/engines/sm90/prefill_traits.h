@@ -4,14 +4,16 @@
 // K/V stages. (The first cut sent P through shared memory with two stages: 182 TFLOP/s against
 // 202 for this form on 64/8 B2 S8192 causal, docs/PREFILL_SM90.md.)
 //
-//   query tile  kBlockM = 128 rows of one query head: 64 per consumer warpgroup (wgmma M = 64)
+//   query tile  kBlockM rows of one query head (prefill_tile: 128, or 192 at D 64): 64 per
+//               consumer warpgroup (wgmma M = 64), so 2 or 3 consumer warpgroups
 //   KV tile     kBlockN keys x kHeadDim (S = Q K^T is m64nNk16, N = keys): prefill_tile()
 //   stages      kStages K+V tiles in flight (TMA, mbarrier ring): prefill_tile()
-//   threads     two consumer warpgroups (256) + one producer warpgroup (128: one thread issues the
-//               TMA copies; a whole warpgroup so that setmaxnreg can move its registers to the
-//               consumers, 24 / 240. The overlapped loop holds S (N / 2), O (D / 2) and P (N / 4)
-//               registers at once: it needs the consumers' budget above the 168 at entry, which
-//               ptxas honours only with the hang guard's trap out of line (hw::hang_trap))
+//   threads     kBlockM / 64 consumer warpgroups + one producer warpgroup (128: one thread issues
+//               the TMA copies; a whole warpgroup so that setmaxnreg can move its registers to the
+//               consumers, 24 / 240 with two consumer warpgroups, 24 / 160 with three. The
+//               overlapped loop holds S (N / 2), O (D / 2) and P (N / 4) registers at once: it
+//               needs the consumers' budget above the 168 (128) at entry, which ptxas honours only
+//               with the hang guard's trap out of line (hw::hang_trap))
 // Operand forms, verified on the H200 by the probe's test g and this kernel's GPU tier: S = Q K^T
 // is SS with both operands K-major (Q from its TMA boxes, K from its); O += P V is RS with B = V
 // read MN-major (imm-trans-b = 1) over all 64-wide d boxes (LBO = their distance).
@@ -22,12 +24,20 @@
 
 namespace groupattn::sm90_engine {
 
+// The query tile of the packed-decode mode (docs/DECODE_SM90.md section 12) and of prefill at D 128
+// and 256; prefill_tile(64).block_m is 192.
 inline constexpr int kPrefillBlockM = 128;
 
-// The KV tile per head dim (D == Dv), the one place it is chosen. The shared memory holds Q
-// (kBlockM x D) and kStages stages of K and V (2 x block_n x D), 16-bit:
-//   D 64, 128: 128 keys, 3 stages (D 128: Q 32 KB + 3 x 64 KB = 224 KB). A 176-key tile for full
+// The query and KV tiles per head dim (D == Dv), the one place they are chosen. The shared memory
+// holds Q (block_m x D) and kStages stages of K and V (2 x block_n x D), 16-bit:
+//   D 128:     128 rows x 128 keys, 3 stages (Q 32 KB + 3 x 64 KB = 224 KB). A 176-key tile for full
 //              attention (FA3's width at d 128, 2 stages) measured 14-19 % slower.
+//   D 64:      192 rows (three consumer warpgroups) x 128 keys, 3 stages (Q 24 KB + 3 x 32 KB =
+//              120 KB). Per 128 keys a warpgroup's two products take 512 tensor cycles at D 64
+//              against ~530 cycles of ex2 (64 per thread at the SM's 16 per cycle) plus the max /
+//              sum chains: with two warpgroups one's softmax no longer fits under the other's
+//              products (it does at D 128, 1024 cycles); a third warpgroup gives it two. Consumers
+//              at 160 registers (S 64 + O 32 + P 32). docs/PREFILL_SM90.md, "Head dim 64".
 //   D 256:     3 stages of 128 keys (3 x 128 KB) do not fit in 227 KB. 64 keys, 2 stages: Q 64 KB
 //              + 2 x 64 KB = 192 KB. Per consumer thread O is 128 registers, S 32 and P 16; the
 //              overlapped loop compiles without spills. FA3's 80 keys (2 stages, 224 KB) spilled
@@ -41,11 +51,13 @@ inline constexpr int kPrefillBlockM = 128;
 // Split, each half has about one tile of slack (docs/PREFILL_SM90.md, "Head dim 256: the load
 // stall"). D 64 / 128 keep the combined form: with 3 stages they already have a tile of slack.
 struct PrefillTile {
-  int block_n, stages;
+  int block_m, block_n, stages;
   bool split_kv;
 };
 constexpr PrefillTile prefill_tile(int head_dim) {
-  return head_dim == 256 ? PrefillTile{64, 2, true} : PrefillTile{128, 3, false};
+  return head_dim == 256  ? PrefillTile{kPrefillBlockM, 64, 2, true}
+         : head_dim == 64 ? PrefillTile{192, 128, 3, false}
+                          : PrefillTile{kPrefillBlockM, 128, 3, false};
 }
 
 // kHeadDim_: D == Dv, 64, 128 or 256 (one, two or four 64-wide, 128-byte swizzle blocks of d).
@@ -71,10 +83,10 @@ struct PrefillTraits {
   static constexpr bool kPackedDecode = kPackedDecode_;
   static constexpr bool kFp8Kv = kFp8Kv_;
   static constexpr int kHeadDim = kHeadDim_;
-  static constexpr int kBlockM = kPrefillBlockM;
+  static constexpr int kBlockM = kPackedDecode ? kPrefillBlockM : prefill_tile(kHeadDim).block_m;
   static constexpr int kBlockN = prefill_tile(kHeadDim).block_n;
   static constexpr int kRowsPerWg = 64;
-  static constexpr int kConsumerWgs = kBlockM / kRowsPerWg;  // 2
+  static constexpr int kConsumerWgs = kBlockM / kRowsPerWg;  // 2 or 3
   static constexpr int kStages = kFp8Kv ? 2 : prefill_tile(kHeadDim).stages;  // fp8: converted V tiles
   // K and V of a stage guarded by separate barriers (16-bit prefill only; prefill_tile).
   static constexpr bool kSplitKv = !kFp8Kv && !kPackedDecode && prefill_tile(kHeadDim).split_kv;
@@ -88,11 +100,14 @@ struct PrefillTraits {
   static constexpr int kConsumerThreads = 32 * kConsumerWarps;
   static constexpr int kThreads = kConsumerThreads + 128;  // + the producer warpgroup
   static constexpr int kProducerWarp = kConsumerWarps;     // its first warp
-  static constexpr uint32_t kProducerRegs = kFp8Kv ? 56 : 24, kConsumerRegs = kFp8Kv ? 224 : 240;
+  // Registers after setmaxnreg (multiples of 8); at entry every thread has kEntryRegs.
+  static constexpr uint32_t kProducerRegs = kFp8Kv ? 56 : 24;
+  static constexpr uint32_t kConsumerRegs = kFp8Kv ? 224 : kConsumerWgs == 3 ? 160 : 240;
+  static constexpr uint32_t kEntryRegs = (65536 / kThreads) / 8 * 8;  // 168 at 384 threads, 128 at 512
 
   static constexpr int kSwizzleElems = 64;                   // 16-bit elements per 128-byte row
   static constexpr int kDBlocks = kHeadDim / kSwizzleElems;  // 1, 2 or 4
-  // Q: kDBlocks blocks of [kBlockM rows][64 d]; each block is two TMA boxes of 64 rows.
+  // Q: kDBlocks blocks of [kBlockM rows][64 d]; each block is kConsumerWgs TMA boxes of 64 rows.
   static constexpr int kQBoxRows = kRowsPerWg;
   static constexpr int kQBlockBytes = kBlockM * 128;
   static constexpr int kQBytes = kDBlocks * kQBlockBytes;
@@ -141,8 +156,9 @@ struct PrefillTraits {
   static_assert(kStages >= 2, "the overlapped loop holds two stages at once: tile i's K, tile i-1's V");
   static_assert(!kSplitKv || (!kFp8Kv && !kPackedDecode),
                 "split K/V barriers: the 16-bit prefill's producer");
-  // The registers at entry: 168 per thread at 384 threads (65536 / 384 rounded down to 8).
-  static_assert(128 * (kProducerRegs + kConsumerWgs * kConsumerRegs) <= 168 * kThreads, "setmaxnreg budget");
+  static_assert(kConsumerWgs == 2 || (kConsumerWgs == 3 && !kPackedDecode),
+                "two consumer warpgroups, or three for prefill (turns: round robin, barrier ids in consume)");
+  static_assert(128 * (kProducerRegs + kConsumerWgs * kConsumerRegs) <= kEntryRegs * kThreads, "setmaxnreg budget");
   static_assert(!kFp8Kv || (kPackedDecode && kHeadDim == 128 && kStages == 2 && kBlockN == 128 &&
                             kKvSubBoxes == 2),
                 "fp8 K/V: packed decode at head dim 128, two converted V tiles, 128-key tiles of two boxes");

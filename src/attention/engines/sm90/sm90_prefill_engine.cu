@@ -71,8 +71,8 @@ class Sm90PrefillAttention final : public AttentionEngine {
       return NotSupported("sm90-prefill engine: batch and query heads must be <= " + std::to_string(kMaxGridYZ));
     }
     const int64_t int_max = std::numeric_limits<int32_t>::max();
-    const int block_n = sm90_engine::prefill_tile(static_cast<int>(p.q.size(-1))).block_n;
-    if (q_rows > int_max - sm90_engine::kPrefillBlockM || kv_rows > int_max - block_n) {
+    const sm90_engine::PrefillTile tile = sm90_engine::prefill_tile(static_cast<int>(p.q.size(-1)));
+    if (q_rows > int_max - tile.block_m || kv_rows > int_max - tile.block_n) {
       return NotSupported("sm90-prefill engine: sequence lengths (total tokens if varlen) must fit in int32");
     }
     return Status::Ok();
@@ -83,13 +83,15 @@ class Sm90PrefillAttention final : public AttentionEngine {
   Status run(const AttentionParams& p, void*, void* stream) const override {
     cuda_engine::KernelParams kp = cuda_engine::kernel_params_from(p);
     kp.num_splits = 1;
-    // kp.seqlen_q: Sq, or max_seqlen_q for varlen Q (the grid covers the longest sequence).
-    kp.m_blocks = (kp.seqlen_q + sm90_engine::kPrefillBlockM - 1) / sm90_engine::kPrefillBlockM;
+    // kp.seqlen_q: Sq, or max_seqlen_q for varlen Q (the grid covers the longest sequence). Query
+    // and KV tiles of the head dim's kernel (prefill_tile, the same choice the traits make).
+    const int head_dim = static_cast<int>(p.q.size(-1));
+    const int block_m = sm90_engine::prefill_tile(head_dim).block_m;
+    kp.m_blocks = (kp.seqlen_q + block_m - 1) / block_m;
     if (kp.batch == 0 || kp.heads_q == 0) return Status::Ok();
     CUtensorMap q_map, k_map, v_map;
     GA_RETURN_IF_ERROR(sm90_engine::encode_map_of(p.q, sm90_engine::PrefillTraits<__nv_bfloat16>::kQBoxRows, &q_map));
-    // K and V boxes: one KV tile of the head dim's kernel (prefill_tile, the same choice the traits make).
-    const int head_dim = static_cast<int>(p.q.size(-1));
+    // K and V boxes: one KV tile.
     const int block_n = sm90_engine::prefill_tile(head_dim).block_n;
     GA_RETURN_IF_ERROR(sm90_engine::encode_map_of(p.k, block_n, &k_map));
     GA_RETURN_IF_ERROR(sm90_engine::encode_map_of(p.v, block_n, &v_map));
@@ -98,6 +100,19 @@ class Sm90PrefillAttention final : public AttentionEngine {
     launch.k_tmap = &k_map;
     launch.v_tmap = &v_map;
     launch.head_dim = head_dim;
+    // Causal or windowed, query tiles differ in work (causal: 1 .. m_blocks KV tiles). The default
+    // grid launches each head's tiles longest first, so the last heads' longest tiles start near the
+    // end of the grid and the other SMs idle while they finish (S2048 B8 causal, list-scheduling
+    // model over 132 SMs: makespan 1.035-1.045x the balanced one). Heads fastest, all of a
+    // sequence's longest tiles go first (1.004-1.008x). Only while one sequence's K and V stay in
+    // L2 (<= 16 MiB): the CTAs in flight then span all heads of the sequence, where the default
+    // order keeps them on a few heads' K/V (a persistent grid ordered like this read K/V from HBM
+    // and lost 4-15 % on long sequences, docs/PREFILL_SM90.md).
+    const bool varying = kp.causal || kp.window_left >= 0 || kp.window_right >= 0;
+    const int64_t seq_k = kv_layout(p) == KvLayout::kVarlen ? (p.max_seqlen_k > 0 ? p.max_seqlen_k : p.k.size(0))
+                                                            : p.k.size(1);
+    const int64_t kv_seq_bytes = 2 * seq_k * kp.heads_kv * head_dim * 2;
+    launch.heads_fastest = varying && kv_seq_bytes <= (int64_t{16} << 20) && kp.m_blocks <= kMaxGridYZ;
     const auto s = static_cast<cudaStream_t>(stream);
     if (p.q.dtype == DType::kBF16) return sm90_engine::launch_prefill<__nv_bfloat16>(kp, launch, s);
     return sm90_engine::launch_prefill<__half>(kp, launch, s);
