@@ -33,6 +33,7 @@
 #include <cmath>
 #include <cstdint>
 
+#include "core/host_timing.h"
 #include "cuda/cp_async.cuh"
 #include "cuda/cuda_check.h"
 #include "kda/engines/cuda/kda_cuda_common.cuh"
@@ -381,8 +382,11 @@ Status launch_recurrent_t(const DeviceParams& p, cudaStream_t stream) {
   }
   const dim3 grid(static_cast<unsigned>(p.HV * (p.V / Cfg::kRows)),
                   static_cast<unsigned>(std::min<int64_t>(p.N, kMaxGridY)));
+  host_timing::mark("kda recurrent launch plan");
   kernel<<<grid, Cfg::kThreads, smem, stream>>>(p, token_cap);
-  return cuda::last_launch_status("kda_recurrent_kernel");
+  const Status launched = cuda::last_launch_status("kda_recurrent_kernel");
+  host_timing::mark("launch kda_recurrent_kernel");
+  return launched;
 }
 
 template <class T>
