@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "attention/reference.h"
+#include "core/host_timing.h"
 #include "cli_args.h"
 #include "cli_counts.h"
 #include "cli_device.h"
@@ -43,6 +44,9 @@ const std::vector<FlagSpec>& bench_flags() {
     f.push_back({"rounds", true, "timed graph replays; median and p20-p80 over them (default 5, at least 5)"});
     f.push_back({"calls", true, "calls captured in the graph (default: ~25 ms of work, a multiple of the input sets)"});
     f.push_back({"wall-calls", true, "synchronized calls for the per-call wall time (default 100)"});
+    f.push_back({"host-breakdown", false,
+                 "also time each host stage of a call (validation, selection, planning, tensor maps, each launch): "
+                 "median us per stage over --wall-calls calls"});
     f.push_back({"seed", true, "random seed, 0..2^64-1 (default 1)"});
     f.push_back({"help", false, "this text"});
     return f;
@@ -52,6 +56,7 @@ const std::vector<FlagSpec>& bench_flags() {
 
 struct BenchOptions {
   int64_t rounds = 5, calls = 0, wall_calls = 100;
+  bool host_breakdown = false;
 };
 
 #if GROUPATTN_WITH_CUDA
@@ -309,6 +314,62 @@ struct OpHooks {
   std::string work_note;
 };
 
+int64_t steady_ns() {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now().time_since_epoch())
+      .count();
+}
+
+// --host-breakdown: the enqueue loop again with the library's stage marks on (core/host_timing.h):
+// per stage (the time from the previous mark, or from the call for the first), the median over
+// `calls` calls, printed in the order the stages first appear. Marks cost a clock read each (~20-30
+// ns), so the whole call is a little slower here than in the enqueue figure above.
+template <typename P>
+Status print_host_breakdown(const OpHooks<P>& hooks, const std::vector<P>& sets, const RunOptions& ro, int64_t calls,
+                            cudaStream_t stream) {
+  struct Stage {
+    const char* name;
+    std::vector<double> us;
+  };
+  std::vector<Stage> stages;
+  std::vector<double> tail, whole;
+  host_timing::enabled.store(true);
+  Status s;
+  for (int64_t i = 0; i < calls && s.ok(); ++i) {
+    const int64_t t0 = steady_ns();
+    s = hooks.run(sets[static_cast<size_t>(i) % sets.size()], ro);
+    const int64_t t1 = steady_ns();
+    const host_timing::Marks& m = host_timing::thread_marks();
+    int64_t prev = t0;
+    for (int k = 0; k < m.count; ++k) {
+      auto it = std::find_if(stages.begin(), stages.end(),
+                             [&](const Stage& st) { return std::strcmp(st.name, m.names[k]) == 0; });
+      if (it == stages.end()) it = stages.insert(stages.end(), Stage{m.names[k], {}});
+      it->us.push_back(static_cast<double>(m.ns[k] - prev) / 1e3);
+      prev = m.ns[k];
+    }
+    tail.push_back(static_cast<double>(t1 - prev) / 1e3);
+    whole.push_back(static_cast<double>(t1 - t0) / 1e3);
+    if (s.ok() && i % 8 == 7) s = cuda_status(cudaStreamSynchronize(stream), "cudaStreamSynchronize");
+  }
+  host_timing::enabled.store(false);
+  GA_RETURN_IF_ERROR(s);
+  GA_RETURN_IF_ERROR(cuda_status(cudaStreamSynchronize(stream), "cudaStreamSynchronize"));
+  std::printf("  host breakdown (--host-breakdown): median us per stage over %lld calls, each stage timed from the "
+              "previous mark\n",
+              static_cast<long long>(calls));
+  double sum = 0;
+  for (const Stage& st : stages) {
+    const double med = quantile(st.us, 0.5);
+    sum += med;
+    std::printf("    %-58s %7.2f  (in %zu of %lld calls)\n", st.name, med, st.us.size(), static_cast<long long>(calls));
+  }
+  const double tail_med = quantile(tail, 0.5);
+  std::printf("    %-58s %7.2f\n", "(after the last mark, to the call's return)", tail_med);
+  std::printf("    %-58s %7.2f  (sum of the stage medians %.2f; marks on)\n", "whole call", quantile(whole, 0.5),
+              sum + tail_med);
+  return Status::Ok();
+}
+
 template <typename P>
 int bench_problem(const Options& o, const BenchOptions& bo, const std::string& label, P host_params,
                   const std::vector<Slot>& slots, const OpHooks<P>& hooks, DeviceResources* res) {
@@ -501,6 +562,9 @@ int bench_problem(const Options& o, const BenchOptions& bo, const std::string& l
               quantile(wall, 0.5), quantile(wall, 0.2), quantile(wall, 0.8), static_cast<long long>(bo.wall_calls));
   std::printf("  host time per call (enqueue, no synchronize): %.1f us median (p20 %.1f, p80 %.1f)\n",
               quantile(enqueue, 0.5), quantile(enqueue, 0.2), quantile(enqueue, 0.8));
+  if (bo.host_breakdown) {
+    if (Status s = print_host_breakdown(hooks, sets, ro, bo.wall_calls, res->stream); !s.ok()) return fail(s);
+  }
   std::printf("bench: OK\n");
   return 0;
 }
@@ -644,6 +708,7 @@ int run_bench(int argc, char** argv, int first) {
     std::printf("usage: groupattn bench --op prefill|decode|kda [flags]\n\n%s", format_help(bench_flags()).c_str());
     return 0;
   }
+  bo.host_breakdown = args.has("host-breakdown");
   bool ok = read_options(args, &o, &err) && args.get_int("rounds", &bo.rounds, &err) &&
             args.get_int("calls", &bo.calls, &err) && args.get_int("wall-calls", &bo.wall_calls, &err);
   if (ok && o.op == "all") {

@@ -3,6 +3,7 @@
 
 #include "attention/engine_list.h"
 #include "attention/validate.h"
+#include "core/host_timing.h"
 #include "groupattn/supported.h"
 
 namespace groupattn {
@@ -41,9 +42,13 @@ const std::vector<const AttentionEngine*>& attention_engines() {
 
 namespace {
 Status prepare(const AttentionParams& p, const RunOptions& options, const AttentionEngine** engine) {
+  host_timing::begin("enter");
   GA_RETURN_IF_ERROR(validate_attention(p));
   GA_RETURN_IF_ERROR(validate_attention_indices(p, options));
-  return select_engine("attention", attention_engines(), p, options, engine);
+  host_timing::mark("validate");
+  Status s = select_engine("attention", attention_engines(), p, options, engine);
+  host_timing::mark("select engine");
+  return s;
 }
 }  // namespace
 

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "core/cuda_runtime_shim.h"
+#include "core/host_timing.h"
 #include "groupattn/run_options.h"
 #include "groupattn/status.h"
 
@@ -93,6 +94,7 @@ Status run_engine_or_oom(const Engine<Params>& engine, const Params& p, void* wo
 template <class Params>
 Status run_engine(const char* op, const Engine<Params>& engine, const Params& p, const RunOptions& options) {
   const size_t need = engine.workspace_bytes(p);
+  host_timing::mark("workspace size");
   if (need == 0 || (options.workspace != nullptr && options.workspace_bytes >= need)) {
     return run_engine_or_oom(engine, p, need == 0 ? nullptr : options.workspace, options.stream);
   }
@@ -104,14 +106,17 @@ Status run_engine(const char* op, const Engine<Params>& engine, const Params& p,
       return {a.ok() ? StatusCode::kOutOfMemory : a.code(),
               std::string(op) + " (engine '" + engine.name() + "'): workspace allocator: " + why};
     }
+    host_timing::mark("workspace allocator");
     return run_engine_or_oom(engine, p, ws, options.stream);
   }
   void* ws = nullptr;
   if (Status a = allocate_workspace(need, options.stream, &ws); !a.ok()) {
     return {a.code(), std::string(op) + " (engine '" + engine.name() + "'): " + a.message()};
   }
+  host_timing::mark("workspace cudaMallocAsync");
   Status s = run_engine_or_oom(engine, p, ws, options.stream);
   Status f = free_workspace(ws, options.stream);
+  host_timing::mark("workspace cudaFreeAsync");
   return s.ok() ? f : s;
 }
 

@@ -1,6 +1,8 @@
 // The KDA op's entry points: validate, select an engine, run.
 #include "groupattn/kda.h"
 
+#include "core/host_timing.h"
+
 #include "kda/engine_list.h"
 #include "kda/engines/cuda/kda_cuda_engine.h"
 #include "kda/reference_chunked.h"
@@ -26,9 +28,13 @@ const std::vector<const KdaEngine*>& kda_engines() {
 
 namespace {
 Status prepare(const KdaParams& p, const RunOptions& options, const KdaEngine** engine) {
+  host_timing::begin("enter");
   GA_RETURN_IF_ERROR(validate_kda(p));
   GA_RETURN_IF_ERROR(validate_kda_indices(p, options));
-  return select_engine("kda", kda_engines(), p, options, engine);
+  host_timing::mark("validate");
+  Status s = select_engine("kda", kda_engines(), p, options, engine);
+  host_timing::mark("select engine");
+  return s;
 }
 }  // namespace
 

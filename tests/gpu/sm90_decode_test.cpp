@@ -821,6 +821,29 @@ TEST_F(Sm90Decode, ClusterReduceIsTakenOnThisDevice) {
   }
 }
 
+// A call in cluster mode needs no workspace: workspace_bytes plans the split reduction as the
+// launcher does (issue 11: one allocation fewer per call from Python). The automatic count of the
+// cluster tests above (64/8 B1 x 8K: 16 splits) and of bench/host_cost.py's decode (64/8 B1 x 4K:
+// 8 splits), and a forced count, ask for none; the pinned workspace mode still asks for its
+// partials. Each call then runs with what it asked for (none: a null workspace) and matches the
+// reference.
+TEST_F(Sm90Decode, ClusterModeNeedsNoWorkspace) {
+  for (auto [keys, splits] : std::vector<std::pair<int, int>>{{8192, 0}, {4096, 0}, {8192, 16}}) {
+    Case c = decode_case(64, 8, 1, {keys});
+    c.num_splits = splits;
+    auto p = make_problem(c);
+    RunOptions o;
+    o.engine = kEngine;
+    size_t need = 1;
+    ASSERT_TRUE(attention_workspace_bytes(p->device_params(), o, &need).ok()) << describe(c);
+    EXPECT_EQ(need, 0u) << describe(c) << ": the cluster mode reserved a workspace";
+    o.engine = "sm90-split";
+    ASSERT_TRUE(attention_workspace_bytes(p->device_params(), o, &need).ok()) << describe(c);
+    EXPECT_GT(need, 0u) << describe(c) << ": the workspace mode needs the partials' buffer";
+    check_case(c, kEngine);
+  }
+}
+
 // The workspace mode, pinned: forced counts inside and outside a cluster's size, automatic.
 TEST_F(Sm90Decode, WorkspaceSplitModePinned) {
   for (int64_t d : kHeadDims) {

@@ -37,6 +37,7 @@
 #include "attention/engines/sm90/decode_epilogue.cuh"
 #include "attention/engines/sm90/decode_traits.h"
 #include "attention/engines/sm90/launch.h"
+#include "core/host_timing.h"
 #include "cuda/cuda_check.h"
 #include "cuda/pdl.cuh"
 
@@ -250,6 +251,8 @@ Status launch_decode_n(const cuda_engine::KernelParams& params, const DecodeLaun
   GA_RETURN_IF_ERROR(cuda::set_max_dynamic_smem_once<sm90_decode_kernel<Traits>>(static_cast<int>(kMaxRequest)));
   cuda_engine::KernelParams p = params;
   size_t smem = Traits::kSmemBytes;
+  // Everything up to the launch below is the plan: l.plan_cluster asks for it alone (the engine's
+  // workspace_bytes), so that a call in cluster mode is given no workspace it would not use.
   if (p.cluster_reduce) {
     // Automatic counts: every cluster of the grid must be resident at once (cluster_reduction's
     // one wave); forced counts: one (the clusters are independent; later ones wait for an SM group).
@@ -270,6 +273,11 @@ Status launch_decode_n(const cuda_engine::KernelParams& params, const DecodeLaun
     }
     p.cluster_reduce = clusters >= needed && p.num_splits > 1;
   }
+  if (l.plan_cluster != nullptr) {
+    *l.plan_cluster = p.cluster_reduce;
+    return Status::Ok();
+  }
+  host_timing::mark("decode launch plan (smem attribute, cluster occupancy)");
   const dim3 grid(static_cast<unsigned>(p.m_blocks * p.num_splits), static_cast<unsigned>(p.heads_kv),
                   static_cast<unsigned>(p.batch));
   const CUtensorMap& k_map = *static_cast<const CUtensorMap*>(l.k_tmap);
@@ -277,16 +285,22 @@ Status launch_decode_n(const cuda_engine::KernelParams& params, const DecodeLaun
   if (p.cluster_reduce) {
     cudaLaunchAttribute attribute;
     const cudaLaunchConfig_t config = cluster_config(grid, Traits::kThreads, smem, stream, p.num_splits, &attribute);
-    return cuda::to_status(cudaLaunchKernelEx(&config, kernel, p, k_map, v_map),
-                           "launching sm90_decode_kernel (cluster)");
+    const Status launched = cuda::to_status(cudaLaunchKernelEx(&config, kernel, p, k_map, v_map),
+                                            "launching sm90_decode_kernel (cluster)");
+    host_timing::mark("launch sm90_decode_kernel (cluster)");
+    return launched;
   }
   if (p.num_splits > 1 && p.o_partial == nullptr) {
+    // The engine reserves no workspace where its plan (the same code above) said cluster mode.
     return Status(StatusCode::kInternal, "sm90 engine: workspace-mode split without workspace");
   }
   kernel<<<grid, Traits::kThreads, Traits::kSmemBytes, stream>>>(p, k_map, v_map);
   GA_RETURN_IF_ERROR(cuda::last_launch_status("sm90_decode_kernel"));
+  host_timing::mark("launch sm90_decode_kernel");
   if (p.num_splits == 1) return Status::Ok();
-  return launch_split_combine<T, kHeadDim>(p, stream);
+  const Status combined = launch_split_combine<T, kHeadDim>(p, stream);
+  host_timing::mark("launch combine_kernel");
+  return combined;
 }
 
 template <class T, int kHeadDim, bool kFp8>

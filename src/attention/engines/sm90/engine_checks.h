@@ -69,14 +69,14 @@ Status check_16bit_head_dims(const AttentionParams& p, const char* engine, const
   }
   const int64_t d = p.q.size(-1), dv = p.v.size(-1);
   bool accepted = false;
-  std::string list;  // "128", "64 or 128", "64, 128 or 256"
-  size_t i = 0;
-  for (int64_t h : head_dims) {
-    accepted = accepted || d == h;
-    list += (i == 0 ? "" : i + 1 == head_dims.size() ? " or " : ", ") + std::to_string(h);
-    ++i;
-  }
+  for (int64_t h : head_dims) accepted = accepted || d == h;
   if (d != dv || !accepted) {
+    std::string list;  // "128", "64 or 128", "64, 128 or 256": built on the decline only (every call checks)
+    size_t i = 0;
+    for (int64_t h : head_dims) {
+      list += (i == 0 ? "" : i + 1 == head_dims.size() ? " or " : ", ") + std::to_string(h);
+      ++i;
+    }
     return NotSupported(std::string(engine) + " engine: head dim " + list + " only (D == Dv); got D " +
                         std::to_string(d) + ", Dv " + std::to_string(dv));
   }

@@ -22,11 +22,16 @@ struct DecodeLaunch {
   // Cluster mode (p.cluster_reduce) with a caller-forced split count: one cluster resident at a
   // time is enough (an automatic count needs the whole grid resident, one wave).
   bool cluster_forced = false;
+  // Planning only (the engine's workspace_bytes): when set, launch_decode launches nothing and
+  // stores here whether it would reduce the splits in a cluster, the choice a launch with the same
+  // params makes on this device (then the call needs no workspace). The stream is not used.
+  bool* plan_cluster = nullptr;
 };
 
 // Runs the decode kernel (grid: m_blocks * num_splits, Hkv, B) and, when p.num_splits > 1, the
-// portable engine's combine kernel as a programmatic dependent launch. Dispatches on l.head_dim to
-// launch_decode_head_dim.
+// portable engine's combine kernel as a programmatic dependent launch, or in cluster mode the
+// kernel alone (p.o_partial may then be null). Dispatches on l.head_dim to
+// launch_decode_head_dim. With l.plan_cluster set it only plans (see DecodeLaunch).
 template <class T>
 Status launch_decode(const cuda_engine::KernelParams& p, const DecodeLaunch& l, cudaStream_t stream);
 

@@ -38,6 +38,7 @@
 #include "attention/engines/sm90/prefill_traits.h"
 #include "attention/engines/sm90/tma_desc.h"
 #include "core/cuda_runtime_shim.h"
+#include "core/host_timing.h"
 #include "groupattn/supported.h"
 
 namespace groupattn {
@@ -243,12 +244,29 @@ class Sm90Attention final : public AttentionEngine {
     return Status::Ok();
   }
 
+  // The split workspace, or none where the launcher will reduce the splits in a cluster: the rule
+  // (use_cluster_reduction) says cluster and the launcher's own plan on this device agrees (it
+  // falls back to the workspace mode where the device cannot place the clusters; that answer is
+  // asked once per device and kernel and cached, so run() makes the same choice). A plan that
+  // fails reserves the workspace (run() then reports the error itself).
   size_t workspace_bytes(const AttentionParams& p) const override {
     int sms = 0, cc = 0;
     if (!cuda_device_properties(&sms, &cc).ok()) return 0;
     const Geometry g = geometry(p, form_);
     const int splits = num_splits_for(p, g, sms);
     if (splits <= 1) return 0;
+    if (g.batch > 0 && g.max_q > 0 && g.heads_kv > 0 && use_cluster_reduction(p, g, splits, sms, form_)) {
+      KernelParams kp = cuda_engine::kernel_params_from(p);
+      kp.m_blocks = g.m_blocks;
+      kp.num_splits = splits;
+      kp.cluster_reduce = true;
+      bool cluster = false;
+      sm90_engine::DecodeLaunch plan = decode_launch(p, g);
+      plan.plan_cluster = &cluster;
+      const Status s = p.q.dtype == DType::kBF16 ? sm90_engine::launch_decode<__nv_bfloat16>(kp, plan, nullptr)
+                                                 : sm90_engine::launch_decode<__half>(kp, plan, nullptr);
+      if (s.ok() && cluster) return 0;
+    }
     return cuda_engine::split_workspace_bytes(splits, g.total_q, g.heads_q, g.head_dim);
   }
 
@@ -261,12 +279,16 @@ class Sm90Attention final : public AttentionEngine {
     kp.num_splits = num_splits_for(p, g, sms);
     if (g.batch == 0 || g.max_q == 0 || g.heads_kv == 0) return Status::Ok();
     kp.cluster_reduce = use_cluster_reduction(p, g, kp.num_splits, sms, form_);
-    // The workspace is set (and reserved by workspace_bytes) in cluster mode too: the launcher
-    // falls back to the workspace mode where the device cannot place the cluster.
+    // A split run has a workspace unless workspace_bytes planned the cluster mode (the launcher
+    // takes it then; its workspace-mode fallback checks for the partials' buffers itself).
     if (kp.num_splits > 1) {
-      if (workspace == nullptr) return Status(StatusCode::kInternal, "sm90 engine: split-KV run without workspace");
-      cuda_engine::set_split_workspace(&kp, workspace, g.total_q, g.head_dim);
+      if (workspace != nullptr) {
+        cuda_engine::set_split_workspace(&kp, workspace, g.total_q, g.head_dim);
+      } else if (!kp.cluster_reduce) {
+        return Status(StatusCode::kInternal, "sm90 engine: split-KV run without workspace");
+      }
     }
+    host_timing::mark("sm90 plan (splits, params)");
 
     // One rank-4 map per K and V over the whole cache: {d, head, row, batch|page}. Boxes of a whole
     // 64-key tile, or for paged K/V of gcd(page_size, 64) rows (the kernel's paged_box_rows, so a
@@ -277,13 +299,10 @@ class Sm90Attention final : public AttentionEngine {
     CUtensorMap k_map, v_map;
     GA_RETURN_IF_ERROR(sm90_engine::encode_map_of(p.k, box_rows, &k_map));
     GA_RETURN_IF_ERROR(sm90_engine::encode_map_of(p.v, box_rows, &v_map));
-    sm90_engine::DecodeLaunch launch;
+    host_timing::mark("tensor maps (2x cuTensorMapEncodeTiled)");
+    sm90_engine::DecodeLaunch launch = decode_launch(p, g);
     launch.k_tmap = &k_map;
     launch.v_tmap = &v_map;
-    launch.col_tile = g.col_tile;
-    launch.head_dim = static_cast<int>(g.head_dim);
-    launch.fp8 = kv_is_fp8(p);
-    launch.cluster_forced = p.num_splits > 0;
     const auto s = static_cast<cudaStream_t>(stream);
     if (g.packed_rows) {
       if (bf16) return sm90_engine::launch_decode_packed<__nv_bfloat16>(kp, launch, s);
@@ -294,6 +313,16 @@ class Sm90Attention final : public AttentionEngine {
   }
 
  private:
+  // The launcher's options of a problem, tensor maps aside.
+  static sm90_engine::DecodeLaunch decode_launch(const AttentionParams& p, const Geometry& g) {
+    sm90_engine::DecodeLaunch launch;
+    launch.col_tile = g.col_tile;
+    launch.head_dim = static_cast<int>(g.head_dim);
+    launch.fp8 = kv_is_fp8(p);
+    launch.cluster_forced = p.num_splits > 0;
+    return launch;
+  }
+
   Form form_;
 };
 

@@ -4,7 +4,9 @@
 //   state fp32 [pool, HV, V, K] (V-first) or [pool, HV, K, V] (K-first), rows via state_indices
 //
 // Three kernels, fp32 arithmetic on bf16/f16 inputs:
-//  1. chunk map (one thread): chunk_offsets[n] = sum_{m<n} ceil(len_m / 16).
+//  1. chunk map (one thread): chunk_offsets[n] = sum_{m<n} ceil(len_m / 16). Varlen only: dense
+//     sequences all have T tokens, so the kernels compute n * ceil(T / 16) (chunk_offset()) and
+//     the call saves a launch (host time, issue 11).
 //  2. prep, grid (chunk, value head): per 16-token chunk with Gamma the chunk-local cumsum of the
 //     effective gate, L[r][s] = beta_r sum_d k_rd k_sd exp(Gamma_rd - Gamma_sd) (s < r) and
 //     Aqk[r][s] = scale sum_d q_rd k_sd exp(Gamma_rd - Gamma_sd) (s <= r) elementwise per channel
@@ -29,6 +31,7 @@
 #include <type_traits>
 
 #include "core/cuda_runtime_shim.h"
+#include "core/host_timing.h"
 #include "cuda/cuda_check.h"
 #include "kda/engines/cuda/kda_cuda_common.cuh"
 #include "kda/engines/cuda/kda_cuda_launch.h"
@@ -53,6 +56,12 @@ __device__ __forceinline__ void load_lane(const float* src, float (&dst)[K / kWa
     const float2 x = *reinterpret_cast<const float2*>(src);
     dst[0] = x.x, dst[1] = x.y;
   }
+}
+
+// First chunk index of sequence n (n = N: the chunk count): the map's entry for varlen, and the
+// same value computed for dense sequences (the map kernel is not launched for them).
+__device__ __forceinline__ int64_t chunk_offset(const DeviceParams& p, const int64_t* chunk_offsets, int64_t n) {
+  return p.cu_seqlens == nullptr ? n * ((p.T + kChunk - 1) / kChunk) : chunk_offsets[n];
 }
 
 __global__ void kda_chunk_map_kernel(const DeviceParams p, int64_t* chunk_offsets) {
@@ -201,15 +210,15 @@ __global__ void __launch_bounds__(kThreads, kPrepMinBlocks)
   constexpr int kPer = S::kPer;
   const int64_t c = blockIdx.x;
   const int hv = static_cast<int>(blockIdx.y);
-  if (c >= chunk_offsets[p.N]) return;  // the grid is sized by an upper bound
-  // The sequence owning chunk c: the last n with chunk_offsets[n] <= c (empty sequences skipped).
+  if (c >= chunk_offset(p, chunk_offsets, p.N)) return;  // the grid is sized by an upper bound
+  // The sequence owning chunk c: the last n with chunk_offset(n) <= c (empty sequences skipped).
   int64_t lo = 0, hi = p.N - 1;
   while (lo < hi) {
     const int64_t mid = (lo + hi + 1) / 2;
-    if (chunk_offsets[mid] <= c) lo = mid; else hi = mid - 1;
+    if (chunk_offset(p, chunk_offsets, mid) <= c) lo = mid; else hi = mid - 1;
   }
   const SeqSpan sq = seq_span(p, lo);
-  const int64_t first = (c - chunk_offsets[lo]) * kChunk;  // chunk start inside the sequence
+  const int64_t first = (c - chunk_offset(p, chunk_offsets, lo)) * kChunk;  // chunk start inside the sequence
   const int64_t t0 = sq.bos + first;                          // chunk start along T
   const int C = static_cast<int>(sq.len - first < kChunk ? sq.len - first : kChunk);  // rows of this chunk
   const int h = hv / p.group;  // GVA: value head hv reads qk head hv / (HV / H)
@@ -557,7 +566,7 @@ __global__ void __launch_bounds__(kThreads, VT == 32 ? 2 : 1)
   float* D = smem + P::kD;
   float* Dm = smem + P::kDm;
 
-  const int64_t c0 = chunk_offsets[n], nc = chunk_offsets[n + 1] - c0;
+  const int64_t c0 = chunk_offset(p, chunk_offsets, n), nc = chunk_offset(p, chunk_offsets, n + 1) - c0;
   const int64_t block_step = static_cast<int64_t>(p.HV) * l.block_floats;  // chunk c -> c + 1
   const float* next_block = blocks + (c0 * p.HV + hv) * l.block_floats;   // chunk j + 1's, in the loop
   if (nc > 0) load_stage<K, VT>(smem, next_block, l, p.V, e0, tid);
@@ -733,20 +742,27 @@ Status launch_state(const DeviceParams& p, const int64_t* offsets, const float* 
   GA_RETURN_IF_ERROR(cuda::set_max_dynamic_smem_once<state_kernel>(P::kBytes));
   // x = sequence * (V / VT) + V-tile (the engine declines N * V / 16 >= 2^31).
   const dim3 grid(static_cast<unsigned>(p.N * (p.V / VT)), static_cast<unsigned>(p.HV));
+  host_timing::mark("kda state launch plan (device properties, smem attribute)");
   state_kernel<<<grid, kThreads, P::kBytes, stream>>>(p, offsets, blocks, l);
-  return cuda::last_launch_status("kda_chunk_state_kernel");
+  const Status launched = cuda::last_launch_status("kda_chunk_state_kernel");
+  host_timing::mark("launch kda_chunk_state_kernel");
+  return launched;
 }
 
 template <class T, int K>
 Status launch_prep_t(const DeviceParams& p, void* workspace, const ChunkLayout& l, cudaStream_t stream) {
   auto* offsets = static_cast<int64_t*>(workspace);
   auto* blocks = reinterpret_cast<float*>(static_cast<char*>(workspace) + l.offsets_bytes);
-  kda_chunk_map_kernel<<<1, kWarp, 0, stream>>>(p, offsets);
-  GA_RETURN_IF_ERROR(cuda::last_launch_status("kda_chunk_map_kernel"));
+  if (p.cu_seqlens != nullptr) {  // dense: the kernels compute the offsets (chunk_offset())
+    kda_chunk_map_kernel<<<1, kWarp, 0, stream>>>(p, offsets);
+    GA_RETURN_IF_ERROR(cuda::last_launch_status("kda_chunk_map_kernel"));
+    host_timing::mark("launch kda_chunk_map_kernel");
+  }
   if (l.max_chunks > 0) {
     const dim3 grid(static_cast<unsigned>(l.max_chunks), static_cast<unsigned>(p.HV));
     kda_chunk_prep_kernel<T, K><<<grid, kThreads, 0, stream>>>(p, offsets, blocks, l);
     GA_RETURN_IF_ERROR(cuda::last_launch_status("kda_chunk_prep_kernel"));
+    host_timing::mark("launch kda_chunk_prep_kernel");
   }
   return Status::Ok();
 }

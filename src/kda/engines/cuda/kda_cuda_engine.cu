@@ -10,6 +10,7 @@
 #include <string>
 
 #include "core/cuda_runtime_shim.h"
+#include "core/host_timing.h"
 #include "kda/engines/cuda/kda_cuda_launch.h"
 #include "kda/reference.h"
 
@@ -181,6 +182,7 @@ class CudaKda final : public KdaEngine {
     const DeviceParams d = device_params(p);
     const bool bf16 = p.q.dtype == DType::kBF16;
     auto* st = static_cast<cudaStream_t>(stream);
+    host_timing::mark("kda plan (device params)");
     if (path == KdaCudaPath::kRecurrent) return kda_cuda::launch_recurrent(d, bf16, st);
     if (path == KdaCudaPath::kChunked64) return kda_cuda::launch_chunked64(d, bf16, workspace, layout64_of(shape_of(p)), st);
     return kda_cuda::launch_chunked(d, bf16, workspace, layout_of(shape_of(p)), st);

@@ -33,6 +33,7 @@
 #include <cmath>
 #include <cstdint>
 
+#include "core/host_timing.h"
 #include "cuda/cp_async.cuh"
 #include "cuda/cuda_check.h"
 #include "kda/engines/cuda/kda_cuda_common.cuh"
@@ -374,15 +375,20 @@ Status launch_recurrent_t(const DeviceParams& p, cudaStream_t stream) {
   // every sequence has T tokens; varlen: each has at most the total T.
   const int token_cap = static_cast<int>(std::max<int64_t>(1, std::min<int64_t>(p.T, kChunk)));
   const size_t smem = SharedLayout<K>::bytes(token_cap);
-  auto* kernel = kda_recurrent_kernel<T, K, kVec4>;
+  constexpr auto kernel = kda_recurrent_kernel<T, K, kVec4>;
   if (smem > 48 * 1024) {  // beyond the default dynamic limit (at most 61 KiB: K = 128, 16 tokens)
-    GA_CUDA_RETURN_IF_ERROR(
-        cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem)));
+    // Once per device and kernel, at the kernel's largest request (kChunk staged tokens): the
+    // attribute is an upper bound, so every smaller launch runs under it (it was set before each
+    // such launch: a driver call per multi-token decode step).
+    GA_RETURN_IF_ERROR(cuda::set_max_dynamic_smem_once<kernel>(static_cast<int>(SharedLayout<K>::bytes(kChunk))));
   }
   const dim3 grid(static_cast<unsigned>(p.HV * (p.V / Cfg::kRows)),
                   static_cast<unsigned>(std::min<int64_t>(p.N, kMaxGridY)));
+  host_timing::mark("kda recurrent launch plan");
   kernel<<<grid, Cfg::kThreads, smem, stream>>>(p, token_cap);
-  return cuda::last_launch_status("kda_recurrent_kernel");
+  const Status launched = cuda::last_launch_status("kda_recurrent_kernel");
+  host_timing::mark("launch kda_recurrent_kernel");
+  return launched;
 }
 
 template <class T>
