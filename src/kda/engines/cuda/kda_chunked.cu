@@ -58,12 +58,6 @@ __device__ __forceinline__ void load_lane(const float* src, float (&dst)[K / kWa
   }
 }
 
-// First chunk index of sequence n (n = N: the chunk count): the map's entry for varlen, and the
-// same value computed for dense sequences (the map kernel is not launched for them).
-__device__ __forceinline__ int64_t chunk_offset(const DeviceParams& p, const int64_t* chunk_offsets, int64_t n) {
-  return p.cu_seqlens == nullptr ? n * ((p.T + kChunk - 1) / kChunk) : chunk_offsets[n];
-}
-
 __global__ void kda_chunk_map_kernel(const DeviceParams p, int64_t* chunk_offsets) {
   if (threadIdx.x != 0 || blockIdx.x != 0) return;
   int64_t acc = 0;

@@ -118,8 +118,8 @@ __global__ void __launch_bounds__(kThreads, 2)
   const int hv = static_cast<int>(blockIdx.y);
   if (c >= offsets64[p.N]) return;  // the grid is sized by an upper bound
   const int64_t n = owner(offsets64, p.N, c);
-  const int64_t first = offsets[n] + (c - offsets64[n]) * kSubChunks;  // its first 16-token chunk
-  const int64_t left = offsets[n + 1] - first;
+  const int64_t first = chunk_offset(p, offsets, n) + (c - offsets64[n]) * kSubChunks;  // its first 16-token chunk
+  const int64_t left = chunk_offset(p, offsets, n + 1) - first;
   const int nsub = static_cast<int>(left < kSubChunks ? left : kSubChunks);  // real sub-chunks, >= 1
   const int V = p.V;
   const int tid = static_cast<int>(threadIdx.x);
