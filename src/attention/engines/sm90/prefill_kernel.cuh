@@ -215,8 +215,9 @@ using WgmmaS = hw::Wgmma<std::is_same_v<typename Traits::Element, __nv_bfloat16>
 // are not loaded (a paged sequence's block table may end there): their K rows are masked and
 // their V rows zeroed like any row past k_len (zero_stale_v), whatever the stage held.
 // packed_decode_boxes: the tile's boxes inside the sequence (>= 1); packed_decode_box_at: the map
-// coordinates (row, outer) of the box starting at key `key`; load_packed_decode_boxes: a tile's
-// boxes of K or of V (`map`) into the tile at `dst`, arriving on `bar` (the caller expects the bytes).
+// coordinates (row, outer) of the box starting at key `key`; load_packed_decode_box: that box of K
+// or of V (`map`), every d block, into the tile at `dst`, arriving on `bar` (the caller expects
+// the bytes).
 template <class Traits>
 __device__ __forceinline__ int packed_decode_boxes(const Work& w, int blk) {
   constexpr int kBoxRows = Traits::kKvBoxRows;
