@@ -4,14 +4,15 @@ under the profiler; tests/python/test_bench_tools.py checks the expectations on 
 
 The expectations follow the engines' own selection rules (src/attention/engines/):
   sm90, sm90-split  decode only (1..16 new tokens, batched Q, head dim 64/128/256). The packed-rows
-                    form -- sm90_prefill_kernel in its packed-decode mode -- when D == 128, the
-                    cache is contiguous or paged in pages of a multiple of 64 keys, and group x new
-                    tokens >= 32 (f8e4m3: 64) (decode_traits.h packed_rows_form; DECODE_SM90.md
-                    section 12); else the swap-AB sm90_decode_kernel. A split problem merges its
+                    form -- sm90_prefill_kernel in its packed-decode mode -- when the cache is
+                    contiguous or paged in pages of a multiple of 64 keys and group x new tokens
+                    reaches D 64 17, D 128 32, D 256 33 (f8e4m3, D 128 only: 64) (decode_traits.h
+                    packed_rows_form; DECODE_SM90.md sections 12, 15); else the swap-AB
+                    sm90_decode_kernel. A split problem merges its
                     splits with the combine kernel, except the swap-AB form of `sm90` may reduce
                     inside a thread-block cluster (section 14); `sm90-split` never does.
-  sm90-rows         the packed-rows form for every problem it accepts: D == 128, pages a multiple of
-                    64 keys; declines the rest.
+  sm90-rows         the packed-rows form for every problem it accepts: D 64/128/256 (f8e4m3: 128),
+                    pages a multiple of 64 keys; declines the rest.
   sm90-prefill      more than 16 query tokens per sequence, not paged (sm90_prefill_kernel); a
                     decode step is declined.
   cuda              the portable engine: its decode kernel while new tokens x group <= 16 packed rows
@@ -46,8 +47,8 @@ COMBINE = "cuda_engine::combine_kernel"
 
 SM90_DECODE_HEAD_DIMS = (64, 128, 256)
 SM90_MAX_NEW_TOKENS = 16
-PACKED_HEAD_DIM = 128
-PACKED_MIN_ROWS = 32
+PACKED_FP8_HEAD_DIM = 128
+PACKED_MIN_ROWS = {64: 17, 128: 32, 256: 33}  # 16-bit K/V, per head dim
 PACKED_MIN_ROWS_FP8 = 64
 CUDA_DECODE_MAX_PACKED_ROWS = 16  # launch.h kDecodeMaxPackedRows
 
@@ -72,14 +73,14 @@ def expected_kernels(engine: str, p: Dict) -> Dict:
             return {"serves": False, "why": "decode-only engine (1..16 new tokens per sequence)"}
         if d not in SM90_DECODE_HEAD_DIMS:
             return {"serves": False, "why": f"head dim {d}"}
-        packable = d == PACKED_HEAD_DIM and (page is None or page % 64 == 0)
+        packable = (not fp8 or d == PACKED_FP8_HEAD_DIM) and (page is None or page % 64 == 0)
         if engine == "sm90-rows":
             if not packable:
-                return {"serves": False, "why": "sm90-rows: head dim 128 and pages of a multiple of 64 keys only"}
+                return {"serves": False, "why": "sm90-rows: fp8 at head dim 128 only, pages of a multiple of 64 keys"}
             packed = True
         else:
             rows = (p["hq"] // p["hkv"]) * p["new"]
-            packed = packable and rows >= (PACKED_MIN_ROWS_FP8 if fp8 else PACKED_MIN_ROWS)
+            packed = packable and rows >= (PACKED_MIN_ROWS_FP8 if fp8 else PACKED_MIN_ROWS[d])
         forbid = PEER_KERNELS + CUDA_KERNELS
         if packed:
             want = [SM90_PREFILL] + ([COMBINE] if p.get("splits") else [])

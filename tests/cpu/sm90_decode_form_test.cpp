@@ -1,7 +1,8 @@
 // Which kernel form of the sm90 decode engine serves which problem (decode_traits.h
 // packed_rows_form, the one place the choice is made): the packed-rows multi-token form for a
-// cache at head dim 128 with group x new tokens >= 32 (16-bit) or >= 64 (f8e4m3), swap-AB for
-// everything else. Pure host function: runs without a GPU.
+// 16-bit cache with group x new tokens >= 17 (head dim 64), 32 (128) or 33 (256), or an f8e4m3
+// cache at head dim 128 with >= 64, swap-AB for everything else. Pure host function: runs without
+// a GPU.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -42,8 +43,29 @@ TEST(Sm90DecodeForm, SwapAbBelowTheThresholdsAndElsewhere) {
   EXPECT_FALSE(packed_rows_form(128, false, 1, 16));  // MHA: 16 columns
   EXPECT_FALSE(packed_rows_form(128, true, 8, 1));    // f8e4m3 K/V below 64 rows: swap-AB's register
   EXPECT_FALSE(packed_rows_form(128, true, 8, 7));    // conversion
-  EXPECT_FALSE(packed_rows_form(64, false, 8, 16));   // head dims 64 and 256: swap-AB only
-  EXPECT_FALSE(packed_rows_form(256, false, 8, 16));
+  EXPECT_FALSE(packed_rows_form(64, true, 8, 16));    // f8e4m3 at head dims 64 and 256: not served
+  EXPECT_FALSE(packed_rows_form(256, true, 8, 16));   // (the engine declines them)
+  EXPECT_FALSE(packed_rows_form(32, false, 8, 16));   // not a decode head dim
+}
+
+// Head dims 64 and 256 (DECODE_SM90.md section 15): packed from 17 rows at D 64 (swap-AB's
+// 32-column tile is the dear one there), from 33 at D 256 (swap-AB's second column block).
+TEST(Sm90DecodeForm, HeadDims64And256Thresholds) {
+  EXPECT_FALSE(packed_rows_form(64, false, 16, 1));   // 16/1 one token: 16 rows, swap-AB
+  EXPECT_FALSE(packed_rows_form(64, false, 8, 2));    // 16 rows
+  EXPECT_TRUE(packed_rows_form(64, false, 17, 1));    // 17/1 one token: 17 rows
+  EXPECT_TRUE(packed_rows_form(64, false, 16, 2));    // 16/1 x 2: 32 rows
+  EXPECT_TRUE(packed_rows_form(64, false, 8, 3));     // 8/1 x 3: 24 rows
+  EXPECT_TRUE(packed_rows_form(64, false, 16, 16));   // 256 rows, two row blocks
+  EXPECT_FALSE(packed_rows_form(256, false, 16, 2));  // 32/2 x 2: 32 columns, one swap-AB block
+  EXPECT_FALSE(packed_rows_form(256, false, 8, 4));   // 32 rows
+  EXPECT_TRUE(packed_rows_form(256, false, 16, 3));   // 48 rows
+  EXPECT_TRUE(packed_rows_form(256, false, 3, 11));   // 33 rows, a non-power-of-two group
+  EXPECT_TRUE(packed_rows_form(256, false, 16, 16));  // 256 rows
+  EXPECT_EQ(sm90_engine::packed_decode_min_rows(64, false), 17);
+  EXPECT_EQ(sm90_engine::packed_decode_min_rows(128, false), 32);
+  EXPECT_EQ(sm90_engine::packed_decode_min_rows(256, false), 33);
+  EXPECT_EQ(sm90_engine::packed_decode_min_rows(128, true), 64);
 }
 
 // The split reduction (decode_traits.h cluster_reduction, docs/DECODE_SM90.md section 14) and the

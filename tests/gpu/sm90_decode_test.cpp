@@ -500,11 +500,14 @@ TEST_F(Sm90Decode, PackedRowsHeadRatiosTokens) {
 // 16, its K tile 33); splits 1, 3 and automatic; batched and paged 64 (a tile spans two shuffled
 // pages; the table's last page ends mid-tile); then 16 tokens over several sequences, non-causal,
 // and paged 128.
-void expect_packed_lengths_around_tiles(bool fp8) {
+// Head dims 64 and 256 (section 15; 64 rows are packed at every head dim): D 64's 6-stage ring
+// wraps at one split from 769 keys; D 256's tiles are 64 keys (a single box, split K/V barriers),
+// so 63 / 64 / 65 / 127 / 128 / 129 are one tile +- 1 and two tiles +- 1 there.
+void expect_packed_lengths_around_tiles(bool fp8, int64_t d = 128) {
   for (int k : {1, 63, 64, 65, 127, 128, 129, 255, 257, 1000, 4099}) {
     for (int split : {1, 3, 0}) {
       for (bool paged : {false, true}) {
-        Case c = decode_case(16, 2, 8, {k});
+        Case c = decode_case(16, 2, 8, {k}, d);
         c.kv_fp8 = fp8;
         c.num_splits = split;
         if (paged) {
@@ -516,7 +519,7 @@ void expect_packed_lengths_around_tiles(bool fp8) {
     }
   }
   // 16 tokens (128 rows: both warpgroups), several sequences of different lengths, non-causal.
-  Case c = decode_case(64, 8, 16, {129, 1000, 64});
+  Case c = decode_case(64, 8, 16, {129, 1000, 64}, d);
   c.kv_fp8 = fp8;
   c.causal = false;
   c.num_splits = 3;
@@ -597,8 +600,132 @@ TEST_F(Sm90Decode, PackedRowsPinnedServesAnyGroupDeclinesOthers) {
   fp8.kv = KvKind::kPaged;
   fp8.page_size = 16;
   expect_declines(fp8, "sm90-rows", "page_size a multiple of 64");
-  Case d64 = decode_case(64, 8, 8, {100}, 64);
-  expect_declines(d64, "sm90-rows", "head dim 128 only");
+  // Head dims 64 and 256 are served (section 15), MHA one token too; fp8 there and D 32 are not.
+  for (int64_t d : {64, 256}) {
+    check_case(decode_case(8, 8, 1, {300, 65}, d), "sm90-rows");
+    Case fp8_d = decode_case(64, 8, 8, {100}, d);
+    fp8_d.kv_fp8 = true;
+    expect_declines(fp8_d, "sm90-rows", "f8e4m3 K/V at head dim 128 only");
+  }
+  Case d32 = decode_case(64, 8, 8, {100}, 32);
+  expect_declines(d32, "sm90-rows", "head dim 64, 128 or 256");
+}
+
+// ---- Head dims 64 and 256 in the packed-rows form (docs/DECODE_SM90.md section 15) ----
+// The same packed-decode mode at D 64 (128-key tiles of two 64-row boxes, one 64-wide d block, a
+// 6-stage ring) and D 256 (64-key tiles of one box, four d blocks, 2 stages with split K/V
+// barriers: K refilled after S, V after O). "sm90" takes it from 17 rows at D 64 and 33 at D 256
+// (decode_traits.h packed_decode_min_rows); "sm90-rows" pins it below.
+const std::vector<int64_t> kPackedHeadDims64256 = {64, 256};
+const std::vector<std::pair<int64_t, int64_t>> kPackedRatios64256 = {{8, 4}, {8, 2}, {16, 1}, {32, 2}};
+
+// Tokens around each head dim's threshold for a group: the last count below it (swap-AB under
+// "sm90", here also pinned to the packed form), the first at or above it, and 16 (group 16: 256
+// rows, two row blocks); counts outside 1..16 dropped.
+std::vector<int> tokens_around_threshold(int64_t d, int64_t group) {
+  const int64_t min_rows = d == 64 ? 17 : 33;
+  const int first = static_cast<int>((min_rows + group - 1) / group);
+  std::vector<int> out;
+  for (int t : {first - 1, first, 16}) {
+    if (t >= 1 && t <= 16 && (out.empty() || out.back() != t)) out.push_back(t);
+  }
+  return out;
+}
+
+// Head ratios 8/4, 8/2, 16/1, 32/2 x tokens around the threshold, causal and not; bf16 with
+// automatic splits through "sm90" and pinned, f16 with 3 splits through "sm90".
+TEST_F(Sm90Decode, PackedRowsD64D256HeadRatiosTokens) {
+  for (int64_t d : kPackedHeadDims64256) {
+    for (auto [hq, hkv] : kPackedRatios64256) {
+      for (int tokens : tokens_around_threshold(d, hq / hkv)) {
+        for (bool causal : {true, false}) {
+          Case c = decode_case(hq, hkv, tokens, {300, 65}, d);  // seqlens_k: 300 and 65 keys
+          c.causal = causal;
+          c.num_splits = 0;
+          check_case(c, kEngine);
+          check_case(c, "sm90-rows");
+          c.dtype = DType::kF16;
+          c.num_splits = 3;
+          check_case(c, kEngine);
+        }
+      }
+    }
+  }
+}
+
+TEST_F(Sm90Decode, PackedRowsD64D256LengthsAroundTilesAndSplits) {
+  for (int64_t d : kPackedHeadDims64256) expect_packed_lengths_around_tiles(false, d);
+}
+
+// Stale (NaN) cache rows past each sequence and in spare pages, batched and paged 64 / 128, splits
+// 1 and 3, 8 and 16 tokens of group 8 (64 and 128 rows).
+TEST_F(Sm90Decode, PackedRowsD64D256IgnoreStaleRows) {
+  for (int64_t d : kPackedHeadDims64256) {
+    for (int tokens : {8, 16}) {
+      for (int split : {1, 3}) {
+        Case c = decode_case(8, 1, tokens, {300, 171, 129, 64}, d);
+        c.num_splits = split;
+        expect_ignores_stale_rows(c, kEngine);
+        c.kv = KvKind::kPaged;
+        c.page_size = tokens == 8 ? 64 : 128;
+        expect_ignores_stale_rows(c, kEngine);
+      }
+    }
+  }
+}
+
+TEST_F(Sm90Decode, PackedRowsD64D256WindowSoftcapScaleStrided) {
+  for (int64_t d : kPackedHeadDims64256) {
+    for (int splits : {1, 3}) {
+      Case c = decode_case(16, 2, 16, {1000, 200}, d);
+      c.num_splits = splits;
+      check_window_softcap_scale(c);
+      c.strided = true;
+      check_case(c, kEngine);
+      c.dtype = DType::kF16;
+      c.kv = KvKind::kPaged;
+      c.page_size = 64;
+      check_case(c, kEngine);
+    }
+  }
+}
+
+// Native GQA == K/V copied up, bitwise, both through the pinned packed form (copied up, the group
+// is 1 and "sm90" would take swap-AB): 16/1 x 2 tokens (32 rows against 2), 8/2 x 16 paged 64,
+// 32/2 x 3 paged 128 (48 rows), fixed split counts; bf16 and f16.
+TEST_F(Sm90Decode, PackedRowsD64D256GqaEqualsCopiedUpBitwise) {
+  for (int64_t d : kPackedHeadDims64256) {
+    for (DType dt : {DType::kBF16, DType::kF16}) {
+      std::vector<Case> cases;
+      Case batched = decode_case(16, 1, 2, {700, 33}, d);
+      batched.num_splits = 1;
+      cases.push_back(batched);
+      Case paged = decode_case(8, 2, 16, {700, 129}, d);
+      paged.kv = KvKind::kPaged;
+      paged.page_size = 64;
+      paged.num_splits = 3;
+      cases.push_back(paged);
+      Case mqa = decode_case(32, 2, 3, {4099, 700}, d);
+      mqa.kv = KvKind::kPaged;
+      mqa.page_size = 128;
+      mqa.num_splits = 3;
+      cases.push_back(mqa);
+      for (Case& c : cases) {
+        c.dtype = dt;
+        expect_gqa_equals_copied_up(c, "sm90-rows");
+      }
+    }
+  }
+}
+
+TEST_F(Sm90Decode, PackedRowsD64D256DeterministicOver20Runs) {
+  for (int64_t d : kPackedHeadDims64256) {
+    Case c = decode_case(16, 1, 16, {5000}, d);
+    c.kv = KvKind::kPaged;
+    c.page_size = 64;
+    c.num_splits = 0;
+    expect_repeatable(c, 20);
+  }
 }
 
 // ---- fp8 K/V in the packed-rows form (docs/DECODE_SM90.md section 13) ----

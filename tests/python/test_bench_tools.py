@@ -288,7 +288,13 @@ def test_pins_expectations():
     assert e("sm90", dict(dec8, new=4, hq=64))["all"][0] == pins.SM90_PREFILL  # 32 rows
     assert e("sm90", dict(dec8, new=4, kv_dtype="f8e4m3"))["all"][0] == pins.SM90_DECODE  # fp8 needs 64
     assert e("sm90", dict(dec8, page=16))["all"][0] == pins.SM90_DECODE  # pages not a multiple of 64
-    assert not e("sm90-rows", p16)["serves"] and not e("sm90-rows", dict(dec1, d=64))["serves"]
+    assert not e("sm90-rows", p16)["serves"] and e("sm90-rows", dict(dec1, d=64))["serves"]
+    assert not e("sm90-rows", dict(dec1, d=64, kv_dtype="f8e4m3"))["serves"]  # fp8: head dim 128 only
+    d64, d256 = dict(dec1, hq=16, d=64), dict(dec1, hq=32, hkv=2, d=256)  # groups 16
+    assert e("sm90", dict(d64, new=2))["all"][0] == pins.SM90_PREFILL  # 32 rows >= 17
+    assert e("sm90", d64)["all"][0] == pins.SM90_DECODE  # one token: 16 rows
+    assert e("sm90", dict(d256, new=2))["all"][0] == pins.SM90_DECODE  # 32 rows < 33
+    assert e("sm90", dict(d256, new=3))["all"][0] == pins.SM90_PREFILL  # 48 rows
     assert not e("sm90-prefill", dec8)["serves"] and e("sm90-prefill", pf)["all"] == [pins.SM90_PREFILL]
     for x in ("sm90", "sm90-rows", "sm90-split"):
         assert not e(x, pf)["serves"]

@@ -31,27 +31,48 @@ inline constexpr int kFp8HeadDim = 128;
 inline constexpr int kBlockKV = 64;   // keys per KV tile (wgmma M)
 inline constexpr int kMaxCols = 32;   // packed query columns per CTA (wgmma N)
 inline constexpr int kMaxNewTokens = 16;
-// The multi-token form (docs/DECODE_SM90.md section 12): a 16-bit cache at head dim 128 with at
-// least kPackedDecodeMinRows packed query rows (group x new tokens) per KV head runs the packed-rows
-// kernel (prefill_kernel.cuh, PrefillTraits<T, 128, true>: query rows on wgmma's M side, 128-key
-// tiles, row softmax inside a quad); everything else this one (swap-AB, columns on N).
-inline constexpr int64_t kPackedDecodeMinRows = 32;      // 16-bit K/V
-inline constexpr int64_t kPackedDecodeMinRowsFp8 = 64;   // f8e4m3 K/V
-inline constexpr int kPackedDecodeHeadDim = 128;
+// The multi-token form (docs/DECODE_SM90.md sections 12 and 16): a 16-bit cache at head dim 64,
+// 128 or 256, or an f8e4m3 cache at 128, with at least packed_decode_min_rows() packed query rows
+// (group x new tokens) per KV head runs the packed-rows kernel (prefill_kernel.cuh,
+// PrefillTraits<T, D, true>: query rows on wgmma's M side, KV tiles of packed_decode_tile(D), row
+// softmax inside a quad); everything else this one (swap-AB, columns on N).
+inline constexpr int64_t kPackedDecodeMinRows = 32;      // 16-bit K/V, head dim 128
+inline constexpr int64_t kPackedDecodeMinRowsD64 = 17;   // 16-bit K/V, head dim 64
+inline constexpr int64_t kPackedDecodeMinRowsD256 = 33;  // 16-bit K/V, head dim 256
+inline constexpr int64_t kPackedDecodeMinRowsFp8 = 64;   // f8e4m3 K/V (head dim 128)
+inline constexpr int kPackedDecodeHeadDim = 128;         // the one head dim of the fp8 packed form
+
+// The packed rows per KV head from which the packed-rows form serves a cache of head dim
+// `head_dim` (kDecodeHeadDims; f8e4m3: kFp8HeadDim only). Why these (DECODE_SM90.md sections 12, 15):
+//   D 128  32: measured at 64/8 1 x 128K (section 12): swap-AB takes more than 32 columns as
+//          several column blocks that each re-read the K/V tiles (5-7 tokens: 221.8 us against the
+//          packed form's 127.0-129.3), and at 32 rows the packed form, half its m64 tile padding,
+//          still won (126.6 against 135.5); at 16 rows it won by 3 % and at 8 they tied, too thin a
+//          margin to move the cut without small-cache shapes measured.
+//   D 64   17: swap-AB's chain per byte costs twice D 128's (16 KB tiles, the same softmax), and its
+//          32-column tile already costs 1.33-1.40x its 16-column one (16/1 x 2 tokens, measured at
+//          a3de7f4: B32 x 4K 27.0 against 19.3 us, B1 x 128K 38.3 against 28.7): every row count
+//          that needs swap-AB's 32-column tile goes packed (a prediction, section 16).
+//   D 256  33: a 64 KB tile hides swap-AB's chain better (32/2 x 2 tokens = 32 columns: 1.09-1.14x
+//          one token, measured), so the cut is where swap-AB takes a second column block and
+//          re-reads the tiles (x 4 tokens: 1.18-1.32x); the packed form's 64-key tiles and two
+//          split-barrier stages are unmeasured, so no earlier (a prediction, section 16).
+//   fp8    64: its swap-AB path was measured there, its packed path not yet lower (section 13).
+constexpr int64_t packed_decode_min_rows(int64_t head_dim, bool fp8) {
+  if (fp8) return kPackedDecodeMinRowsFp8;
+  if (head_dim == 64) return kPackedDecodeMinRowsD64;
+  if (head_dim == 256) return kPackedDecodeMinRowsD256;
+  return kPackedDecodeMinRows;
+}
 
 // The form a decode problem the engine supports runs, chosen here only (sm90_engine.cu; the CPU
-// tier's selection test): packed rows for a cache at head dim 128 whose packed query rows per KV
-// head (group x new tokens, the longest sequence's) reach kPackedDecodeMinRows (16-bit) or
-// kPackedDecodeMinRowsFp8 (f8e4m3: its tiles widened to 16 bits in shared memory by the producer
-// warpgroup, DECODE_SM90.md section 13); swap-AB for the rest (head dims 64 / 256: not built in
-// the packed form). Why 32 for 16-bit (measured at 64/8 1 x 128K, DECODE_SM90.md section 12):
-// swap-AB takes more than 32 columns as several column blocks that each re-read the K/V tiles
-// (5-7 tokens: 221.8 us against the packed form's 127.0-129.3), and at 32 rows the packed form,
-// half its m64 tile padding, still won (126.6 against 135.5); at 16 rows it won by 3 % and at 8
-// they tied, too thin a margin to move the cut without small-cache shapes measured.
+// tier's selection test): packed rows when the packed query rows per KV head (group x new tokens,
+// the longest sequence's) reach packed_decode_min_rows (fp8: at head dim 128 only, its tiles
+// widened to 16 bits in shared memory by the producer warpgroup, DECODE_SM90.md section 13);
+// swap-AB for the rest.
 constexpr bool packed_rows_form(int64_t head_dim, bool fp8, int64_t group, int64_t max_new_tokens) {
-  return head_dim == kPackedDecodeHeadDim &&
-         group * max_new_tokens >= (fp8 ? kPackedDecodeMinRowsFp8 : kPackedDecodeMinRows);
+  return (head_dim == 64 || head_dim == 128 || head_dim == 256) && (!fp8 || head_dim == kFp8HeadDim) &&
+         group * max_new_tokens >= packed_decode_min_rows(head_dim, fp8);
 }
 
 // The ring and the occupancy per head dim and K/V element, the one place they are chosen.

@@ -4,6 +4,6 @@
 #include "attention/engines/sm90/prefill_kernel.cuh"
 
 namespace groupattn::sm90_engine {
-template Status launch_decode_packed_kv<__nv_bfloat16, true>(const cuda_engine::KernelParams&, const DecodeLaunch&,
-                                                             cudaStream_t);
+template Status launch_decode_packed_kv<__nv_bfloat16, kPackedDecodeHeadDim, true>(const cuda_engine::KernelParams&,
+                                                                                   const DecodeLaunch&, cudaStream_t);
 }  // namespace groupattn::sm90_engine

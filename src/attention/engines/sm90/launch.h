@@ -1,6 +1,7 @@
 // Host launchers of the sm90 engines, explicit instantiations per element type and head dim
 // (decode: inst_{bf16,f16}_d128.cu for 128 and the dispatch, inst_{bf16,f16}_d{64,256}.cu for 64
-// and 256, inst_decode_packed_{bf16,f16}.cu for the multi-token form; prefill:
+// and 256, inst_decode_packed_{bf16,f16}.cu (D 64, 128) and inst_decode_packed_{bf16,f16}_d256.cu
+// for the multi-token form; prefill:
 // inst_prefill_{bf16,f16}_d128.cu for head dims 64 and 128, inst_prefill_{bf16,f16}_d256.cu for 256).
 #pragma once
 
@@ -39,10 +40,11 @@ Status launch_decode(const cuda_engine::KernelParams& p, const DecodeLaunch& l, 
 template <class T, int kHeadDim>
 Status launch_decode_head_dim(const cuda_engine::KernelParams& p, const DecodeLaunch& l, cudaStream_t stream);
 
-// The multi-token decode form (decode_traits.h kPackedDecodeMinRows): the prefill kernel in its
-// packed-decode mode at head dim 128 (grid: m_blocks * num_splits, Hkv, B; m_blocks = row blocks
-// of 128 packed query rows), then the combine kernel when p.num_splits > 1. Tensor maps of K and V
-// as for launch_decode (64-row boxes); l.col_tile, l.head_dim and l.fp8 are not read.
+// The multi-token decode form (decode_traits.h packed_rows_form): the prefill kernel in its
+// packed-decode mode at head dim l.head_dim (64, 128 or 256; l.fp8: 128) (grid: m_blocks *
+// num_splits, Hkv, B; m_blocks = row blocks of 128 packed query rows), then the combine kernel
+// when p.num_splits > 1. Tensor maps of K and V as for launch_decode (64-row boxes); l.col_tile is
+// not read.
 template <class T>
 Status launch_decode_packed(const cuda_engine::KernelParams& p, const DecodeLaunch& l, cudaStream_t stream);
 

@@ -17,8 +17,9 @@
 // one's softmax runs under the other's products. Every warp arrives on the stage's empty barrier
 // when its O product is done. Each step's measured effect: docs/PREFILL_SM90.md.
 //
-// Packed decode (PrefillTraits::kPackedDecode, the sm90 decode engine's path for group x new
-// tokens >= 64, docs/DECODE_SM90.md section 12): the same loop on other rows and keys.
+// Packed decode (PrefillTraits::kPackedDecode, the sm90 decode engine's multi-token path,
+// decode_traits.h packed_rows_form; docs/DECODE_SM90.md sections 12 and 16; head dim 64, 128 or
+// 256, KV tile packed_decode_tile): the same loop on other rows and keys.
 //   Q   [B, Sq, Hq, D], Sq <= 16            rows r = token * group + head-in-group of one KV head,
 //                                           read by the consumer threads (no Q map)
 //   grid (row block x split, Hkv, B)        each CTA: its split's KV tiles (split_range), 64-row
@@ -219,29 +220,65 @@ using WgmmaS = hw::Wgmma<std::is_same_v<typename Traits::Element, __nv_bfloat16>
 // inside one page, page_size being a multiple of 64). Boxes wholly past the sequence's last key
 // are not loaded (a paged sequence's block table may end there): their K rows are masked and
 // their V rows zeroed like any row past k_len (zero_stale_v), whatever the stage held.
+// packed_decode_boxes: the tile's boxes inside the sequence (>= 1); packed_decode_box_at: the map
+// coordinates (row, outer) of the box starting at key `key`; load_packed_decode_box: that box of K
+// or of V (`map`), every d block, into the tile at `dst`, arriving on `bar` (the caller expects
+// the bytes).
+template <class Traits>
+__device__ __forceinline__ int packed_decode_boxes(const Work& w, int blk) {
+  constexpr int kBoxRows = Traits::kKvBoxRows;
+  return min(Traits::kKvSubBoxes, (w.s.k_len - blk * Traits::kBlockN + kBoxRows - 1) / kBoxRows);
+}
+__device__ __forceinline__ void packed_decode_box_at(const KernelParams& p, const Work& w, int key, int* row,
+                                                     int* outer) {
+  *row = key;
+  *outer = w.kv_outer;
+  if (p.block_table != nullptr) {
+    *outer = p.block_table[w.b * p.block_table_stride + key / p.page_size];
+    *row = key % p.page_size;
+  }
+}
+template <class Traits>
+__device__ __forceinline__ void load_packed_decode_box(unsigned char* dst, const CUtensorMap* map, const Work& w,
+                                                       int row, int outer, uint64_t* bar) {
+  for (int db = 0; db < Traits::kDBlocks; ++db)
+    hw::tma_load_4d(dst + db * Traits::kKvBoxBytes, map, db * Traits::kSwizzleElems, w.kvh, row, outer, bar);
+}
+
+// Packed decode, one barrier pair per stage (D 64, 128): K and V of tile blk on full(stage).
 template <class Traits>
 __device__ __forceinline__ void produce_packed_decode_tile(const KernelParams& p, const Smem<Traits>& sm,
                                                            const CUtensorMap* tk, const CUtensorMap* tv,
                                                            const Work& w, int blk, int stage) {
   constexpr int kBoxRows = Traits::kKvBoxRows;
-  const int key0 = blk * Traits::kBlockN;
-  const int boxes = min(Traits::kKvSubBoxes, (w.s.k_len - key0 + kBoxRows - 1) / kBoxRows);  // >= 1
+  const int boxes = packed_decode_boxes<Traits>(w, blk);
   hw::mbar_arrive_expect_tx(sm.full(stage), static_cast<uint32_t>(boxes * 2 * Traits::kDBlocks * kBoxRows * 128));
   for (int sb = 0; sb < boxes; ++sb) {
-    const int key = key0 + sb * kBoxRows;
-    int row = key, outer = w.kv_outer;
-    if (p.block_table != nullptr) {
-      outer = p.block_table[w.b * p.block_table_stride + key / p.page_size];
-      row = key % p.page_size;
-    }
+    int row, outer;
+    packed_decode_box_at(p, w, blk * Traits::kBlockN + sb * kBoxRows, &row, &outer);
     const int off = sb * kBoxRows * 128;
-    for (int db = 0; db < Traits::kDBlocks; ++db)
-      hw::tma_load_4d(sm.k(stage) + db * Traits::kKvBoxBytes + off, tk, db * Traits::kSwizzleElems, w.kvh, row, outer,
-                      sm.full(stage));
-    for (int db = 0; db < Traits::kDBlocks; ++db)
-      hw::tma_load_4d(sm.v(stage) + db * Traits::kKvBoxBytes + off, tv, db * Traits::kSwizzleElems, w.kvh, row, outer,
-                      sm.full(stage));
+    load_packed_decode_box<Traits>(sm.k(stage) + off, tk, w, row, outer, sm.full(stage));
+    load_packed_decode_box<Traits>(sm.v(stage) + off, tv, w, row, outer, sm.full(stage));
   }
+}
+
+// Packed decode with split K/V barriers (D 256: one 64-row box per tile and d block; the caller
+// has waited for the stage's K half): the K half on k_full, then, once the O product that read the
+// stage's previous V is done (empty), the V half on full -- produce_split_tile's order. The box's
+// coordinates are looked up once, before the wait (the producer runs on 24 registers).
+template <class Traits>
+__device__ __forceinline__ void produce_packed_decode_split_tile(const KernelParams& p, const Smem<Traits>& sm,
+                                                                 const CUtensorMap* tk, const CUtensorMap* tv,
+                                                                 const Work& w, int blk, int it) {
+  static_assert(Traits::kKvSubBoxes == 1, "split K/V packed decode: one box per tile and d block");
+  const int stage = it % Traits::kStages;
+  int row, outer;
+  packed_decode_box_at(p, w, blk * Traits::kBlockN, &row, &outer);
+  hw::mbar_arrive_expect_tx(sm.k_full(stage), static_cast<uint32_t>(Traits::kTileBytes));
+  load_packed_decode_box<Traits>(sm.k(stage), tk, w, row, outer, sm.k_full(stage));
+  hw::mbar_wait(sm.empty(stage), (static_cast<uint32_t>(it / Traits::kStages) & 1u) ^ 1u);
+  hw::mbar_arrive_expect_tx(sm.full(stage), static_cast<uint32_t>(Traits::kTileBytes));
+  load_packed_decode_box<Traits>(sm.v(stage), tv, w, row, outer, sm.full(stage));
 }
 
 // Split K/V (Traits::kSplitKv; the caller has waited for the stage's K half to be free): the K
@@ -285,7 +322,10 @@ __device__ void produce(const KernelParams& p, const Smem<Traits>& sm, const CUt
     } else {
       hw::mbar_wait(sm.empty(stage), (static_cast<uint32_t>(it / Traits::kStages) & 1u) ^ 1u);
     }
-    if constexpr (Traits::kPackedDecode) {
+    if constexpr (Traits::kPackedDecode && Traits::kSplitKv) {
+      produce_packed_decode_split_tile<Traits>(p, sm, tk, tv, w, blk, it);
+      continue;
+    } else if constexpr (Traits::kPackedDecode) {
       produce_packed_decode_tile<Traits>(p, sm, tk, tv, w, blk, stage);
       continue;
     }
@@ -926,7 +966,18 @@ __device__ void prefill_cta(const KernelParams& p, const CUtensorMap* tq, const 
     if constexpr (Traits::kFp8Kv) {  // ... and with an fp8 cache all four warps widen the tiles
       convert_fp8<Traits>(p, sm, tk, tv, w, tid - Traits::kConsumerThreads);
     } else {
-      if (warp == Traits::kProducerWarp && lane == 0) produce<Traits>(p, sm, tq, tk, tv, w);
+      if (warp == Traits::kProducerWarp && lane == 0) {
+        if constexpr (Traits::kPackedDecode) {
+          // Packed decode re-derives the work here, after setmaxnreg: its values are then born
+          // inside the producer's 24 registers. Taken from before the fork they stay where the
+          // consumers' allocation put them, and at D 256 (O alone 128 of the consumers' 240)
+          // ptxas spilled 4 bytes for the paged lookups (the values are the same: cta_work is a
+          // function of the launch and of the lengths, which nothing writes during the kernel).
+          produce<Traits>(p, sm, tq, tk, tv, cta_work<Traits>(p));
+        } else {
+          produce<Traits>(p, sm, tq, tk, tv, w);
+        }
+      }
     }
   } else {
     if (warp / 4 >= w.wgs) return;  // packed decode, <= 64 rows: the second warpgroup has none
@@ -991,10 +1042,10 @@ Status launch_prefill(const cuda_engine::KernelParams& p, const PrefillLaunch& l
 
 // The sm90 decode engine's multi-token path (grid: m_blocks row blocks x num_splits, Hkv, B), then
 // the split combine. The kernel takes no Q map in this mode: the K map fills the slot. kFp8: an
-// f8e4m3 cache (the decode engine's fp8 maps, boxes of 64 rows of 128 bytes).
-template <class T, bool kFp8>
+// f8e4m3 cache (head dim 128; the decode engine's fp8 maps, boxes of 64 rows of 128 bytes).
+template <class T, int kHeadDim, bool kFp8>
 Status launch_decode_packed_kv(const cuda_engine::KernelParams& p, const DecodeLaunch& l, cudaStream_t stream) {
-  using Traits = PrefillTraits<T, kPackedDecodeHeadDim, /*kPackedDecode=*/true, kFp8>;
+  using Traits = PrefillTraits<T, kHeadDim, /*kPackedDecode=*/true, kFp8>;
   auto* kernel = sm90_prefill_kernel<Traits>;
   GA_RETURN_IF_ERROR(
       cuda::set_max_dynamic_smem_once<sm90_prefill_kernel<Traits>>(static_cast<int>(Traits::kSmemBytes)));
@@ -1009,16 +1060,25 @@ Status launch_decode_packed_kv(const cuda_engine::KernelParams& p, const DecodeL
   return launch_split_combine<T, Traits::kHeadDim>(p, stream);
 }
 
-// The fp8 K/V kernels compile in their own translation units (inst_decode_packed_fp8_{bf16,f16}.cu).
-extern template Status launch_decode_packed_kv<__nv_bfloat16, true>(const cuda_engine::KernelParams&,
-                                                                     const DecodeLaunch&, cudaStream_t);
-extern template Status launch_decode_packed_kv<__half, true>(const cuda_engine::KernelParams&, const DecodeLaunch&,
-                                                             cudaStream_t);
+// The fp8 K/V kernels compile in their own translation units (inst_decode_packed_fp8_{bf16,f16}.cu),
+// and so do the 16-bit head-dim-256 ones (inst_decode_packed_{bf16,f16}_d256.cu); head dims 64 and
+// 128 compile in inst_decode_packed_{bf16,f16}.cu, which hold the dispatch.
+extern template Status launch_decode_packed_kv<__nv_bfloat16, kPackedDecodeHeadDim, true>(
+    const cuda_engine::KernelParams&, const DecodeLaunch&, cudaStream_t);
+extern template Status launch_decode_packed_kv<__half, kPackedDecodeHeadDim, true>(const cuda_engine::KernelParams&,
+                                                                                    const DecodeLaunch&, cudaStream_t);
+extern template Status launch_decode_packed_kv<__nv_bfloat16, 256, false>(const cuda_engine::KernelParams&,
+                                                                          const DecodeLaunch&, cudaStream_t);
+extern template Status launch_decode_packed_kv<__half, 256, false>(const cuda_engine::KernelParams&,
+                                                                   const DecodeLaunch&, cudaStream_t);
 
+// l.head_dim: 64, 128 or 256 (16-bit K/V; the engine declines others); l.fp8: head dim 128.
 template <class T>
 Status launch_decode_packed(const cuda_engine::KernelParams& p, const DecodeLaunch& l, cudaStream_t stream) {
-  if (l.fp8) return launch_decode_packed_kv<T, true>(p, l, stream);
-  return launch_decode_packed_kv<T, false>(p, l, stream);
+  if (l.fp8) return launch_decode_packed_kv<T, kPackedDecodeHeadDim, true>(p, l, stream);
+  if (l.head_dim == 64) return launch_decode_packed_kv<T, 64, false>(p, l, stream);
+  if (l.head_dim == 256) return launch_decode_packed_kv<T, 256, false>(p, l, stream);
+  return launch_decode_packed_kv<T, kPackedDecodeHeadDim, false>(p, l, stream);
 }
 
 }  // namespace groupattn::sm90_engine

@@ -60,9 +60,25 @@ constexpr PrefillTile prefill_tile(int head_dim) {
                           : PrefillTile{kPrefillBlockM, 128, 3, false};
 }
 
+// The KV tile of the packed-decode mode (the sm90 decode engine's multi-token form), chosen apart
+// from prefill_tile: decode streams the cache once, so what counts is the bytes in flight per SM
+// (one CTA per SM), not the prefill's arithmetic per tile (docs/DECODE_SM90.md sections 12, 16).
+//   D 128: prefill's 128 keys x 3 stages (Q 32 KB + 3 x 64 KB = 224 KB; measured, section 12).
+//   D 64:  128 keys x 6 stages (Q 16 KB + 6 x 32 KB = 208 KB): the combined barriers refill a
+//          stage only after the O product one tile later, so about stages - 2 tiles are in flight;
+//          6 keep ~128 KB in flight per SM, D 128's 64 KB would stream at latency with 3 x 32 KB.
+//   D 256: prefill's 64 keys x 2 stages, split K/V barriers (Q 64 KB + 2 x 64 KB = 192 KB; 3
+//          stages do not fit): with combined barriers tile i + 2 could only start loading after
+//          tile i's O product, no slack at all; split, the K half of a stage refills after S.
+constexpr PrefillTile packed_decode_tile(int head_dim) {
+  // Two consumer warpgroups of 64 packed rows at every head dim (prefill's d64 takes 192 rows).
+  return head_dim == 64 ? PrefillTile{kPrefillBlockM, 128, 6, false} : prefill_tile(head_dim);
+}
+
 // kHeadDim_: D == Dv, 64, 128 or 256 (one, two or four 64-wide, 128-byte swizzle blocks of d).
-// kPackedDecode_: the sm90 decode engine's multi-token path (issue 9; docs/DECODE_SM90.md section
-// 11). The kernel's 128 rows are then the packed query rows r = token * group + head-in-group of
+// kPackedDecode_: the sm90 decode engine's multi-token path (issue 9; docs/DECODE_SM90.md sections
+// 12 and 16; head dims 64, 128 and 256, KV tile packed_decode_tile). The kernel's 128 rows are then
+// the packed query rows r = token * group + head-in-group of
 // one KV head (group x new tokens; several row blocks when wider), loaded by the consumer threads
 // (any group, no Q tensor map); the grid is (row block x split, KV head, sequence), each CTA takes
 // its split's KV tiles (the decode engine's planner) and writes O / LSE or the split's fp32
@@ -83,13 +99,14 @@ struct PrefillTraits {
   static constexpr bool kPackedDecode = kPackedDecode_;
   static constexpr bool kFp8Kv = kFp8Kv_;
   static constexpr int kHeadDim = kHeadDim_;
-  static constexpr int kBlockM = kPackedDecode ? kPrefillBlockM : prefill_tile(kHeadDim).block_m;
-  static constexpr int kBlockN = prefill_tile(kHeadDim).block_n;
+  static constexpr PrefillTile kTile = kPackedDecode_ ? packed_decode_tile(kHeadDim_) : prefill_tile(kHeadDim_);
+  static constexpr int kBlockM = kTile.block_m;
+  static constexpr int kBlockN = kTile.block_n;
   static constexpr int kRowsPerWg = 64;
   static constexpr int kConsumerWgs = kBlockM / kRowsPerWg;  // 2 or 3
-  static constexpr int kStages = kFp8Kv ? 2 : prefill_tile(kHeadDim).stages;  // fp8: converted V tiles
-  // K and V of a stage guarded by separate barriers (16-bit prefill only; prefill_tile).
-  static constexpr bool kSplitKv = !kFp8Kv && !kPackedDecode && prefill_tile(kHeadDim).split_kv;
+  static constexpr int kStages = kFp8Kv ? 2 : kTile.stages;  // fp8: converted V tiles
+  // K and V of a stage guarded by separate barriers (16-bit K/V; prefill_tile, packed_decode_tile).
+  static constexpr bool kSplitKv = !kFp8Kv && kTile.split_kv;
   // O leaves through shared memory (each consumer warpgroup's own Q rows, free once its last S
   // product is done) as whole 16-byte chunks, a warp writing whole rows: the accumulator layout
   // stored directly gives 4-byte stores that half-fill their 32-byte sectors (ncu at d 128 / 256:
@@ -152,10 +169,8 @@ struct PrefillTraits {
   static_assert(kSmemBytes <= 227 * 1024, "shared memory of one sm_90 CTA");
   static_assert(kBlockN % kKvBoxRows == 0 && (kKvBoxRows * 128) % 1024 == 0,
                 "a KV tile is whole 64-row boxes (a paged cache's page_size is a multiple of 64)");
-  static_assert(!kPackedDecode || kHeadDim == 128, "packed decode: head dim 128 only (two instantiations)");
   static_assert(kStages >= 2, "the overlapped loop holds two stages at once: tile i's K, tile i-1's V");
-  static_assert(!kSplitKv || (!kFp8Kv && !kPackedDecode),
-                "split K/V barriers: the 16-bit prefill's producer");
+  static_assert(!kSplitKv || !kFp8Kv, "split K/V barriers: 16-bit K/V (the fp8 path has its own K slot)");
   static_assert(kConsumerWgs == 2 || (kConsumerWgs == 3 && !kPackedDecode),
                 "two consumer warpgroups, or three for prefill (turns: round robin, barrier ids in consume)");
   static_assert(128 * (kProducerRegs + kConsumerWgs * kConsumerRegs) <= kEntryRegs * kThreads, "setmaxnreg budget");

@@ -3,9 +3,10 @@
 // unchanged), tensor maps, and dispatch over the element type to launch_decode (inst_*.cu).
 //
 // Two kernel forms: the swap-AB decode kernel (decode_kernel.cuh; KV positions on wgmma's M side,
-// packed query columns on N) and, for a 16-bit or f8e4m3 cache at head dim 128 with group x new
-// tokens >= kPackedDecodeMinRows (32; fp8 64), the packed-rows form (the prefill kernel's packed-decode
-// mode: query rows on M, 128-key tiles; docs/DECODE_SM90.md sections 12 and 13).
+// packed query columns on N) and, for a 16-bit cache at head dim 64, 128 or 256 or an f8e4m3 one at
+// 128 with group x new tokens >= packed_decode_min_rows (D 64 17, D 128 32, D 256 33; fp8 64), the
+// packed-rows form (the prefill kernel's packed-decode mode: query rows on M, KV tiles of
+// packed_decode_tile; docs/DECODE_SM90.md sections 12, 13 and 15).
 //
 // Split-KV of the swap-AB kernel reduces either through the workspace and the combine kernel or,
 // for small problems, inside a thread-block cluster of the splits (decode_traits.h
@@ -14,7 +15,8 @@
 // Registered first: on a compute capability 9.0 device it serves every decode problem it supports
 // (it measured faster than the portable engine on every decode shape tried, docs/DECODE_SM90.md);
 // everything else falls through to the `cuda` engine. A second name, "sm90-rows", runs the
-// packed-rows form for every problem it can serve (any group; 16-bit or fp8, head dim 128): automatic
+// packed-rows form for every problem it can serve (any group; 16-bit at head dim 64, 128 or 256, fp8
+// at 128): automatic
 // selection never reaches it (sm90 serves all of them first), pinning it lets the tests compare
 // the form bitwise across groups and the benchmark time it below 64 rows.
 #include <cuda.h>
@@ -67,7 +69,8 @@ struct Geometry {
   int64_t batch = 0, total_q = 0, max_q = 0, max_k = 0, heads_q = 0, heads_kv = 0, head_dim = 0;
   int64_t group = 0, cols = 0;  // packed query columns (rows of the packed form) per (sequence, KV head)
   bool packed_rows = false;     // the packed-rows form; else swap-AB
-  // Swap-AB: column tiles of col_tile, 64-key tiles. Packed rows: 128-row blocks, 128-key tiles.
+  // Swap-AB: column tiles of col_tile, 64-key tiles. Packed rows: 128-row blocks, KV tiles of
+  // packed_decode_tile(head_dim).block_n keys (128; D 256 64).
   int col_tile = 8, m_blocks = 0, n_blocks = 0;
 };
 
@@ -101,7 +104,7 @@ Geometry geometry(const AttentionParams& p, Form form) {
   g.cols = g.max_q * g.group;
   g.packed_rows = use_packed_rows(p, g, form);
   if (g.packed_rows) {
-    const int block_n = sm90_engine::prefill_tile(sm90_engine::kPackedDecodeHeadDim).block_n;
+    const int block_n = sm90_engine::packed_decode_tile(static_cast<int>(g.head_dim)).block_n;
     g.m_blocks = static_cast<int>((g.cols + sm90_engine::kPrefillBlockM - 1) / sm90_engine::kPrefillBlockM);
     g.n_blocks = static_cast<int>((g.max_k + block_n - 1) / block_n);
     return g;
@@ -121,9 +124,10 @@ int num_splits_for(const AttentionParams& p, const Geometry& g, int sm_count) {
   sp.n_blocks = g.n_blocks;
   if (p.num_splits > 0) return cuda_engine::plan_num_splits(sp, p.num_splits);
   if (g.packed_rows) {
-    // One CTA per SM (224 KB of shared memory), a wave of one; at least 4 KV tiles of 128 keys
-    // (512 keys, the swap-AB form's 8 x 64) per split.
-    return cuda_engine::balanced_num_splits(sp, 4);
+    // One CTA per SM (384 threads of 168 registers; 192-224 KB of shared memory), a wave of one;
+    // at least 512 keys per split (the swap-AB form's 8 x 64): 4 tiles of 128 keys, D 256 8 of 64.
+    return cuda_engine::balanced_num_splits(
+        sp, 512 / sm90_engine::packed_decode_tile(static_cast<int>(g.head_dim)).block_n);
   }
   // Swap-AB: the costed planner (decode_split_plan.h, docs/DECODE_SM90.md section 15). It starts
   // from the wave-filling count (balanced_num_splits over decode_tile().split_wave CTAs per SM -- fp8
@@ -174,14 +178,15 @@ class Sm90Attention final : public AttentionEngine {
         return "Hopper decode, sm90 with split-KV always merged through the workspace and the combine kernel, "
                "never a thread-block cluster (tests, benchmarks; automatic selection uses sm90), sm90a";
       default:
-        return "Hopper decode (wgmma swap-AB, or packed query rows for group x new tokens >= 32, fp8 >= 64; TMA; fp8 "
-               "K/V widened in registers or, packed rows, in shared memory; small split problems reduce in "
+        return "Hopper decode (wgmma swap-AB, or packed query rows for group x new tokens >= 32 (D 64 17, D 256 33, "
+               "fp8 64); TMA; fp8 K/V widened in registers or, packed rows, in shared memory; small split problems reduce in "
                "thread-block clusters), sm90a";
     }
   }
   std::string supports() const override {
     if (form_ == Form::kPackedRows) {
-      return "what sm90 supports, at head dim 128 only (16-bit or f8e4m3 K/V; paged: page_size a multiple of 64)";
+      return "what sm90 supports (16-bit K/V at head dim 64, 128 or 256, f8e4m3 at 128; paged: page_size a "
+             "multiple of 64)";
     }
     if (form_ == Form::kWorkspaceSplits) return "what sm90 supports";
     return "device tensors, bf16/f16, head dim 64, 128 or 256 (D == Dv), decode of 1.." +
@@ -196,11 +201,7 @@ class Sm90Attention final : public AttentionEngine {
   Status check_support(const AttentionParams& p) const override {
     GA_RETURN_IF_ERROR(sm90_engine::all_on_device(p, name()));
     if (form_ == Form::kPackedRows) {
-      if (p.q.size(-1) != sm90_engine::kPackedDecodeHeadDim || p.v.size(-1) != sm90_engine::kPackedDecodeHeadDim) {
-        return NotSupported("sm90-rows engine: head dim " + std::to_string(sm90_engine::kPackedDecodeHeadDim) +
-                            " only (got D " + std::to_string(p.q.size(-1)) + ", Dv " + std::to_string(p.v.size(-1)) +
-                            ")");
-      }
+      // (Head dims and fp8 at other head dims: declined below as for sm90, with the same reasons.)
       if (!pages_fit_packed_rows(p)) {
         return NotSupported("sm90-rows engine: paged K/V needs page_size a multiple of " +
                             std::to_string(sm90_engine::kBlockKV) + " (got " + std::to_string(p.k.size(1)) +
