@@ -973,7 +973,7 @@ __device__ void prefill_cta(const KernelParams& p, const CUtensorMap* tq, const 
           // consumers' allocation put them, and at D 256 (O alone 128 of the consumers' 240)
           // ptxas spilled 4 bytes for the paged lookups (the values are the same: cta_work is a
           // function of the launch and of the lengths, which nothing writes during the kernel).
-          produce<Traits>(p, sm, tq, tk, tv, cta_work<Traits>(p));
+          produce<Traits>(p, sm, tq, tk, tv, cta_work<Traits>(p, heads_fastest));
         } else {
           produce<Traits>(p, sm, tq, tk, tv, w);
         }
