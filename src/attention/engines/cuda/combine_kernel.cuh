@@ -57,6 +57,36 @@ __device__ __forceinline__ float warp_sum(float x) {
 // docs/DECODE_SM90.md section 5).
 inline constexpr int kSplitBatch = 8;
 
+// acc += exp(lse_s - lse) * O_s over splits [first, last) of one row, kSplitBatch at a time: the
+// batch's LSEs and O slices (this lane's kElemsPerLane elements) are loaded first, then summed in
+// split order. Splits with an -inf LSE (past `last`, or empty: their O was never written) are
+// skipped.
+template <class Traits, class Part>
+__device__ __forceinline__ void accumulate_splits(const KernelParams& p, const float* lse_row, const Part* o_row,
+                                                  int first, int last, float lse, int lane,
+                                                  float (&acc)[Traits::kElemsPerLane]) {
+  for (int sp0 = first; sp0 < last; sp0 += kSplitBatch) {
+    float x[kSplitBatch];
+    float val[kSplitBatch][Traits::kElemsPerLane];
+#pragma unroll
+    for (int u = 0; u < kSplitBatch; ++u) x[u] = sp0 + u < last ? lse_row[(sp0 + u) * p.part_lse_split_stride] : -INFINITY;
+#pragma unroll
+    for (int u = 0; u < kSplitBatch; ++u) {
+      if (x[u] == -INFINITY) continue;
+      const Part* o = o_row + (sp0 + u) * p.part_o_split_stride + lane * Traits::kElemsPerLane;
+#pragma unroll
+      for (int e = 0; e < Traits::kElemsPerLane; ++e) val[u][e] = load_float(o + e);
+    }
+#pragma unroll
+    for (int u = 0; u < kSplitBatch; ++u) {
+      if (x[u] == -INFINITY) continue;
+      const float w = expf(x[u] - lse);
+#pragma unroll
+      for (int e = 0; e < Traits::kElemsPerLane; ++e) acc[e] += w * val[u][e];
+    }
+  }
+}
+
 template <class Traits>
 __global__ void __launch_bounds__(Traits::kThreads) combine_kernel(const KernelParams p) {
   using T = typename Traits::Element;
@@ -91,28 +121,7 @@ __global__ void __launch_bounds__(Traits::kThreads) combine_kernel(const KernelP
   float acc[Traits::kElemsPerLane];
   for (int e = 0; e < Traits::kElemsPerLane; ++e) acc[e] = 0.f;
   if (lse != -INFINITY) {
-    for (int sp0 = 0; sp0 < p.num_splits; sp0 += kSplitBatch) {
-      float x[kSplitBatch];
-      float val[kSplitBatch][Traits::kElemsPerLane];
-#pragma unroll
-      for (int u = 0; u < kSplitBatch; ++u) {
-        x[u] = sp0 + u < p.num_splits ? lse_row[(sp0 + u) * p.part_lse_split_stride] : -INFINITY;
-      }
-#pragma unroll
-      for (int u = 0; u < kSplitBatch; ++u) {
-        if (x[u] == -INFINITY) continue;  // past the last split, or empty: its O was never written
-        const auto* o = o_row + (sp0 + u) * p.part_o_split_stride + lane * Traits::kElemsPerLane;
-#pragma unroll
-        for (int e = 0; e < Traits::kElemsPerLane; ++e) val[u][e] = load_float(o + e);
-      }
-#pragma unroll
-      for (int u = 0; u < kSplitBatch; ++u) {
-        if (x[u] == -INFINITY) continue;
-        const float w = expf(x[u] - lse);
-#pragma unroll
-        for (int e = 0; e < Traits::kElemsPerLane; ++e) acc[e] += w * val[u][e];
-      }
-    }
+    accumulate_splits<Traits>(p, lse_row, o_row, 0, p.num_splits, lse, lane, acc);
   }
   T* out = static_cast<T*>(p.out) + s.o_offset + token * p.o_row_stride + head * p.o_head_stride +
            lane * Traits::kElemsPerLane;
@@ -178,32 +187,13 @@ __global__ void __launch_bounds__(kWideWarps * cuda::kWarpSize) combine_wide_ker
     lse = mx + logf(total);
   }
 
-  // Warp w: splits [w * per, min((w + 1) * per, S)), kSplitBatch at a time as in combine_kernel.
+  // Warp w: splits [w * per, min((w + 1) * per, S)), kSplitBatch at a time (accumulate_splits).
   float acc[Traits::kElemsPerLane];
   for (int e = 0; e < Traits::kElemsPerLane; ++e) acc[e] = 0.f;
   if (lse != -INFINITY) {
     const int per = (p.num_splits + kWideWarps - 1) / kWideWarps;
     const int first = warp * per, last = min(first + per, p.num_splits);
-    for (int sp0 = first; sp0 < last; sp0 += kSplitBatch) {
-      float x[kSplitBatch];
-      float val[kSplitBatch][Traits::kElemsPerLane];
-#pragma unroll
-      for (int u = 0; u < kSplitBatch; ++u) x[u] = sp0 + u < last ? lse_row[(sp0 + u) * p.part_lse_split_stride] : -INFINITY;
-#pragma unroll
-      for (int u = 0; u < kSplitBatch; ++u) {
-        if (x[u] == -INFINITY) continue;  // past this warp's run, or empty: its O was never written
-        const auto* o = o_row + (sp0 + u) * p.part_o_split_stride + lane * Traits::kElemsPerLane;
-#pragma unroll
-        for (int e = 0; e < Traits::kElemsPerLane; ++e) val[u][e] = load_float(o + e);
-      }
-#pragma unroll
-      for (int u = 0; u < kSplitBatch; ++u) {
-        if (x[u] == -INFINITY) continue;
-        const float w = expf(x[u] - lse);
-#pragma unroll
-        for (int e = 0; e < Traits::kElemsPerLane; ++e) acc[e] += w * val[u][e];
-      }
-    }
+    accumulate_splits<Traits>(p, lse_row, o_row, first, last, lse, lane, acc);
   }
   for (int e = 0; e < Traits::kElemsPerLane; ++e) part[warp][lane * Traits::kElemsPerLane + e] = acc[e];
   __syncthreads();
