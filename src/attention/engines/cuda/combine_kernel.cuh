@@ -19,6 +19,7 @@
 #include "attention/engines/cuda/seq_and_mask.cuh"
 #include "cuda/mma_sm80.cuh"
 #include "cuda/pdl.cuh"
+#include "groupattn/status.h"
 
 namespace groupattn::cuda_engine {
 
@@ -205,6 +206,24 @@ __global__ void __launch_bounds__(kWideWarps * cuda::kWarpSize) combine_wide_ker
     Store::store1(out + i, o);
   }
   if (p.lse != nullptr && threadIdx.x == 0) p.lse[head * p.lse_head_stride + q_token * p.lse_row_stride] = lse;
+}
+
+// Launches the merge of p.num_splits > 1 partials for every row of the longest sequence: the
+// one-CTA-per-row kernel above 16 splits (use_wide_combine), else one warp per row. Shared by the
+// cuda engine's split-KV and the sm90 decode engine.
+template <class T, int kHeadDimV>
+Status launch_combine(const KernelParams& p, cudaStream_t stream, bool use_pdl) {
+  using Combine = CombineTraits<T, kHeadDimV>;
+  const int rows = p.seqlen_q * p.heads_q;
+  if (use_wide_combine(p.num_splits)) {
+    const dim3 grid(static_cast<unsigned>(rows), static_cast<unsigned>(p.batch));
+    return cuda::launch_maybe_pdl(combine_wide_kernel<Combine>, grid, dim3(kWideWarps * cuda::kWarpSize), 0, stream,
+                                  use_pdl, "launching combine_wide_kernel", p);
+  }
+  const dim3 grid(static_cast<unsigned>((rows + Combine::kWarps - 1) / Combine::kWarps),
+                  static_cast<unsigned>(p.batch));
+  return cuda::launch_maybe_pdl(combine_kernel<Combine>, grid, dim3(Combine::kThreads), 0, stream, use_pdl,
+                                "launching combine_kernel", p);
 }
 
 }  // namespace groupattn::cuda_engine

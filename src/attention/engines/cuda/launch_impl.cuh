@@ -37,22 +37,11 @@ Status launch_tile(const KernelParams& p, cudaStream_t stream) {
   return cuda::last_launch_status("attention_tile_kernel");
 }
 
-// The combine kernel over the split partials (nothing when p.num_splits == 1; above 16 splits the
-// one-CTA-per-row form).
+// The combine kernel over the split partials (nothing when p.num_splits == 1).
 template <class T, int kHeadDim>
 Status launch_split_combine(const KernelParams& p, cudaStream_t stream, bool use_pdl) {
-  using Combine = CombineTraits<T, kHeadDim>;
   if (p.num_splits == 1) return Status::Ok();
-  const int rows = p.seqlen_q * p.heads_q;  // rows of the longest sequence
-  if (use_wide_combine(p.num_splits)) {  // one CTA per row (combine_kernel.cuh)
-    const dim3 grid(static_cast<unsigned>(rows), static_cast<unsigned>(p.batch));
-    return cuda::launch_maybe_pdl(combine_wide_kernel<Combine>, grid, dim3(kWideWarps * cuda::kWarpSize), 0, stream,
-                                  use_pdl, "launching combine_wide_kernel", p);
-  }
-  const dim3 combine_grid(static_cast<unsigned>((rows + Combine::kWarps - 1) / Combine::kWarps),
-                          static_cast<unsigned>(p.batch));
-  return cuda::launch_maybe_pdl(combine_kernel<Combine>, combine_grid, dim3(Combine::kThreads), 0, stream,
-                                use_pdl, "launching combine_kernel", p);
+  return launch_combine<T, kHeadDim>(p, stream, use_pdl);
 }
 
 template <class T, int kHeadDim>

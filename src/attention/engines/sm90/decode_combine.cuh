@@ -21,18 +21,7 @@ static_assert(kCombineSplitBatch == cuda_engine::kSplitBatch && kCombineWideWarp
 // p.num_splits > 1: merges the partials of every (query token, query head) row into out / lse.
 template <class T, int kHeadDim>
 Status launch_split_combine(const cuda_engine::KernelParams& p, cudaStream_t stream) {
-  using Combine = cuda_engine::CombineTraits<T, kHeadDim>;  // D == Dv
-  const int rows = p.seqlen_q * p.heads_q;
-  if (cuda_engine::use_wide_combine(p.num_splits)) {  // one CTA per row (combine_kernel.cuh)
-    const dim3 grid(static_cast<unsigned>(rows), static_cast<unsigned>(p.batch));
-    return cuda::launch_maybe_pdl(cuda_engine::combine_wide_kernel<Combine>, grid,
-                                  dim3(cuda_engine::kWideWarps * cuda::kWarpSize), 0, stream, /*use_pdl=*/true,
-                                  "launching combine_wide_kernel", p);
-  }
-  const dim3 combine_grid(static_cast<unsigned>((rows + Combine::kWarps - 1) / Combine::kWarps),
-                          static_cast<unsigned>(p.batch));
-  return cuda::launch_maybe_pdl(cuda_engine::combine_kernel<Combine>, combine_grid, dim3(Combine::kThreads), 0,
-                                stream, /*use_pdl=*/true, "launching combine_kernel", p);
+  return cuda_engine::launch_combine<T, kHeadDim>(p, stream, /*use_pdl=*/true);  // D == Dv
 }
 
 }  // namespace groupattn::sm90_engine
