@@ -6,7 +6,7 @@
 #include <string>
 #include <vector>
 
-#include "common/host_tensor.h"
+#include "common/small_attention.h"
 #include "core/engine.h"
 #include "core/host_timing.h"
 #include "groupattn/attention.h"
@@ -30,19 +30,10 @@ struct MarksOn {
 };
 
 Status host_attention() {
-  HostTensor q{DType::kF32, {1, 2, 4, 32}}, k{DType::kF32, {1, 5, 2, 32}}, v{DType::kF32, {1, 5, 2, 32}};
-  HostTensor out{DType::kF32, {1, 2, 4, 32}};
-  q.fill(0.5);
-  k.fill(0.25);
-  v.fill(1.0);
-  AttentionParams p;
-  p.q = q.view();
-  p.k = k.view();
-  p.v = v.view();
-  p.out = out.view();
+  SmallHostAttention a;
   RunOptions o;
   o.engine = "reference";
-  return attention(p, o);
+  return attention(a.p, o);
 }
 
 TEST(HostTiming, OffRecordsNothing) {

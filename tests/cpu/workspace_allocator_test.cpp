@@ -8,7 +8,7 @@
 #include <string>
 #include <vector>
 
-#include "common/host_tensor.h"
+#include "common/small_attention.h"
 #include "core/engine.h"
 #include "groupattn/attention.h"
 
@@ -117,20 +117,11 @@ TEST(WorkspaceAllocator, NoMemoryWithOkIsOutOfMemoryAndNothingRuns) {
 // Through the public API: a host problem runs the reference engine, which needs no workspace, so
 // the allocator is never asked (the Python bindings set one on every call).
 TEST(WorkspaceAllocator, PublicAttentionOnTheHostNeverAsks) {
-  HostTensor q{DType::kF32, {1, 2, 4, 32}}, k{DType::kF32, {1, 5, 2, 32}}, v{DType::kF32, {1, 5, 2, 32}};
-  HostTensor out{DType::kF32, {1, 2, 4, 32}};
-  q.fill(0.5);
-  k.fill(0.25);
-  v.fill(1.0);
-  AttentionParams p;
-  p.q = q.view();
-  p.k = k.view();
-  p.v = v.view();
-  p.out = out.view();
+  SmallHostAttention a;
   Recorder rec;
   RunOptions o = rec.options();
   o.stream = nullptr;
-  ASSERT_TRUE(attention(p, o).ok());
+  ASSERT_TRUE(attention(a.p, o).ok());
   EXPECT_TRUE(rec.requests.empty());
 }
 
