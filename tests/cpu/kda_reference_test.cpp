@@ -69,6 +69,19 @@ const GateSetup kGates[] = {
     {"log decay, strong", KdaGate::kLogDecay, -5.f, false, false, -12, 0, 0, 0, 0},
 };
 
+// The gate fields of a case from one row of kGates.
+void apply_gate(const GateSetup& gs, KdaCase* c) {
+  c->gate = gs.gate;
+  c->lower_bound = gs.lower_bound;
+  c->with_A_log = gs.A_log;
+  c->with_dt_bias = gs.dt_bias;
+  c->g_lo = gs.g_lo;
+  c->g_hi = gs.g_hi;
+  c->A_log_lo = gs.A_lo;
+  c->A_log_hi = gs.A_hi;
+  c->dt_bias_std = gs.dt_std;
+}
+
 TEST(KdaReference, ChunkedMatchesRecurrent) {
   const int64_t lengths[] = {1, 15, 16, 17, 33, 50};
   int i = 0;
@@ -77,15 +90,7 @@ TEST(KdaReference, ChunkedMatchesRecurrent) {
       ++i;
       KdaCase c;
       c.T = T;
-      c.gate = gs.gate;
-      c.lower_bound = gs.lower_bound;
-      c.with_A_log = gs.A_log;
-      c.with_dt_bias = gs.dt_bias;
-      c.g_lo = gs.g_lo;
-      c.g_hi = gs.g_hi;
-      c.A_log_lo = gs.A_lo;
-      c.A_log_hi = gs.A_hi;
-      c.dt_bias_std = gs.dt_std;
+      apply_gate(gs, &c);
       c.l2norm = i % 2 == 0;
       c.beta_sigmoid = i % 3 != 0;
       c.neg_eigval = c.beta_sigmoid && c.l2norm && i % 4 == 0;
@@ -128,15 +133,7 @@ TEST(KdaReference, TwoLevelChunkedMatchesRecurrent) {
       KdaCase c;
       c.T = T;
       c.K = 16, c.V = 8;  // small heads: the chunk algebra, not the head width, is under test
-      c.gate = gs.gate;
-      c.lower_bound = gs.lower_bound;
-      c.with_A_log = gs.A_log;
-      c.with_dt_bias = gs.dt_bias;
-      c.g_lo = gs.g_lo;
-      c.g_hi = gs.g_hi;
-      c.A_log_lo = gs.A_lo;
-      c.A_log_hi = gs.A_hi;
-      c.dt_bias_std = gs.dt_std;
+      apply_gate(gs, &c);
       c.l2norm = i % 2 == 0;
       c.beta_sigmoid = i % 3 != 0;
       c.with_initial = i % 7 != 0;
