@@ -178,9 +178,10 @@ def time_contenders(fns: Dict[str, Callable[[int], object]], nsets: int, rounds:
         u.capture()
     per = {n: [] for n in order}
     for r in range(rounds):
-        # The order turns by one each round: under sustained load the clocks sag within a round
-        # (at a3de7f4 a second graph of our own engine, always run last, read 0.86-0.94x of the
-        # first on the 7-15 ms prefill shapes), so a fixed order would favour whoever runs first.
+        # The order turns by one each round, so no contender always holds one place in it: at
+        # a3de7f4 a second graph of our own engine, always run last, took 0.86-0.94x the time of
+        # the first on the 7-15 ms prefill shapes. The band stayed that far off 1 with the turning
+        # order (f637c02), so place is not the whole cause; not yet explained.
         k = r % len(order)
         for n in order[k:] + order[:k]:
             per[n].append(units[n].run_ms_per_call())
