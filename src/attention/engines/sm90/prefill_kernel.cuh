@@ -813,9 +813,14 @@ __device__ void consume(const KernelParams& p, const Work& w, const Smem<Traits>
     release_k(prev_stage);
     softmax_tile(blk_begin, alpha);  // O is still zero: nothing to rescale
     pack_p(pfrag);
+    // Traits::kPinnedOverlap: tile blk's K is waited for at the end of the previous iteration,
+    // between the softmax and wgmma_wait<0>, so that ptxas cannot hoist the wait above the softmax.
+    if constexpr (Traits::kPinnedOverlap) {
+      if (blk_begin + 1 < blk_end) wait_k(blk_begin + 1, 1, 1 % Traits::kStages);
+    }
     for (int blk = blk_begin + 1, it = 1; blk < blk_end; ++blk, ++it) {
       const int stage = it % Traits::kStages;
-      wait_k(blk, it, stage);
+      if constexpr (!Traits::kPinnedOverlap) wait_k(blk, it, stage);
       wait_v(blk - 1, it - 1, prev_stage);
       hw::fence_regs(sacc);
       fence_output<Traits>(o, pfrag);
@@ -830,6 +835,9 @@ __device__ void consume(const KernelParams& p, const Work& w, const Smem<Traits>
       hw::fence_regs(sacc);
       release_k(stage);
       softmax_tile(blk, alpha);
+      if constexpr (Traits::kPinnedOverlap) {
+        if (blk + 1 < blk_end) wait_k(blk + 1, it + 1, (it + 1) % Traits::kStages);
+      }
       hw::wgmma_wait<0>();
       fence_output<Traits>(o, pfrag);
       release(prev_stage);

@@ -113,6 +113,16 @@ struct PrefillTraits {
   // 50 % excess sectors). Prefill only: packed decode writes rows of several heads (and fp32
   // partials) and keeps the direct stores.
   static constexpr bool kStagedEpilogue = !kPackedDecode;
+  // Where the consumer waits for the next tile's K: between tile i's softmax and the
+  // wgmma_wait<0> of tile i-1's O product (instead of at the top of the next iteration). The wait
+  // loop is a basic-block boundary, and ptxas (nvcc 13) schedules WARPGROUP.DEPBAR at the top of
+  // its block: with nothing in between it hoisted the wait for the O product above the whole
+  // softmax (SASS of every prefill and packed-decode kernel at bf45fed: 0 of the 66 MUFU.EX2
+  // between wait_group 1 and wait_group 0), so the intra-warpgroup overlap did not exist in the
+  // binary. Pinned, all 66 sit before it. Two consumer warpgroups only: the overlap keeps tile
+  // i-1's P registers (N / 4) in flight through the softmax, and D 64's three warpgroups at 160
+  // registers then spill (4 bytes; docs/PREFILL_SM90.md, "The intra-warpgroup overlap in SASS").
+  static constexpr bool kPinnedOverlap = kConsumerWgs == 2;
   static constexpr int kConsumerWarps = 4 * kConsumerWgs;
   static constexpr int kConsumerThreads = 32 * kConsumerWarps;
   static constexpr int kThreads = kConsumerThreads + 128;  // + the producer warpgroup
