@@ -123,6 +123,13 @@ struct PrefillTraits {
   // i-1's P registers (N / 4) in flight through the softmax, and D 64's three warpgroups at 160
   // registers then spill (4 bytes; docs/PREFILL_SM90.md, "The intra-warpgroup overlap in SASS").
   static constexpr bool kPinnedOverlap = kConsumerWgs == 2;
+  // A consumer warpgroup computes only the KV tiles up to the last key its last row sees; the CTA's
+  // later tiles it passes (waits for them, takes its GEMM turn without issuing, releases the stage).
+  // D 64's 192-row tiles span 1.5 KV tiles of 128 keys, so with causal masking the CTA range
+  // (up to its last row's key) computed 1.183x the needed work at S2048 (1.066 per warpgroup), and
+  // a warpgroup wholly past the sequence's last row computed every tile. Three warpgroups only:
+  // with 128 rows and 128 keys both warpgroups end on the same tile when Sq == Sk.
+  static constexpr bool kSkipUnseenTiles = !kPackedDecode && kConsumerWgs == 3;
   static constexpr int kConsumerWarps = 4 * kConsumerWgs;
   static constexpr int kConsumerThreads = 32 * kConsumerWarps;
   static constexpr int kThreads = kConsumerThreads + 128;  // + the producer warpgroup
@@ -180,6 +187,8 @@ struct PrefillTraits {
   static_assert(kBlockN % kKvBoxRows == 0 && (kKvBoxRows * 128) % 1024 == 0,
                 "a KV tile is whole 64-row boxes (a paged cache's page_size is a multiple of 64)");
   static_assert(kStages >= 2, "the overlapped loop holds two stages at once: tile i's K, tile i-1's V");
+  static_assert(!kSkipUnseenTiles || (!kPinnedOverlap && !kSplitKv && !kFp8Kv),
+                "passed tiles: one wait (wait_k) and one release per tile, the combined 16-bit stage");
   static_assert(!kSplitKv || !kFp8Kv, "split K/V barriers: 16-bit K/V (the fp8 path has its own K slot)");
   static_assert(kConsumerWgs == 2 || (kConsumerWgs == 3 && !kPackedDecode),
                 "two consumer warpgroups, or three for prefill (turns: round robin, barrier ids in consume)");
