@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
-"""Model of the sm90 prefill kernel's barrier protocol at D 64 (three consumer warpgroups, combined K/V
-stages, src/attention/engines/sm90/prefill_kernel.cuh: consume() and produce()), run over random
-interleavings of the producer and the three warpgroups, for many query / key lengths and masks.
+"""Model of the sm90 prefill kernel's barrier protocol with combined K/V stages (D 64: three consumer
+warpgroups; D 128: two; src/attention/engines/sm90/prefill_kernel.cuh: consume() and produce()), run over random
+interleavings of the producer and the consumer warpgroups, for many query / key lengths and masks.
 
 It models what can deadlock or miscount: the GEMM turns (named barriers, bar.sync / bar.arrive with
 count-based generations, the last warpgroup's pre-arrive and skipped last arrive), the stale-V barrier
@@ -10,14 +10,16 @@ empty: one arrival per warpgroup, in the phase of the tile). Each warpgroup's op
 by hand after consume(): keep the two in step when the loop's barrier order changes.
 
 Modes: `code` (the kernel: warpgroups pass the tiles none of their rows sees, Traits::kSkipUnseenTiles),
-`noskip` (every warpgroup computes the CTA's tiles), `late-wait` (a planted bug: a passed tile's wait
-one turn later -- the first version of the skip, which deadlocks). Exit status 0 when `code` and
-`noskip` pass every run and `late-wait` is caught.
+`noskip` (every warpgroup computes the CTA's tiles), `pinned` (D 128: 128-row tiles, two warpgroups,
+the next tile's K waited for between the softmax and wgmma_wait<0>, Traits::kPinnedOverlap),
+`late-wait` (a planted bug: a passed tile's wait one turn later -- the first version of the skip, which
+deadlocks). Exit status 0 when `code`, `noskip` and `pinned` pass every run and `late-wait` is caught.
 Usage: python3 scripts/prefill-barrier-sim.py
 """
 import random
 import sys
-BM, BN, S, NWG = 192, 128, 3, 3
+BN, S = 128, 3
+BM, NWG = 192, 3  # set per mode in check()
 
 # visible_keys of seq_and_mask.cuh (bottom-right alignment).
 def visible(i, q_len, k_len, causal, wl, wr):
@@ -54,6 +56,15 @@ def cta(m0, q_len, k_len, causal, wl, wr, skip, version):
             if not (last and wg == NWG - 1): ops.append(('arrive', nxt))
         if wg == NWG - 1: ops.append(('arrive', 0))
         wait_k(b0); turn(False)
+        if version == 'pinned':  # two warpgroups, Traits::kPinnedOverlap: next K waited before wgmma_wait<0>
+            if b0 + 1 < b1: wait_k(b0 + 1)
+            for blk in range(b0 + 1, b1):
+                turn(False)
+                if blk + 1 < b1: wait_k(blk + 1)
+                ops.append(('release', blk - 1 - b0))
+            turn(True); ops.append(('release', b1 - 1 - b0))
+            progs.append(ops)
+            continue
         for blk in range(b0 + 1, own):
             wait_k(blk); turn(False); ops.append(('release', blk - 1 - b0))
         if version == 'code':
@@ -123,12 +134,15 @@ def run(tiles, progs, rng):
     # leftover barrier counts are checked by the caller
 
 def check(version, rng):
+    global BM, NWG
+    BM, NWG = (128, 2) if version == 'pinned' else (192, 3)
     runs = bad = 0
     for q_len in [1, 17, 63, 64, 65, 127, 128, 129, 191, 192, 193, 200, 300, 385, 500, 640]:
         for k_len in [1, 5, 63, 127, 128, 129, 191, 192, 193, 200, 300, 385, 500, 640, 1000]:
             for causal, wl, wr in [(False, -1, -1), (True, -1, -1), (False, 60, 10), (True, 100, -1), (False, -1, 0)]:
                 for m0 in range(0, q_len, BM):
-                    c = cta(m0, q_len, k_len, causal, wl, wr, version != 'noskip', 'late-wait' if version == 'late-wait' else 'code')
+                    c = cta(m0, q_len, k_len, causal, wl, wr, version != 'noskip',
+                            version if version in ('late-wait', 'pinned') else 'code')
                     if c is None: continue
                     tiles, progs = c
                     for _ in range(20):
@@ -144,6 +158,9 @@ def check(version, rng):
 
 if __name__ == '__main__':
     rng = random.Random(1)
-    ok = check('code', rng) == 0 and check('noskip', rng) == 0 and check('late-wait', rng) > 0
+    ok = check('code', rng) == 0
+    ok = check('noskip', rng) == 0 and ok
+    ok = check('pinned', rng) == 0 and ok
+    ok = check('late-wait', rng) > 0 and ok
     print('barrier model: ' + ('pass' if ok else 'FAIL'))
     sys.exit(0 if ok else 1)
