@@ -9,11 +9,12 @@ all consumer warpgroups meet (zero_stale_v), and the stage mbarriers (full: the 
 empty: one arrival per warpgroup, in the phase of the tile). Each warpgroup's op sequence is written
 by hand after consume(): keep the two in step when the loop's barrier order changes.
 
-Modes: `code` (the kernel: warpgroups pass the tiles none of their rows sees, Traits::kSkipUnseenTiles),
-`noskip` (every warpgroup computes the CTA's tiles), `pinned` (D 128: 128-row tiles, two warpgroups,
-the next tile's K waited for between the softmax and wgmma_wait<0>, Traits::kPinnedOverlap),
+Modes: `code` (the D 64 kernel: warpgroups pass the tiles none of their rows sees,
+Traits::kSkipUnseenTiles, and the next tile's K is waited for between the softmax and wgmma_wait<0>,
+Traits::kPinnedOverlap), `noskip` (pinned, every warpgroup computes the CTA's tiles), `unpinned` (the
+skip with the wait at the top of the next iteration), `d128` (128-row tiles, two warpgroups, pinned),
 `late-wait` (a planted bug: a passed tile's wait one turn later -- the first version of the skip, which
-deadlocks). Exit status 0 when `code`, `noskip` and `pinned` pass every run and `late-wait` is caught.
+deadlocks). Exit status 0 when every mode but `late-wait` passes every run and `late-wait` is caught.
 Usage: python3 scripts/prefill-barrier-sim.py
 """
 import random
@@ -32,7 +33,7 @@ def visible(i, q_len, k_len, causal, wl, wr):
     return lo, hi
 
 # One CTA of m0: its tiles [b0, b1) and each warpgroup's op sequence, after consume().
-def cta(m0, q_len, k_len, causal, wl, wr, skip, version):
+def cta(m0, q_len, k_len, causal, wl, wr, skip, version, pinned=False):
     rows = min(BM, q_len - m0)
     flo, _ = visible(m0, q_len, k_len, causal, wl, wr)
     _, lhi = visible(m0 + rows - 1, q_len, k_len, causal, wl, wr)
@@ -56,13 +57,18 @@ def cta(m0, q_len, k_len, causal, wl, wr, skip, version):
             if not (last and wg == NWG - 1): ops.append(('arrive', nxt))
         if wg == NWG - 1: ops.append(('arrive', 0))
         wait_k(b0); turn(False)
-        if version == 'pinned':  # two warpgroups, Traits::kPinnedOverlap: next K waited before wgmma_wait<0>
-            if b0 + 1 < b1: wait_k(b0 + 1)
-            for blk in range(b0 + 1, b1):
+        if pinned:  # Traits::kPinnedOverlap: the next K waited for before wgmma_wait<0> and the release
+            if b0 + 1 < own: wait_k(b0 + 1)
+            for blk in range(b0 + 1, own):
                 turn(False)
-                if blk + 1 < b1: wait_k(blk + 1)
+                if blk + 1 < own: wait_k(blk + 1)
                 ops.append(('release', blk - 1 - b0))
-            turn(True); ops.append(('release', b1 - 1 - b0))
+            if own < b1: wait_k(own)
+            turn(own == b1); ops.append(('release', own - 1 - b0))
+            for blk in range(own, b1):
+                ops.append(('release', blk - b0))
+                if blk + 1 < b1: wait_k(blk + 1)
+                turn(blk + 1 == b1)
             progs.append(ops)
             continue
         for blk in range(b0 + 1, own):
@@ -135,14 +141,16 @@ def run(tiles, progs, rng):
 
 def check(version, rng):
     global BM, NWG
-    BM, NWG = (128, 2) if version == 'pinned' else (192, 3)
+    BM, NWG = (128, 2) if version == 'd128' else (192, 3)
+    skip = version in ('code', 'unpinned', 'late-wait')
+    pinned = version in ('code', 'noskip', 'd128')
     runs = bad = 0
     for q_len in [1, 17, 63, 64, 65, 127, 128, 129, 191, 192, 193, 200, 300, 385, 500, 640]:
         for k_len in [1, 5, 63, 127, 128, 129, 191, 192, 193, 200, 300, 385, 500, 640, 1000]:
             for causal, wl, wr in [(False, -1, -1), (True, -1, -1), (False, 60, 10), (True, 100, -1), (False, -1, 0)]:
                 for m0 in range(0, q_len, BM):
-                    c = cta(m0, q_len, k_len, causal, wl, wr, version != 'noskip',
-                            version if version in ('late-wait', 'pinned') else 'code')
+                    c = cta(m0, q_len, k_len, causal, wl, wr, skip, 'late-wait' if version == 'late-wait' else 'code',
+                            pinned)
                     if c is None: continue
                     tiles, progs = c
                     for _ in range(20):
@@ -158,9 +166,9 @@ def check(version, rng):
 
 if __name__ == '__main__':
     rng = random.Random(1)
-    ok = check('code', rng) == 0
-    ok = check('noskip', rng) == 0 and ok
-    ok = check('pinned', rng) == 0 and ok
+    ok = True
+    for mode in ('code', 'noskip', 'unpinned', 'd128'):
+        ok = check(mode, rng) == 0 and ok
     ok = check('late-wait', rng) > 0 and ok
     print('barrier model: ' + ('pass' if ok else 'FAIL'))
     sys.exit(0 if ok else 1)

@@ -119,10 +119,11 @@ struct PrefillTraits {
   // its block: with nothing in between it hoisted the wait for the O product above the whole
   // softmax (SASS of every prefill and packed-decode kernel at bf45fed: 0 of the 66 MUFU.EX2
   // between wait_group 1 and wait_group 0), so the intra-warpgroup overlap did not exist in the
-  // binary. Pinned, all 66 sit before it. Two consumer warpgroups only: the overlap keeps tile
-  // i-1's P registers (N / 4) in flight through the softmax, and D 64's three warpgroups at 160
-  // registers then spill (4 bytes; docs/PREFILL_SM90.md, "The intra-warpgroup overlap in SASS").
-  static constexpr bool kPinnedOverlap = kConsumerWgs == 2;
+  // binary. Pinned, all 66 sit before it. The overlap keeps tile i-1's P registers (N / 4) in
+  // flight through the softmax: D 64's three warpgroups at 160 registers spilled 4 bytes with it
+  // until the tile skip below moved its loop bound into a lane-0 shuffle; now 0 (ptxas, nvcc 13;
+  // docs/PREFILL_SM90.md, "The intra-warpgroup overlap in SASS").
+  static constexpr bool kPinnedOverlap = true;
   // A consumer warpgroup computes only the KV tiles up to the last key its last row sees; the CTA's
   // later tiles it passes (waits for them, takes its GEMM turn without issuing, releases the stage).
   // D 64's 192-row tiles span 1.5 KV tiles of 128 keys, so with causal masking the CTA range
@@ -187,7 +188,7 @@ struct PrefillTraits {
   static_assert(kBlockN % kKvBoxRows == 0 && (kKvBoxRows * 128) % 1024 == 0,
                 "a KV tile is whole 64-row boxes (a paged cache's page_size is a multiple of 64)");
   static_assert(kStages >= 2, "the overlapped loop holds two stages at once: tile i's K, tile i-1's V");
-  static_assert(!kSkipUnseenTiles || (!kPinnedOverlap && !kSplitKv && !kFp8Kv),
+  static_assert(!kSkipUnseenTiles || (!kSplitKv && !kFp8Kv),
                 "passed tiles: one wait (wait_k) and one release per tile, the combined 16-bit stage");
   static_assert(!kSplitKv || !kFp8Kv, "split K/V barriers: 16-bit K/V (the fp8 path has its own K slot)");
   static_assert(kConsumerWgs == 2 || (kConsumerWgs == 3 && !kPackedDecode),
