@@ -625,6 +625,18 @@ __device__ void consume(const KernelParams& p, const Work& w, const Smem<Traits>
     common_lo = cuda_engine::visible_keys(p, s, row_token<Traits>(wg_last, p.group)).lo;
     common_hi = cuda_engine::visible_keys(p, s, row_token<Traits>(wg_first, p.group)).hi;
   }
+  // Traits::kSkipUnseenTiles: the tiles [blk_begin, own_end) are computed, the rest of the CTA's
+  // are passed (no row of this warpgroup sees their keys: hi is non-decreasing in the row). At
+  // least the first tile is computed, so the loop keeps its shape (first S, overlapped steps, last O).
+  // (The lane-0 shuffle lets ptxas treat own_end as warp-uniform: without it the loop counter and
+  // the stage's descriptors left the uniform datapath, +36 instructions per tile at D 64.)
+  int own_end = blk_end;
+  if constexpr (Traits::kSkipUnseenTiles) {
+    const int hi =
+        wg_first <= wg_last ? cuda_engine::visible_keys(p, s, row_token<Traits>(wg_last, p.group)).hi : -1;
+    const int end = max(blk_begin + 1, min(blk_end, hi < 0 ? 0 : hi / Traits::kBlockN + 1));
+    own_end = __shfl_sync(kFullMask, end, 0);
+  }
 
   float o[Traits::kDBlocks][32];
 #pragma unroll
@@ -813,9 +825,14 @@ __device__ void consume(const KernelParams& p, const Work& w, const Smem<Traits>
     release_k(prev_stage);
     softmax_tile(blk_begin, alpha);  // O is still zero: nothing to rescale
     pack_p(pfrag);
-    for (int blk = blk_begin + 1, it = 1; blk < blk_end; ++blk, ++it) {
+    // Traits::kPinnedOverlap: tile blk's K is waited for at the end of the previous iteration,
+    // between the softmax and wgmma_wait<0>, so that ptxas cannot hoist the wait above the softmax.
+    if constexpr (Traits::kPinnedOverlap) {
+      if (blk_begin + 1 < own_end) wait_k(blk_begin + 1, 1, 1 % Traits::kStages);
+    }
+    for (int blk = blk_begin + 1, it = 1; blk < own_end; ++blk, ++it) {
       const int stage = it % Traits::kStages;
-      wait_k(blk, it, stage);
+      if constexpr (!Traits::kPinnedOverlap) wait_k(blk, it, stage);
       wait_v(blk - 1, it - 1, prev_stage);
       hw::fence_regs(sacc);
       fence_output<Traits>(o, pfrag);
@@ -830,6 +847,9 @@ __device__ void consume(const KernelParams& p, const Work& w, const Smem<Traits>
       hw::fence_regs(sacc);
       release_k(stage);
       softmax_tile(blk, alpha);
+      if constexpr (Traits::kPinnedOverlap) {
+        if (blk + 1 < own_end) wait_k(blk + 1, it + 1, (it + 1) % Traits::kStages);
+      }
       hw::wgmma_wait<0>();
       fence_output<Traits>(o, pfrag);
       release(prev_stage);
@@ -840,16 +860,31 @@ __device__ void consume(const KernelParams& p, const Work& w, const Smem<Traits>
       pack_p(pfrag);  // after the wait: P(it-1)'s registers are free again
       prev_stage = stage;
     }
-    wait_v(blk_end - 1, blk_end - blk_begin - 1, prev_stage);
+    wait_v(own_end - 1, own_end - blk_begin - 1, prev_stage);
+    // Passed tiles (Traits::kSkipUnseenTiles) keep every warpgroup's sequence of barriers the same:
+    // turn k of every warpgroup is preceded by the wait for tile blk_begin + k (and the stale-V
+    // barrier all consumer warpgroups meet there) -- here the wait for tile own_end precedes this
+    // warpgroup's turn for its last O product, which the others take for S(own_end). (With the wait
+    // one turn later a computing warpgroup would sit in the stale-V barrier before a turn its
+    // successor needs: a deadlock.)
+    if (own_end < blk_end) wait_k(own_end, own_end - blk_begin, (own_end - blk_begin) % Traits::kStages);
     fence_output<Traits>(o, pfrag);
     turn_begin();
     hw::wgmma_fence();
     issue_output<Traits>(o, pfrag, sm, prev_stage);
     hw::wgmma_commit();
-    turn_end(true);
+    turn_end(own_end == blk_end);
     hw::wgmma_wait<0>();
     fence_output<Traits>(o, pfrag);
     release(prev_stage);
+    // Then one turn per passed tile (every warpgroup takes tiles + 1 turns), and each passed tile's
+    // release the producer counts on -- after its wait, so it lands in the tile's phase.
+    for (int blk = own_end, it = own_end - blk_begin; blk < blk_end; ++blk, ++it) {
+      release(it % Traits::kStages);
+      if (blk + 1 < blk_end) wait_k(blk + 1, it + 1, (it + 1) % Traits::kStages);
+      turn_begin();
+      turn_end(blk + 1 == blk_end);
+    }
   }
 
   // Epilogue: row sums over the quad, normalise, write LSE and O (prefill: through shared memory,

@@ -113,6 +113,24 @@ struct PrefillTraits {
   // 50 % excess sectors). Prefill only: packed decode writes rows of several heads (and fp32
   // partials) and keeps the direct stores.
   static constexpr bool kStagedEpilogue = !kPackedDecode;
+  // Where the consumer waits for the next tile's K: between tile i's softmax and the
+  // wgmma_wait<0> of tile i-1's O product (instead of at the top of the next iteration). The wait
+  // loop is a basic-block boundary, and ptxas (nvcc 13) schedules WARPGROUP.DEPBAR at the top of
+  // its block: with nothing in between it hoisted the wait for the O product above the whole
+  // softmax (SASS of every prefill and packed-decode kernel at bf45fed: 0 of the 66 MUFU.EX2
+  // between wait_group 1 and wait_group 0), so the intra-warpgroup overlap did not exist in the
+  // binary. Pinned, all 66 sit before it. The overlap keeps tile i-1's P registers (N / 4) in
+  // flight through the softmax: D 64's three warpgroups at 160 registers spilled 4 bytes with it
+  // until the tile skip below moved its loop bound into a lane-0 shuffle; now 0 (ptxas, nvcc 13;
+  // docs/PREFILL_SM90.md, "The intra-warpgroup overlap in SASS").
+  static constexpr bool kPinnedOverlap = true;
+  // A consumer warpgroup computes only the KV tiles up to the last key its last row sees; the CTA's
+  // later tiles it passes (waits for them, takes its GEMM turn without issuing, releases the stage).
+  // D 64's 192-row tiles span 1.5 KV tiles of 128 keys, so with causal masking the CTA range
+  // (up to its last row's key) computed 1.183x the needed work at S2048 (1.066 per warpgroup), and
+  // a warpgroup wholly past the sequence's last row computed every tile. Three warpgroups only:
+  // with 128 rows and 128 keys both warpgroups end on the same tile when Sq == Sk.
+  static constexpr bool kSkipUnseenTiles = !kPackedDecode && kConsumerWgs == 3;
   static constexpr int kConsumerWarps = 4 * kConsumerWgs;
   static constexpr int kConsumerThreads = 32 * kConsumerWarps;
   static constexpr int kThreads = kConsumerThreads + 128;  // + the producer warpgroup
@@ -170,6 +188,8 @@ struct PrefillTraits {
   static_assert(kBlockN % kKvBoxRows == 0 && (kKvBoxRows * 128) % 1024 == 0,
                 "a KV tile is whole 64-row boxes (a paged cache's page_size is a multiple of 64)");
   static_assert(kStages >= 2, "the overlapped loop holds two stages at once: tile i's K, tile i-1's V");
+  static_assert(!kSkipUnseenTiles || (!kSplitKv && !kFp8Kv),
+                "passed tiles: one wait (wait_k) and one release per tile, the combined 16-bit stage");
   static_assert(!kSplitKv || !kFp8Kv, "split K/V barriers: 16-bit K/V (the fp8 path has its own K slot)");
   static_assert(kConsumerWgs == 2 || (kConsumerWgs == 3 && !kPackedDecode),
                 "two consumer warpgroups, or three for prefill (turns: round robin, barrier ids in consume)");

@@ -1,0 +1,174 @@
+#!/usr/bin/env python3
+"""Model of the sm90 prefill kernel's barrier protocol with combined K/V stages (D 64: three consumer
+warpgroups; D 128: two; src/attention/engines/sm90/prefill_kernel.cuh: consume() and produce()), run over random
+interleavings of the producer and the consumer warpgroups, for many query / key lengths and masks.
+
+It models what can deadlock or miscount: the GEMM turns (named barriers, bar.sync / bar.arrive with
+count-based generations, the last warpgroup's pre-arrive and skipped last arrive), the stale-V barrier
+all consumer warpgroups meet (zero_stale_v), and the stage mbarriers (full: the producer's load;
+empty: one arrival per warpgroup, in the phase of the tile). Each warpgroup's op sequence is written
+by hand after consume(): keep the two in step when the loop's barrier order changes.
+
+Modes: `code` (the D 64 kernel: warpgroups pass the tiles none of their rows sees,
+Traits::kSkipUnseenTiles, and the next tile's K is waited for between the softmax and wgmma_wait<0>,
+Traits::kPinnedOverlap), `noskip` (pinned, every warpgroup computes the CTA's tiles), `unpinned` (the
+skip with the wait at the top of the next iteration), `d128` (128-row tiles, two warpgroups, pinned),
+`late-wait` (a planted bug: a passed tile's wait one turn later -- the first version of the skip, which
+deadlocks). Exit status 0 when every mode but `late-wait` passes every run and `late-wait` is caught.
+Usage: python3 scripts/prefill-barrier-sim.py
+"""
+import random
+import sys
+BN, S = 128, 3
+BM, NWG = 192, 3  # set per mode in check()
+
+# visible_keys of seq_and_mask.cuh (bottom-right alignment).
+def visible(i, q_len, k_len, causal, wl, wr):
+    pos = k_len - q_len + i
+    lo, hi = 0, k_len - 1
+    if causal: hi = min(hi, pos)
+    if wr >= 0: hi = min(hi, pos + wr)
+    if wl >= 0: lo = max(pos - wl, 0)
+    if hi < lo: hi = lo - 1
+    return lo, hi
+
+# One CTA of m0: its tiles [b0, b1) and each warpgroup's op sequence, after consume().
+def cta(m0, q_len, k_len, causal, wl, wr, skip, version, pinned=False):
+    rows = min(BM, q_len - m0)
+    flo, _ = visible(m0, q_len, k_len, causal, wl, wr)
+    _, lhi = visible(m0 + rows - 1, q_len, k_len, causal, wl, wr)
+    if flo > lhi: return None
+    b0, b1 = flo // BN, lhi // BN + 1
+    stale = (k_len - 1) // BN if k_len % BN else None
+    progs = []
+    for wg in range(NWG):
+        f = m0 + 64 * wg; l = min(f + 64, q_len) - 1
+        own = b1
+        if skip:
+            hi = visible(l, q_len, k_len, causal, wl, wr)[1] if f <= l else -1
+            own = max(b0 + 1, min(b1, 0 if hi < 0 else hi // BN + 1))
+        ops = []
+        nxt = 0 if wg == NWG - 1 else wg + 1
+        def wait_k(t):
+            ops.append(('full', t - b0))
+            if t == stale: ops.append(('zeroV',))
+        def turn(last):
+            ops.append(('sync', wg))
+            if not (last and wg == NWG - 1): ops.append(('arrive', nxt))
+        if wg == NWG - 1: ops.append(('arrive', 0))
+        wait_k(b0); turn(False)
+        if pinned:  # Traits::kPinnedOverlap: the next K waited for before wgmma_wait<0> and the release
+            if b0 + 1 < own: wait_k(b0 + 1)
+            for blk in range(b0 + 1, own):
+                turn(False)
+                if blk + 1 < own: wait_k(blk + 1)
+                ops.append(('release', blk - 1 - b0))
+            if own < b1: wait_k(own)
+            turn(own == b1); ops.append(('release', own - 1 - b0))
+            for blk in range(own, b1):
+                ops.append(('release', blk - b0))
+                if blk + 1 < b1: wait_k(blk + 1)
+                turn(blk + 1 == b1)
+            progs.append(ops)
+            continue
+        for blk in range(b0 + 1, own):
+            wait_k(blk); turn(False); ops.append(('release', blk - 1 - b0))
+        if version == 'code':
+            if own < b1: wait_k(own)
+            turn(own == b1); ops.append(('release', own - 1 - b0))
+            for blk in range(own, b1):
+                ops.append(('release', blk - b0))
+                if blk + 1 < b1: wait_k(blk + 1)
+                turn(blk + 1 == b1)
+        else:  # late-wait: the first version of the skip, a passed tile's wait one turn later
+            turn(own == b1); ops.append(('release', own - 1 - b0))
+            for blk in range(own, b1):
+                wait_k(blk); turn(blk + 1 == b1); ops.append(('release', blk - b0))
+        progs.append(ops)
+    return b1 - b0, progs
+
+# One random interleaving: "ok", or what deadlocked or miscounted.
+def run(tiles, progs, rng):
+    pc = [0] * NWG
+    full_done = [0] * S; empty_arr = [0] * S; empty_done = [0] * S
+    bar_cnt = {g: 0 for g in range(NWG)}; bar_gen = {g: 0 for g in range(NWG)}; waiting = {}  # wg -> (g, gen)
+    zv_cnt, zv_gen = 0, 0
+    prod = 0
+    while True:
+        moves = []
+        if prod < tiles and empty_done[prod % S] >= prod // S: moves.append(('P',))
+        for w in range(NWG):
+            if pc[w] >= len(progs[w]): continue
+            if w in waiting:
+                kind, g, gen = waiting[w]
+                if (kind == 'bar' and bar_gen[g] > gen) or (kind == 'zv' and zv_gen > gen): moves.append(('W', w))
+                continue
+            op = progs[w][pc[w]]
+            if op[0] == 'full':
+                it = op[1]
+                if full_done[it % S] >= it // S + 1: moves.append(('W', w))
+            else: moves.append(('W', w))
+        if not moves:
+            done = all(pc[w] >= len(progs[w]) for w in range(NWG)) and prod == tiles
+            if done and (any(bar_cnt.values()) or zv_cnt or any(empty_arr)): return 'LEFTOVER %s %s %s' % (bar_cnt, zv_cnt, empty_arr)
+            return 'ok' if done else 'DEADLOCK pcs=%s ops=%s' % (pc, [progs[w][pc[w]] if pc[w] < len(progs[w]) else None for w in range(NWG)])
+        m = rng.choice(moves)
+        if m[0] == 'P':
+            full_done[prod % S] += 1; prod += 1; continue
+        w = m[1]
+        if w in waiting: del waiting[w]; pc[w] += 1; continue
+        op = progs[w][pc[w]]
+        if op[0] == 'full': pc[w] += 1
+        elif op[0] == 'release':
+            it = op[1]; s = it % S
+            if empty_done[s] != it // S: return 'PHASE ERROR wg%d release %d' % (w, it)
+            empty_arr[s] += 1
+            if empty_arr[s] == NWG: empty_arr[s] = 0; empty_done[s] += 1
+            pc[w] += 1
+        elif op[0] == 'arrive':
+            g = op[1]; bar_cnt[g] += 1
+            if bar_cnt[g] == 2: bar_cnt[g] = 0; bar_gen[g] += 1
+            pc[w] += 1
+        elif op[0] == 'sync':
+            g = op[1]; gen = bar_gen[g]; bar_cnt[g] += 1
+            if bar_cnt[g] == 2: bar_cnt[g] = 0; bar_gen[g] += 1; pc[w] += 1
+            else: waiting[w] = ('bar', g, gen)
+        elif op[0] == 'zeroV':
+            gen = zv_gen; zv_cnt += 1
+            if zv_cnt == NWG: zv_cnt = 0; zv_gen += 1; pc[w] += 1
+            else: waiting[w] = ('zv', None, gen)
+    # leftover barrier counts are checked by the caller
+
+def check(version, rng):
+    global BM, NWG
+    BM, NWG = (128, 2) if version == 'd128' else (192, 3)
+    skip = version in ('code', 'unpinned', 'late-wait')
+    pinned = version in ('code', 'noskip', 'd128')
+    runs = bad = 0
+    for q_len in [1, 17, 63, 64, 65, 127, 128, 129, 191, 192, 193, 200, 300, 385, 500, 640]:
+        for k_len in [1, 5, 63, 127, 128, 129, 191, 192, 193, 200, 300, 385, 500, 640, 1000]:
+            for causal, wl, wr in [(False, -1, -1), (True, -1, -1), (False, 60, 10), (True, 100, -1), (False, -1, 0)]:
+                for m0 in range(0, q_len, BM):
+                    c = cta(m0, q_len, k_len, causal, wl, wr, skip, 'late-wait' if version == 'late-wait' else 'code',
+                            pinned)
+                    if c is None: continue
+                    tiles, progs = c
+                    for _ in range(20):
+                        r = run(tiles, progs, rng)
+                        runs += 1
+                        if r != 'ok':
+                            bad += 1
+                            if bad <= 3: print(f'  {version}: q_len {q_len} k_len {k_len} causal {causal} window ({wl}, {wr}) m0 {m0}: {r}')
+                            break
+    print(f'{version}: {runs} runs, {bad} failing cases')
+    return bad
+
+
+if __name__ == '__main__':
+    rng = random.Random(1)
+    ok = True
+    for mode in ('code', 'noskip', 'unpinned', 'd128'):
+        ok = check(mode, rng) == 0 and ok
+    ok = check('late-wait', rng) > 0 and ok
+    print('barrier model: ' + ('pass' if ok else 'FAIL'))
+    sys.exit(0 if ok else 1)
