@@ -140,6 +140,7 @@ def state64(b64s, length, S0, K, V, VT, e0):  # one CTA of kda_chunk64_state_ker
                 sm[kU + r*VT + c4: kU + r*VT + c4 + 4] = blk[l['u'] + r*V + e0 + c4: l['u'] + r*V + e0 + c4 + 4]
             for it in range(C64*C64//4 // THREADS):
                 i = tid + it*THREADS; r, c4 = i // (C64//4), i % (C64//4)*4
+                if c4 >= (r // C + 1) * C: continue  # blocks above the diagonal: not copied (stay NaN here)
                 sm[kA + r*kRowA + c4: kA + r*kRowA + c4 + 4] = blk[l['aqk'] + r*C64 + c4: l['aqk'] + r*C64 + c4 + 4]
             if tid < K//4: sm[kEc + 4*tid: kEc + 4*tid + 4] = blk[l['ec'] + 4*tid: l['ec'] + 4*tid + 4]
     nc = len(b64s)

@@ -31,6 +31,7 @@
 
 #include <cmath>
 #include <cstdint>
+#include <string>
 #include <type_traits>
 
 #include "core/cuda_runtime_shim.h"
@@ -341,10 +342,13 @@ __device__ __forceinline__ void load_rest(float* smem, const float* blk, const C
     const int i = tid + it * kThreads, r = i / (VT / 4), c4 = i % (VT / 4) * 4;
     cp_async16(smem + P::kU + r * VT + c4, blk + l.u + r * V + e0 + c4);
   }
+  // Aqk64 is block-lower and phase 2b reads row tile rt only up to column 16 (rt + 1): the 6 blocks
+  // above the diagonal (6 KiB of the step's ~116 KiB) are not copied; that part of the tile is
+  // never read.
 #pragma unroll
   for (int it = 0; it < kAPieces / kThreads; ++it) {
     const int i = tid + it * kThreads, r = i / (kChunk64 / 4), c4 = i % (kChunk64 / 4) * 4;
-    cp_async16(smem + P::kA + r * P::kRowA + c4, blk + l.aqk + r * kChunk64 + c4);
+    if (c4 < (r / kChunk + 1) * kChunk) cp_async16(smem + P::kA + r * P::kRowA + c4, blk + l.aqk + r * kChunk64 + c4);
   }
   if (tid < K / 4) cp_async16(smem + P::kEc + 4 * tid, blk + l.ec + 4 * tid);
   cp_async_commit();
@@ -574,7 +578,8 @@ Status launch_state64(const DeviceParams& p, const int64_t* offsets64, const flo
 }
 
 template <class T, int K>
-Status launch_chunked64_t(const DeviceParams& p, void* workspace, const Chunk64Layout& l, cudaStream_t stream) {
+Status launch_chunked64_t(const DeviceParams& p, void* workspace, const Chunk64Layout& l, int value_tile,
+                          cudaStream_t stream) {
   // The state pass needs 155 KiB of shared memory at K = 128 (VT = 16; 176 KiB at VT = 32): H100 / H200
   // and A100 have it, sm_86 / sm_89 (99 KiB) do not; there the 16-token path runs on the same
   // workspace (its layout is the first part of this one), with the same exact answer.
@@ -600,26 +605,35 @@ Status launch_chunked64_t(const DeviceParams& p, void* workspace, const Chunk64L
     GA_RETURN_IF_ERROR(cuda::last_launch_status("kda_chunk_merge64_kernel"));
   }
   // 32-column V-tiles once the 16-column grid is more than one CTA per SM (one CTA per SM either
-  // way): half the CTAs and half the W / Qt / Kh traffic.
+  // way): half the CTAs and half the W / Qt / Kh traffic. value_tile 16 / 32 forces one (tests and
+  // timing: docs/ENGINES.md "64-token state steps" asks whether 32 pays below one CTA per SM too).
+  const bool wide_fits = smem_optin >= State64Plan<K, 32>::kBytes;
+  if (value_tile == 32 && !wide_fits) {
+    return NotSupported("kda cuda-c64: 32-column V-tiles need " + std::to_string(State64Plan<K, 32>::kBytes) +
+                        " bytes of shared memory per block (device opt-in: " + std::to_string(smem_optin) + ")");
+  }
   int sms = 0, cc = 0;
   GA_RETURN_IF_ERROR(cuda_device_properties(&sms, &cc));
-  if (p.N * p.HV * (p.V / 16) > static_cast<int64_t>(sms) && smem_optin >= State64Plan<K, 32>::kBytes) {
-    return launch_state64<T, K, 32>(p, offsets64, blocks64, l, stream);
-  }
+  const bool wide = value_tile == 32 ||
+                    (value_tile == 0 && p.N * p.HV * (p.V / 16) > static_cast<int64_t>(sms) && wide_fits);
+  if (wide) return launch_state64<T, K, 32>(p, offsets64, blocks64, l, stream);
   return launch_state64<T, K, 16>(p, offsets64, blocks64, l, stream);
 }
 
 }  // namespace
 
 Status launch_chunked64(const DeviceParams& p, bool bf16, void* workspace, const Chunk64Layout& layout,
-                        cudaStream_t stream) {
+                        int value_tile, cudaStream_t stream) {
+  if (value_tile != 0 && value_tile != 16 && value_tile != 32) {
+    return InvalidArgument("kda cuda-c64: value_tile " + std::to_string(value_tile) + " (accepted: 0, 16, 32)");
+  }
   if (p.N == 0) return Status::Ok();
   if (bf16) {
-    return p.K == 64 ? launch_chunked64_t<__nv_bfloat16, 64>(p, workspace, layout, stream)
-                     : launch_chunked64_t<__nv_bfloat16, 128>(p, workspace, layout, stream);
+    return p.K == 64 ? launch_chunked64_t<__nv_bfloat16, 64>(p, workspace, layout, value_tile, stream)
+                     : launch_chunked64_t<__nv_bfloat16, 128>(p, workspace, layout, value_tile, stream);
   }
-  return p.K == 64 ? launch_chunked64_t<__half, 64>(p, workspace, layout, stream)
-                   : launch_chunked64_t<__half, 128>(p, workspace, layout, stream);
+  return p.K == 64 ? launch_chunked64_t<__half, 64>(p, workspace, layout, value_tile, stream)
+                   : launch_chunked64_t<__half, 128>(p, workspace, layout, value_tile, stream);
 }
 
 }  // namespace groupattn::kda_cuda

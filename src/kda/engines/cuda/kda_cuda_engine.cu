@@ -184,7 +184,10 @@ class CudaKda final : public KdaEngine {
     auto* st = static_cast<cudaStream_t>(stream);
     host_timing::mark("kda plan (device params)");
     if (path == KdaCudaPath::kRecurrent) return kda_cuda::launch_recurrent(d, bf16, st);
-    if (path == KdaCudaPath::kChunked64) return kda_cuda::launch_chunked64(d, bf16, workspace, layout64_of(shape_of(p)), st);
+    if (path == KdaCudaPath::kChunked64 || path == KdaCudaPath::kChunked64Vt32) {
+      const int value_tile = path == KdaCudaPath::kChunked64Vt32 ? 32 : 0;
+      return kda_cuda::launch_chunked64(d, bf16, workspace, layout64_of(shape_of(p)), value_tile, st);
+    }
     return kda_cuda::launch_chunked(d, bf16, workspace, layout_of(shape_of(p)), st);
   }
 };
@@ -196,7 +199,8 @@ const CudaKda& engine_instance() {
 
 size_t path_workspace_bytes(const Shape& s, KdaCudaPath path) {
   if (path == KdaCudaPath::kRecurrent) return 0;
-  return path == KdaCudaPath::kChunked64 ? layout64_of(s).total_bytes : layout_of(s).total_bytes;
+  const bool c64 = path == KdaCudaPath::kChunked64 || path == KdaCudaPath::kChunked64Vt32;
+  return c64 ? layout64_of(s).total_bytes : layout_of(s).total_bytes;
 }
 
 // The 64-token path at every length, with the "cuda" engine's support rules (same kernels' limits:

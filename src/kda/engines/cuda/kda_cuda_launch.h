@@ -93,8 +93,9 @@ Status launch_chunked(const DeviceParams& p, bool bf16, void* workspace, const C
 Status launch_chunk_prep(const DeviceParams& p, bool bf16, void* workspace, const ChunkLayout& layout,
                          cudaStream_t stream);
 // The 64-token path (kda_chunked64.cu): the 16-token prep, the level-2 merge of 4 sub-chunks per
-// 64-token chunk, then the sequential state pass in 64-token steps.
+// 64-token chunk, then the sequential state pass in 64-token steps. value_tile: the state pass's
+// V-columns per CTA, 0 = picked by grid size (the engine), 16 or 32 = forced (tests and timing).
 Status launch_chunked64(const DeviceParams& p, bool bf16, void* workspace, const Chunk64Layout& layout,
-                        cudaStream_t stream);
+                        int value_tile, cudaStream_t stream);
 
 }  // namespace groupattn::kda_cuda
