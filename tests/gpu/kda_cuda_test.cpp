@@ -38,10 +38,11 @@ class KdaCuda : public ::testing::Test {
 };
 
 const char* path_name(KdaCudaPath p) {
-  return p == KdaCudaPath::kRecurrent   ? "recurrent"
-         : p == KdaCudaPath::kChunked   ? "chunked"
-         : p == KdaCudaPath::kChunked64 ? "chunked64"
-                                        : "auto";
+  return p == KdaCudaPath::kRecurrent       ? "recurrent"
+         : p == KdaCudaPath::kChunked       ? "chunked"
+         : p == KdaCudaPath::kChunked64     ? "chunked64"
+         : p == KdaCudaPath::kChunked64Vt32 ? "chunked64-vt32"
+                                            : "auto";
 }
 
 std::string describe(const KdaCase& c, KdaCudaPath path, const std::string& extra) {
@@ -76,7 +77,15 @@ Errors check_run(KdaRun& r, KdaCudaPath path, const std::string& extra = "") {
   const Status rs = kda_recurrent_fp64(r.host_params(), &ref_out, &ref_state);
   EXPECT_TRUE(rs.ok()) << label << ": reference: " << rs.to_string();
   HostTensor pool_before;
-  if (r.pool) pool_before = r.c.initial;
+  if (r.pool) {
+    // A pool is updated in place (initial_state == final_state): a run made earlier on this problem
+    // (another path in the same loop) has already advanced its rows, and the reference starts from
+    // the host's pool. Every run starts from that pool again. (Without this, the second path of
+    // `for (path : kChunkedPaths)` on a pooled problem ran from the first path's final states: the
+    // session-7 "cuda-c64 fails on pools" was exactly that, see docs/ENGINES.md.)
+    pool_before = r.c.initial;
+    r.dinit = std::make_unique<DeviceTensor>(r.c.initial);
+  }
   r.dout->poison();
   if (r.dfinal) r.dfinal->poison();
   const Status s = kda_cuda_run_path(r.device_params(), path, nullptr);
@@ -342,6 +351,47 @@ TEST_F(KdaCuda, DecodeOnPoolInPlace) {
     v.c.T = 23;
     v.setup(70, 5);
     check_run(v, KdaCudaPath::kAuto, " varlen pool+5 in place");
+  }
+}
+
+// The 64-token path on state pools updated in place, each run from the fresh pool (the session-7
+// failures were runs that started from a pool the 16-token path had already advanced; check_run now
+// restores the pool before every run): several sequences reading and writing shuffled pool rows,
+// both layouts, lengths of 1 sub-chunk, a partial 64-token chunk, several chunks, each with its own
+// V-tile choice (16 columns on the H200) and with 32-column tiles forced; the 32-column tiles by grid size
+// (B 12 x HV 8) with the 64-token path run before the 16-token one and again after it; varlen with
+// empty sequences on a pool.
+TEST_F(KdaCuda, C64PooledStates) {
+  for (KdaStateLayout layout : {KdaStateLayout::kVFirst, KdaStateLayout::kKFirst}) {
+    const char* lay = layout == KdaStateLayout::kVFirst ? " V-first" : " K-first";
+    for (int64_t T : {1, 17, 70, 130}) {
+      KdaRun r;
+      r.c = base_case();
+      r.c.layout = layout;
+      r.c.B = 3, r.c.T = T;  // 3 x 4 heads x 8 tiles of 16 columns: under one CTA per SM on the H200
+      r.setup(300 + static_cast<uint64_t>(T), 7);
+      for (KdaCudaPath path : {KdaCudaPath::kChunked64, KdaCudaPath::kChunked64Vt32}) {
+        check_run(r, path, std::string(" pool+7 in place") + lay);
+      }
+    }
+    KdaRun w;
+    w.c = base_case();
+    w.c.layout = layout;
+    w.c.B = 12, w.c.T = 70, w.c.H = 4, w.c.HV = 8;
+    w.setup(310, 3);
+    for (KdaCudaPath path : {KdaCudaPath::kChunked64, KdaCudaPath::kChunked, KdaCudaPath::kChunked64}) {
+      check_run(w, path, std::string(" wide V-tiles pool+3, c64 first") + lay);
+    }
+    KdaRun v;
+    v.c = base_case();
+    v.c.layout = layout;
+    v.c.B = 1;
+    v.c.cu = {0, 0, 70, 70, 71, 200, 200};
+    v.c.T = v.c.cu.back();
+    v.setup(320, 2);
+    for (KdaCudaPath path : {KdaCudaPath::kChunked64, KdaCudaPath::kChunked64Vt32}) {
+      check_run(v, path, std::string(" varlen pool+2") + lay);
+    }
   }
 }
 
@@ -638,6 +688,24 @@ double time_us(const KdaParams& p, const RunOptions& o) {
   return 1e3 * ms / kIters;
 }
 
+// The same for one path of the cuda engine (kda_cuda_run_path: a stream-ordered workspace per call).
+double time_path_us(const KdaParams& p, KdaCudaPath path) {
+  cudaEvent_t a, b;
+  cuda_check(cudaEventCreate(&a), "cudaEventCreate");
+  cuda_check(cudaEventCreate(&b), "cudaEventCreate");
+  for (int i = 0; i < 2; ++i) EXPECT_TRUE(kda_cuda_run_path(p, path, nullptr).ok());
+  constexpr int kIters = 10;
+  cuda_check(cudaEventRecord(a), "cudaEventRecord");
+  for (int i = 0; i < kIters; ++i) EXPECT_TRUE(kda_cuda_run_path(p, path, nullptr).ok());
+  cuda_check(cudaEventRecord(b), "cudaEventRecord");
+  cuda_check(cudaEventSynchronize(b), "cudaEventSynchronize");
+  float ms = 0.f;
+  cuda_check(cudaEventElapsedTime(&ms, a, b), "cudaEventElapsedTime");
+  cuda_check(cudaEventDestroy(a), "cudaEventDestroy");
+  cuda_check(cudaEventDestroy(b), "cudaEventDestroy");
+  return 1e3 * ms / kIters;
+}
+
 TEST_F(KdaCuda, DISABLED_Timing) {
   // Decode: HV = 32, K = V = 128, a pool of N rows in place (256 rows: 512 MiB, 1024: 2 GiB);
   // T tokens per sequence. Rates count the state read + written; "all" adds q/k/v/g/beta/out.
@@ -695,6 +763,12 @@ TEST_F(KdaCuda, DISABLED_Timing) {
     }
     std::printf("[kda-time] prefill T=%lld H=HV=%lld lb=-5: chunked %.1f us (workspace %.0f MiB), recurrent %.1f us\n",
                 static_cast<long long>(T), static_cast<long long>(H), us, static_cast<double>(ws) / (1 << 20), rec_us);
+    // The 64-token path (docs/ENGINES.md "64-token state steps"): its own V-tile choice, and the
+    // 32-column tiles forced (half the CTAs, half the W / Qt / Kh bytes from L2 per token).
+    const double c64 = time_path_us(p, KdaCudaPath::kChunked64);
+    const double c64w = time_path_us(p, KdaCudaPath::kChunked64Vt32);
+    std::printf("[kda-time] prefill T=%lld H=HV=%lld lb=-5: chunked64 %.1f us, chunked64 VT 32 %.1f us\n",
+                static_cast<long long>(T), static_cast<long long>(H), c64, c64w);
     cuda_check(cudaFree(o.workspace), "cudaFree");
   }
 }
