@@ -38,7 +38,11 @@ class KdaCuda : public ::testing::Test {
 };
 
 const char* path_name(KdaCudaPath p) {
-  return p == KdaCudaPath::kRecurrent ? "recurrent" : p == KdaCudaPath::kChunked ? "chunked" : "auto";
+  return p == KdaCudaPath::kRecurrent       ? "recurrent"
+         : p == KdaCudaPath::kChunked       ? "chunked"
+         : p == KdaCudaPath::kChunked64     ? "chunked64"
+         : p == KdaCudaPath::kChunked64Vt32 ? "chunked64-vt32"
+                                            : "auto";
 }
 
 std::string describe(const KdaCase& c, KdaCudaPath path, const std::string& extra) {
@@ -73,7 +77,15 @@ Errors check_run(KdaRun& r, KdaCudaPath path, const std::string& extra = "") {
   const Status rs = kda_recurrent_fp64(r.host_params(), &ref_out, &ref_state);
   EXPECT_TRUE(rs.ok()) << label << ": reference: " << rs.to_string();
   HostTensor pool_before;
-  if (r.pool) pool_before = r.c.initial;
+  if (r.pool) {
+    // A pool is updated in place (initial_state == final_state): a run made earlier on this problem
+    // (another path in the same loop) has already advanced its rows, and the reference starts from
+    // the host's pool. Every run starts from that pool again. (Without this, the second path of
+    // `for (path : kChunkedPaths)` on a pooled problem ran from the first path's final states: the
+    // session-7 "cuda-c64 fails on pools" was exactly that, see docs/ENGINES.md.)
+    pool_before = r.c.initial;
+    r.dinit = std::make_unique<DeviceTensor>(r.c.initial);
+  }
   r.dout->poison();
   if (r.dfinal) r.dfinal->poison();
   const Status s = kda_cuda_run_path(r.device_params(), path, nullptr);
@@ -125,7 +137,9 @@ KdaCase base_case() {
   return c;
 }
 
-const KdaCudaPath kPaths[] = {KdaCudaPath::kRecurrent, KdaCudaPath::kChunked};
+// kChunked64: the "cuda-c64" engine's 64-token path (docs/ENGINES.md "64-token state steps").
+const KdaCudaPath kPaths[] = {KdaCudaPath::kRecurrent, KdaCudaPath::kChunked, KdaCudaPath::kChunked64};
+const KdaCudaPath kChunkedPaths[] = {KdaCudaPath::kChunked, KdaCudaPath::kChunked64};
 
 TEST_F(KdaCuda, LowerBoundGateStrengths) {
   for (float lb : {-1.f, -2.f, -3.f, -5.f, -8.f}) {
@@ -236,7 +250,7 @@ TEST_F(KdaCuda, LongSequenceFewHeads) {
   r.c.g_lo = -4.0, r.c.g_hi = 8.0;
   r.c.B = 1, r.c.T = 1000, r.c.H = 2, r.c.HV = 2;
   r.setup(50, -1);
-  check_run(r, KdaCudaPath::kChunked);
+  for (KdaCudaPath path : kChunkedPaths) check_run(r, path);
   check_run(r, KdaCudaPath::kAuto);
 }
 
@@ -252,7 +266,7 @@ TEST_F(KdaCuda, ChunkedWideValueTiles) {
       r.c.B = 12, r.c.T = 70, r.c.H = 4, r.c.HV = 8, r.c.K = K, r.c.V = V;
       r.c.layout = layout;
       r.setup(70 + static_cast<uint64_t>(K), layout == KdaStateLayout::kKFirst ? 3 : -1);
-      check_run(r, KdaCudaPath::kChunked, " wide V-tiles");
+      for (KdaCudaPath path : kChunkedPaths) check_run(r, path, " wide V-tiles");
     }
   }
 }
@@ -273,7 +287,7 @@ TEST_F(KdaCuda, ChunkedLongWeakDecay) {
       r.c.B = 1, r.c.T = 1237, r.c.H = 1, r.c.HV = 2, r.c.K = K, r.c.V = V;
       r.c.layout = layout;
       r.setup(60 + static_cast<uint64_t>(K), -1);
-      check_run(r, KdaCudaPath::kChunked, " weak decay");
+      for (KdaCudaPath path : kChunkedPaths) check_run(r, path, " weak decay");
     }
   }
   KdaRun v;  // varlen, empty sequences first, between and last; K-first pool updated in place
@@ -286,7 +300,7 @@ TEST_F(KdaCuda, ChunkedLongWeakDecay) {
   v.c.T = v.c.cu.back();
   v.c.layout = KdaStateLayout::kKFirst;
   v.setup(62, 2);
-  check_run(v, KdaCudaPath::kChunked, " weak decay pool+2");
+  for (KdaCudaPath path : kChunkedPaths) check_run(v, path, " weak decay pool+2");
 }
 
 TEST_F(KdaCuda, ChunkedLearnedStateCancellation) {
@@ -310,7 +324,7 @@ TEST_F(KdaCuda, ChunkedLearnedStateCancellation) {
       }
     }
     r.upload();
-    check_run(r, KdaCudaPath::kChunked, " repeating k,v");
+    for (KdaCudaPath path : kChunkedPaths) check_run(r, path, " repeating k,v");
   }
 }
 
@@ -327,7 +341,7 @@ TEST_F(KdaCuda, DecodeOnPoolInPlace) {
       KdaRun q;
       q.c = r.c;
       q.setup(60 + static_cast<uint64_t>(T), 7);
-      check_run(q, KdaCudaPath::kChunked, " pool+7 in place");
+      for (KdaCudaPath path : kChunkedPaths) check_run(q, path, " pool+7 in place");
     }
     KdaRun v;  // varlen decode on a pool
     v.c = base_case();
@@ -337,6 +351,47 @@ TEST_F(KdaCuda, DecodeOnPoolInPlace) {
     v.c.T = 23;
     v.setup(70, 5);
     check_run(v, KdaCudaPath::kAuto, " varlen pool+5 in place");
+  }
+}
+
+// The 64-token path on state pools updated in place, each run from the fresh pool (the session-7
+// failures were runs that started from a pool the 16-token path had already advanced; check_run now
+// restores the pool before every run): several sequences reading and writing shuffled pool rows,
+// both layouts, lengths of 1 sub-chunk, a partial 64-token chunk, several chunks, each with its own
+// V-tile choice (16 columns on the H200) and with 32-column tiles forced; the 32-column tiles by grid size
+// (B 12 x HV 8) with the 64-token path run before the 16-token one and again after it; varlen with
+// empty sequences on a pool.
+TEST_F(KdaCuda, C64PooledStates) {
+  for (KdaStateLayout layout : {KdaStateLayout::kVFirst, KdaStateLayout::kKFirst}) {
+    const char* lay = layout == KdaStateLayout::kVFirst ? " V-first" : " K-first";
+    for (int64_t T : {1, 17, 70, 130}) {
+      KdaRun r;
+      r.c = base_case();
+      r.c.layout = layout;
+      r.c.B = 3, r.c.T = T;  // 3 x 4 heads x 8 tiles of 16 columns: under one CTA per SM on the H200
+      r.setup(300 + static_cast<uint64_t>(T), 7);
+      for (KdaCudaPath path : {KdaCudaPath::kChunked64, KdaCudaPath::kChunked64Vt32}) {
+        check_run(r, path, std::string(" pool+7 in place") + lay);
+      }
+    }
+    KdaRun w;
+    w.c = base_case();
+    w.c.layout = layout;
+    w.c.B = 12, w.c.T = 70, w.c.H = 4, w.c.HV = 8;
+    w.setup(310, 3);
+    for (KdaCudaPath path : {KdaCudaPath::kChunked64, KdaCudaPath::kChunked, KdaCudaPath::kChunked64}) {
+      check_run(w, path, std::string(" wide V-tiles pool+3, c64 first") + lay);
+    }
+    KdaRun v;
+    v.c = base_case();
+    v.c.layout = layout;
+    v.c.B = 1;
+    v.c.cu = {0, 0, 70, 70, 71, 200, 200};
+    v.c.T = v.c.cu.back();
+    v.setup(320, 2);
+    for (KdaCudaPath path : {KdaCudaPath::kChunked64, KdaCudaPath::kChunked64Vt32}) {
+      check_run(v, path, std::string(" varlen pool+2") + lay);
+    }
   }
 }
 
@@ -367,7 +422,7 @@ TEST_F(KdaCuda, ChunkedPrepUnalignedViews) {
       r.c.gate = gate;
       r.stride_pad = 1;
       r.setup(130 + static_cast<uint64_t>(K + V), -1, true);
-      check_run(r, KdaCudaPath::kChunked, " strides padded by 1");
+      for (KdaCudaPath path : kChunkedPaths) check_run(r, path, " strides padded by 1");
     }
   }
 }
@@ -432,13 +487,14 @@ TEST_F(KdaCuda, StateChaining) {
               static_cast<long long>(steps));
 }
 
-// Lengths around the 64-token step planned for the chunked path (issue 4, docs/ENGINES.md "64-token
-// state steps"; today's 16-token path must pass them too): 63, 64, 65, 127, 129 at the mildest and
+// Lengths around the 64-token step of the "cuda-c64" path (issue 4, docs/ENGINES.md "64-token state
+// steps"), run on both chunked paths: 1, 15, 16, 17 (one partial 64-token chunk of 1 or 2 sub-chunks),
+// 63, 64, 65, 127, 129, 200 at the mildest and
 // strongest lower bounds and the unbounded softplus gate, GVA 2 -> 4, initial and final states; varlen
 // with zero-length sequences first, between and last and lengths 63 / 64 / 65 / 129; and two chunked
 // prefills chained through the state at a split on, just before and just after a 64-token boundary.
 TEST_F(KdaCuda, ChunkedLengthsAround64) {
-  for (int64_t T : {63, 64, 65, 127, 129}) {
+  for (int64_t T : {1, 15, 16, 17, 63, 64, 65, 127, 129, 200}) {
     for (int gate = 0; gate < 3; ++gate) {
       KdaRun r;
       r.c = base_case();
@@ -450,7 +506,7 @@ TEST_F(KdaCuda, ChunkedLengthsAround64) {
         r.c.lower_bound = gate == 0 ? -1.f : -8.f;
       }
       r.setup(140 + static_cast<uint64_t>(T), -1);
-      check_run(r, KdaCudaPath::kChunked, " around 64");
+      for (KdaCudaPath path : kChunkedPaths) check_run(r, path, " around 64");
     }
   }
   KdaRun v;
@@ -459,43 +515,91 @@ TEST_F(KdaCuda, ChunkedLengthsAround64) {
   v.c.cu = {0, 0, 63, 127, 127, 192, 321, 321};  // 0, 63, 64, 0, 65, 129, 0
   v.c.T = v.c.cu.back();
   v.setup(150, -1);
-  check_run(v, KdaCudaPath::kChunked, " varlen around 64");
+  for (KdaCudaPath path : kChunkedPaths) check_run(v, path, " varlen around 64");
 
   for (int64_t a : {63, 64, 65}) {  // chunked [0, a) then chunked [a, T) from its final state
-    KdaRun r;
-    r.c = base_case();
-    r.c.T = 193;
-    r.setup(160 + static_cast<uint64_t>(a), -1);
-    std::vector<double> ref_out, ref_state;
-    ASSERT_TRUE(kda_recurrent_fp64(r.host_params(), &ref_out, &ref_state).ok());
-    HostTensor mid = r.c.initial;
-    DeviceTensor dmid(mid);
-    dmid.poison();
-    r.dout->poison();
-    r.dfinal->poison();
-    const KdaParams full = r.device_params();
-    auto sliced = [&](int64_t t0, int64_t len) {
-      KdaParams p = full;
-      for (TensorView* t : {&p.q, &p.k, &p.v, &p.g, &p.beta, &p.out}) *t = slice_tokens(*t, t0, len);
-      return p;
-    };
-    KdaParams p1 = sliced(0, a);
-    p1.final_state = dmid.view();
-    ASSERT_TRUE(kda_cuda_run_path(p1, KdaCudaPath::kChunked, nullptr).ok());
-    KdaParams p2 = sliced(a, r.c.T - a);
-    p2.initial_state = dmid.view();
-    ASSERT_TRUE(kda_cuda_run_path(p2, KdaCudaPath::kChunked, nullptr).ok());
-    cuda_check(cudaDeviceSynchronize(), "cudaDeviceSynchronize");
-    HostTensor out = r.c.out;
-    r.dout->download(&out);
-    const std::vector<double> got = out.values(), st = r.final_states();
-    EXPECT_TRUE(all_finite(got));
-    EXPECT_TRUE(all_finite(st));
-    const double eo = rel_error(got, ref_out), es = rel_error(st, ref_state);
-    EXPECT_LT(eo, kKdaRelTol) << "split at " << a;
-    EXPECT_LT(es, kKdaRelTol) << "split at " << a;
-    std::printf("[kda] out %.2e state %.2e  chunked chaining [0,%lld) + [%lld,%lld)\n", eo, es,
-                static_cast<long long>(a), static_cast<long long>(a), static_cast<long long>(r.c.T));
+    for (KdaCudaPath path : kChunkedPaths) {
+      KdaRun r;
+      r.c = base_case();
+      r.c.T = 193;
+      r.setup(160 + static_cast<uint64_t>(a), -1);
+      std::vector<double> ref_out, ref_state;
+      ASSERT_TRUE(kda_recurrent_fp64(r.host_params(), &ref_out, &ref_state).ok());
+      HostTensor mid = r.c.initial;
+      DeviceTensor dmid(mid);
+      dmid.poison();
+      r.dout->poison();
+      r.dfinal->poison();
+      const KdaParams full = r.device_params();
+      auto sliced = [&](int64_t t0, int64_t len) {
+        KdaParams p = full;
+        for (TensorView* t : {&p.q, &p.k, &p.v, &p.g, &p.beta, &p.out}) *t = slice_tokens(*t, t0, len);
+        return p;
+      };
+      KdaParams p1 = sliced(0, a);
+      p1.final_state = dmid.view();
+      ASSERT_TRUE(kda_cuda_run_path(p1, path, nullptr).ok());
+      KdaParams p2 = sliced(a, r.c.T - a);
+      p2.initial_state = dmid.view();
+      ASSERT_TRUE(kda_cuda_run_path(p2, path, nullptr).ok());
+      cuda_check(cudaDeviceSynchronize(), "cudaDeviceSynchronize");
+      HostTensor out = r.c.out;
+      r.dout->download(&out);
+      const std::vector<double> got = out.values(), st = r.final_states();
+      EXPECT_TRUE(all_finite(got));
+      EXPECT_TRUE(all_finite(st));
+      const double eo = rel_error(got, ref_out), es = rel_error(st, ref_state);
+      EXPECT_LT(eo, kKdaRelTol) << "split at " << a;
+      EXPECT_LT(es, kKdaRelTol) << "split at " << a;
+      std::printf("[kda] out %.2e state %.2e  %s chaining [0,%lld) + [%lld,%lld)\n", eo, es, path_name(path),
+                  static_cast<long long>(a), static_cast<long long>(a), static_cast<long long>(r.c.T));
+    }
+  }
+}
+
+// The "cuda-c64" engine through the public entry point (pinned; the library's workspace): GVA 1 -> 3
+// and 2 -> 6 with a custom scale, initial and final states, a length over several 64-token chunks
+// with a partial last one, and varlen with a zero-length sequence; automatic selection stays "cuda".
+TEST_F(KdaCuda, C64EnginePinned) {
+  RunOptions pin;
+  pin.engine = "cuda-c64";
+  for (auto [H, HV] : {std::pair<int64_t, int64_t>{1, 3}, {2, 6}}) {
+    for (bool varlen : {false, true}) {
+      KdaRun r;
+      r.c = base_case();
+      r.c.H = H, r.c.HV = HV;
+      r.c.scale = 0.2f;
+      if (varlen) {
+        r.c.B = 1;
+        r.c.cu = {0, 130, 130, 333};
+        r.c.T = r.c.cu.back();
+      } else {
+        r.c.B = 2, r.c.T = 333;
+      }
+      r.setup(170 + static_cast<uint64_t>(HV) + (varlen ? 1 : 0), -1);
+      const char* name = nullptr;
+      ASSERT_TRUE(kda_engine_for(r.device_params(), pin, &name).ok());
+      EXPECT_STREQ(name, "cuda-c64");
+      ASSERT_TRUE(kda_engine_for(r.device_params(), {}, &name).ok());
+      EXPECT_STREQ(name, "cuda");
+      std::vector<double> ref_out, ref_state;
+      ASSERT_TRUE(kda_recurrent_fp64(r.host_params(), &ref_out, &ref_state).ok());
+      r.dout->poison();
+      r.dfinal->poison();
+      const Status s = kda(r.device_params(), pin);
+      ASSERT_TRUE(s.ok()) << s.to_string();
+      cuda_check(cudaDeviceSynchronize(), "cudaDeviceSynchronize");
+      HostTensor out = r.c.out;
+      r.dout->download(&out);
+      const std::vector<double> got = out.values(), st = r.final_states();
+      EXPECT_TRUE(all_finite(got));
+      EXPECT_TRUE(all_finite(st));
+      const double eo = rel_error(got, ref_out), es = rel_error(st, ref_state);
+      EXPECT_LT(eo, kKdaRelTol) << "GVA " << H << " -> " << HV << (varlen ? " varlen" : "");
+      EXPECT_LT(es, kKdaRelTol) << "GVA " << H << " -> " << HV << (varlen ? " varlen" : "");
+      std::printf("[kda] out %.2e state %.2e  cuda-c64 pinned GVA %lld -> %lld scale 0.2%s\n", eo, es,
+                  static_cast<long long>(H), static_cast<long long>(HV), varlen ? " varlen" : "");
+    }
   }
 }
 
@@ -584,6 +688,24 @@ double time_us(const KdaParams& p, const RunOptions& o) {
   return 1e3 * ms / kIters;
 }
 
+// The same for one path of the cuda engine (kda_cuda_run_path: a stream-ordered workspace per call).
+double time_path_us(const KdaParams& p, KdaCudaPath path) {
+  cudaEvent_t a, b;
+  cuda_check(cudaEventCreate(&a), "cudaEventCreate");
+  cuda_check(cudaEventCreate(&b), "cudaEventCreate");
+  for (int i = 0; i < 2; ++i) EXPECT_TRUE(kda_cuda_run_path(p, path, nullptr).ok());
+  constexpr int kIters = 10;
+  cuda_check(cudaEventRecord(a), "cudaEventRecord");
+  for (int i = 0; i < kIters; ++i) EXPECT_TRUE(kda_cuda_run_path(p, path, nullptr).ok());
+  cuda_check(cudaEventRecord(b), "cudaEventRecord");
+  cuda_check(cudaEventSynchronize(b), "cudaEventSynchronize");
+  float ms = 0.f;
+  cuda_check(cudaEventElapsedTime(&ms, a, b), "cudaEventElapsedTime");
+  cuda_check(cudaEventDestroy(a), "cudaEventDestroy");
+  cuda_check(cudaEventDestroy(b), "cudaEventDestroy");
+  return 1e3 * ms / kIters;
+}
+
 TEST_F(KdaCuda, DISABLED_Timing) {
   // Decode: HV = 32, K = V = 128, a pool of N rows in place (256 rows: 512 MiB, 1024: 2 GiB);
   // T tokens per sequence. Rates count the state read + written; "all" adds q/k/v/g/beta/out.
@@ -641,6 +763,12 @@ TEST_F(KdaCuda, DISABLED_Timing) {
     }
     std::printf("[kda-time] prefill T=%lld H=HV=%lld lb=-5: chunked %.1f us (workspace %.0f MiB), recurrent %.1f us\n",
                 static_cast<long long>(T), static_cast<long long>(H), us, static_cast<double>(ws) / (1 << 20), rec_us);
+    // The 64-token path (docs/ENGINES.md "64-token state steps"): its own V-tile choice, and the
+    // 32-column tiles forced (half the CTAs, half the W / Qt / Kh bytes from L2 per token).
+    const double c64 = time_path_us(p, KdaCudaPath::kChunked64);
+    const double c64w = time_path_us(p, KdaCudaPath::kChunked64Vt32);
+    std::printf("[kda-time] prefill T=%lld H=HV=%lld lb=-5: chunked64 %.1f us, chunked64 VT 32 %.1f us\n",
+                static_cast<long long>(T), static_cast<long long>(H), c64, c64w);
     cuda_check(cudaFree(o.workspace), "cudaFree");
   }
 }

@@ -744,7 +744,7 @@ Status launch_state(const DeviceParams& p, const int64_t* offsets, const float* 
 }
 
 template <class T, int K>
-Status launch_chunked_t(const DeviceParams& p, void* workspace, const ChunkLayout& l, cudaStream_t stream) {
+Status launch_prep_t(const DeviceParams& p, void* workspace, const ChunkLayout& l, cudaStream_t stream) {
   auto* offsets = static_cast<int64_t*>(workspace);
   auto* blocks = reinterpret_cast<float*>(static_cast<char*>(workspace) + l.offsets_bytes);
   if (p.cu_seqlens != nullptr) {  // dense: the kernels compute the offsets (chunk_offset())
@@ -758,6 +758,14 @@ Status launch_chunked_t(const DeviceParams& p, void* workspace, const ChunkLayou
     GA_RETURN_IF_ERROR(cuda::last_launch_status("kda_chunk_prep_kernel"));
     host_timing::mark("launch kda_chunk_prep_kernel");
   }
+  return Status::Ok();
+}
+
+template <class T, int K>
+Status launch_chunked_t(const DeviceParams& p, void* workspace, const ChunkLayout& l, cudaStream_t stream) {
+  GA_RETURN_IF_ERROR((launch_prep_t<T, K>(p, workspace, l, stream)));
+  auto* offsets = static_cast<int64_t*>(workspace);
+  auto* blocks = reinterpret_cast<float*>(static_cast<char*>(workspace) + l.offsets_bytes);
   // V-tiles of 32 columns when the 16-column grid would not fit on the GPU at once (2 CTAs per SM):
   // then halving the CTAs costs no parallelism and halves the waves and the W / Qt / Kh traffic.
   int sms = 0, cc = 0;
@@ -767,6 +775,17 @@ Status launch_chunked_t(const DeviceParams& p, void* workspace, const ChunkLayou
 }
 
 }  // namespace
+
+Status launch_chunk_prep(const DeviceParams& p, bool bf16, void* workspace, const ChunkLayout& layout,
+                         cudaStream_t stream) {
+  if (p.N == 0) return Status::Ok();
+  if (bf16) {
+    return p.K == 64 ? launch_prep_t<__nv_bfloat16, 64>(p, workspace, layout, stream)
+                     : launch_prep_t<__nv_bfloat16, 128>(p, workspace, layout, stream);
+  }
+  return p.K == 64 ? launch_prep_t<__half, 64>(p, workspace, layout, stream)
+                   : launch_prep_t<__half, 128>(p, workspace, layout, stream);
+}
 
 Status launch_chunked(const DeviceParams& p, bool bf16, void* workspace, const ChunkLayout& layout,
                       cudaStream_t stream) {
