@@ -734,6 +734,28 @@ TEST_F(KdaCuda, DISABLED_Timing) {
                   static_cast<long long>(T), static_cast<long long>(H), rec, chk, rec / chk);
     }
   }
+  // The decode shapes on both paths (many sequences: the state stream the recurrent path is built
+  // for): N = 256 sequences x HV = 32 on a 512 MiB pool in place, 1..16 new tokens each.
+  for (int64_t T : {1, 4, 8, 16}) {
+    constexpr int64_t N = 256;
+    KdaRun r;
+    r.c = base_case();
+    r.c.B = N, r.c.T = T, r.c.H = 32, r.c.HV = 32;
+    r.c.with_initial = false, r.c.with_final = false;
+    r.setup(203, -1);
+    const int64_t state_bytes = N * 32 * 128 * 128 * 4;
+    void* pool = nullptr;
+    cuda_check(cudaMalloc(&pool, static_cast<size_t>(state_bytes)), "cudaMalloc");
+    cuda_check(cudaMemset(pool, 0, static_cast<size_t>(state_bytes)), "cudaMemset");
+    KdaParams p = r.device_params();
+    p.initial_state = p.final_state = make_contiguous_view(pool, DType::kF32, {N, 32, 128, 128}, Device::kCUDA);
+    const double rec = graph_time_us(p, KdaCudaPath::kRecurrent);
+    const double chk = graph_time_us(p, KdaCudaPath::kChunked);
+    std::printf("[kda-time] decode shape N=%lld T=%lld HV=32 pool in place: recurrent %.1f us, chunked %.1f us, "
+                "recurrent / chunked %.2f\n",
+                static_cast<long long>(N), static_cast<long long>(T), rec, chk, rec / chk);
+    cuda_check(cudaFree(pool), "cudaFree");
+  }
 }
 
 }  // namespace
