@@ -37,8 +37,8 @@ TEST(KdaCudaPath, VarlenBoundaryOnTheAverage) {
   EXPECT_FALSE(use_recurrent_path(17, 1, true));
   EXPECT_TRUE(use_recurrent_path(100, 7, true));  // one long sequence among short ones: the average rules
   EXPECT_FALSE(use_recurrent_path(113, 7, true));
-  EXPECT_TRUE(use_recurrent_path(0, 3, true));    // all sequences empty
-  EXPECT_FALSE(use_recurrent_path(1, 0, true));   // no sequences but tokens: validation rejects it first
+  EXPECT_TRUE(use_recurrent_path(0, 3, true));   // all sequences empty
+  EXPECT_FALSE(use_recurrent_path(1, 0, true));  // no sequences but tokens: validation rejects it first
   // Large counts: no overflow of 16 N for any N the engine accepts (grid limits bound N * V / 16).
   EXPECT_TRUE(use_recurrent_path(int64_t{16} << 31, int64_t{1} << 31, true));
   EXPECT_FALSE(use_recurrent_path((int64_t{16} << 31) + 1, int64_t{1} << 31, true));

@@ -257,10 +257,10 @@ TEST_F(KdaCuda, AutoPathAtThreshold) {
       {2, 16, {}, true, -1, KdaStateLayout::kVFirst},
       {2, 17, {}, false, -1, KdaStateLayout::kVFirst},
       {1, 17, {}, false, -1, KdaStateLayout::kKFirst},
-      {1, 0, {0, 10, 32}, true, -1, KdaStateLayout::kVFirst},            // average 16 (10, 22)
-      {1, 0, {0, 10, 33}, false, -1, KdaStateLayout::kVFirst},           // average 16.5 (10, 23)
-      {1, 0, {0, 0, 17, 48}, true, 3, KdaStateLayout::kKFirst},          // average 16 (0, 17, 31), pool
-      {1, 0, {0, 0, 17, 49}, false, 3, KdaStateLayout::kKFirst},         // average 16.3 (0, 17, 32), pool
+      {1, 0, {0, 10, 32}, true, -1, KdaStateLayout::kVFirst},     // average 16 (10, 22)
+      {1, 0, {0, 10, 33}, false, -1, KdaStateLayout::kVFirst},    // average 16.5 (10, 23)
+      {1, 0, {0, 0, 17, 48}, true, 3, KdaStateLayout::kKFirst},   // average 16 (0, 17, 31), pool
+      {1, 0, {0, 0, 17, 49}, false, 3, KdaStateLayout::kKFirst},  // average 16.3 (0, 17, 32), pool
   };
   for (const Boundary& b : cases) {
     KdaRun r;
@@ -273,7 +273,8 @@ TEST_F(KdaCuda, AutoPathAtThreshold) {
     size_t ws = 0;
     ASSERT_TRUE(kda_workspace_bytes(r.device_params(), o, &ws).ok());
     EXPECT_EQ(ws == 0, b.recurrent) << describe(r.c, KdaCudaPath::kAuto, "") << ": workspace " << ws
-                                    << " bytes, expected the " << (b.recurrent ? "recurrent" : "chunked") << " path";
+                                    << " bytes, expected the " << (b.recurrent ? "recurrent" : "chunked")
+                                    << " path";
     check_run(r, KdaCudaPath::kAuto, b.recurrent ? " (recurrent)" : " (chunked)");
   }
 }
@@ -629,7 +630,8 @@ double graph_time_us(const KdaParams& p, KdaCudaPath path) {
   constexpr int kCalls = 20, kReplays = 11;
   cudaStream_t stream = nullptr;
   cuda_check(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking), "cudaStreamCreate");
-  for (int i = 0; i < 2; ++i) EXPECT_TRUE(kda_cuda_run_path(p, path, stream).ok());  // attributes set, code loaded
+  for (int i = 0; i < 2; ++i)
+    EXPECT_TRUE(kda_cuda_run_path(p, path, stream).ok());  // attributes set, code loaded
   cudaGraph_t graph = nullptr;
   cudaGraphExec_t exec = nullptr;
   cuda_check(cudaStreamBeginCapture(stream, cudaStreamCaptureModeGlobal), "cudaStreamBeginCapture");
@@ -729,9 +731,10 @@ TEST_F(KdaCuda, DISABLED_Timing) {
       const KdaParams p = r.device_params();
       const double rec = graph_time_us(p, KdaCudaPath::kRecurrent);
       const double chk = graph_time_us(p, KdaCudaPath::kChunked);
-      std::printf("[kda-time] short prefill T=%lld H=HV=%lld K=V=128 lb=-5: recurrent %.2f us, chunked %.2f us, "
-                  "recurrent / chunked %.2f\n",
-                  static_cast<long long>(T), static_cast<long long>(H), rec, chk, rec / chk);
+      std::printf(
+          "[kda-time] short prefill T=%lld H=HV=%lld K=V=128 lb=-5: recurrent %.2f us, chunked %.2f us, "
+          "recurrent / chunked %.2f\n",
+          static_cast<long long>(T), static_cast<long long>(H), rec, chk, rec / chk);
     }
   }
   // The decode shapes on both paths (many sequences: the state stream the recurrent path is built
@@ -748,12 +751,14 @@ TEST_F(KdaCuda, DISABLED_Timing) {
     cuda_check(cudaMalloc(&pool, static_cast<size_t>(state_bytes)), "cudaMalloc");
     cuda_check(cudaMemset(pool, 0, static_cast<size_t>(state_bytes)), "cudaMemset");
     KdaParams p = r.device_params();
-    p.initial_state = p.final_state = make_contiguous_view(pool, DType::kF32, {N, 32, 128, 128}, Device::kCUDA);
+    p.initial_state = p.final_state =
+        make_contiguous_view(pool, DType::kF32, {N, 32, 128, 128}, Device::kCUDA);
     const double rec = graph_time_us(p, KdaCudaPath::kRecurrent);
     const double chk = graph_time_us(p, KdaCudaPath::kChunked);
-    std::printf("[kda-time] decode shape N=%lld T=%lld HV=32 pool in place: recurrent %.1f us, chunked %.1f us, "
-                "recurrent / chunked %.2f\n",
-                static_cast<long long>(N), static_cast<long long>(T), rec, chk, rec / chk);
+    std::printf(
+        "[kda-time] decode shape N=%lld T=%lld HV=32 pool in place: recurrent %.1f us, chunked %.1f us, "
+        "recurrent / chunked %.2f\n",
+        static_cast<long long>(N), static_cast<long long>(T), rec, chk, rec / chk);
     cuda_check(cudaFree(pool), "cudaFree");
   }
 }
