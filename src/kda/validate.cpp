@@ -7,6 +7,7 @@
 #include <array>
 #include <cmath>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "core/validate.h"
@@ -234,7 +235,8 @@ Status validate_kda(const KdaParams& p) {
   // final_state passed as exactly the same view as initial_state: the in-place pool update.
   GA_RETURN_IF_ERROR(check_no_self_overlap(p.out, "out"));
   GA_RETURN_IF_ERROR(check_no_self_overlap(p.final_state, "final_state"));
-  const std::vector<std::pair<const TensorView*, const char*>> inputs = {
+  // A plain array: no heap allocation on every call (host cost, issue 11).
+  const std::pair<const TensorView*, const char*> inputs[] = {
       {&p.q, "q"}, {&p.k, "k"}, {&p.v, "v"}, {&p.g, "g"}, {&p.beta, "beta"},
       {&p.cu_seqlens, "cu_seqlens"}, {&p.state_indices, "state_indices"}, {&p.A_log, "A_log"},
       {&p.dt_bias, "dt_bias"}, {&p.initial_state, "initial_state"}};

@@ -254,6 +254,45 @@ TEST_F(KdaCuda, LongSequenceFewHeads) {
   check_run(r, KdaCudaPath::kAuto);
 }
 
+// The automatic path choice at its boundary (kda_cuda_path.h: recurrent while the sequences
+// average <= 16 tokens): T just below, at and above it, dense and varlen (averages 16 and 16.x, a
+// sequence longer than 16 among them, so the recurrent kernel stages two token blocks), against the
+// fp64 recurrence; the path taken is read back from the public workspace size (0: recurrent).
+TEST_F(KdaCuda, AutoPathAtThreshold) {
+  struct Boundary {
+    int64_t B, T;
+    std::vector<int64_t> cu;
+    bool recurrent;
+    int pool_extra;
+    KdaStateLayout layout;
+  };
+  const Boundary cases[] = {
+      {2, 15, {}, true, -1, KdaStateLayout::kVFirst},
+      {2, 16, {}, true, -1, KdaStateLayout::kVFirst},
+      {2, 17, {}, false, -1, KdaStateLayout::kVFirst},
+      {1, 17, {}, false, -1, KdaStateLayout::kKFirst},
+      {1, 0, {0, 10, 32}, true, -1, KdaStateLayout::kVFirst},     // average 16 (10, 22)
+      {1, 0, {0, 10, 33}, false, -1, KdaStateLayout::kVFirst},    // average 16.5 (10, 23)
+      {1, 0, {0, 0, 17, 48}, true, 3, KdaStateLayout::kKFirst},   // average 16 (0, 17, 31), pool
+      {1, 0, {0, 0, 17, 49}, false, 3, KdaStateLayout::kKFirst},  // average 16.3 (0, 17, 32), pool
+  };
+  for (const Boundary& b : cases) {
+    KdaRun r;
+    r.c = base_case();
+    r.c.B = b.B, r.c.T = b.cu.empty() ? b.T : b.cu.back(), r.c.cu = b.cu;
+    r.c.layout = b.layout;
+    r.setup(70 + static_cast<uint64_t>(r.c.T), b.pool_extra);
+    RunOptions o;
+    o.engine = "cuda";
+    size_t ws = 0;
+    ASSERT_TRUE(kda_workspace_bytes(r.device_params(), o, &ws).ok());
+    EXPECT_EQ(ws == 0, b.recurrent) << describe(r.c, KdaCudaPath::kAuto, "") << ": workspace " << ws
+                                    << " bytes, expected the " << (b.recurrent ? "recurrent" : "chunked")
+                                    << " path";
+    check_run(r, KdaCudaPath::kAuto, b.recurrent ? " (recurrent)" : " (chunked)");
+  }
+}
+
 // Many (sequence, value head) pairs: N * HV * V / 16 is above twice the SM count of any current GPU
 // (768 and 384 CTAs of 16 columns), so the chunked state pass runs its 32-column V-tiles (two
 // phase-2 columns per thread, four n8 tiles per product); both head dims, both state layouts, a
@@ -688,22 +727,42 @@ double time_us(const KdaParams& p, const RunOptions& o) {
   return 1e3 * ms / kIters;
 }
 
-// The same for one path of the cuda engine (kda_cuda_run_path: a stream-ordered workspace per call).
-double time_path_us(const KdaParams& p, KdaCudaPath path) {
+// GPU time of one call of `path` (kda_cuda_run_path: the chunked path's workspace is a
+// stream-ordered allocation inside the graph): kCalls calls captured in one CUDA graph, replayed
+// kReplays times; the median per call. No host time in it (the graph launches back to back).
+double graph_time_us(const KdaParams& p, KdaCudaPath path) {
+  constexpr int kCalls = 20, kReplays = 11;
+  cudaStream_t stream = nullptr;
+  cuda_check(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking), "cudaStreamCreate");
+  for (int i = 0; i < 2; ++i)
+    EXPECT_TRUE(kda_cuda_run_path(p, path, stream).ok());  // attributes set, code loaded
+  cudaGraph_t graph = nullptr;
+  cudaGraphExec_t exec = nullptr;
+  cuda_check(cudaStreamBeginCapture(stream, cudaStreamCaptureModeGlobal), "cudaStreamBeginCapture");
+  for (int i = 0; i < kCalls; ++i) EXPECT_TRUE(kda_cuda_run_path(p, path, stream).ok());
+  cuda_check(cudaStreamEndCapture(stream, &graph), "cudaStreamEndCapture");
+  cuda_check(cudaGraphInstantiate(&exec, graph, nullptr, nullptr, 0), "cudaGraphInstantiate");
+  cuda_check(cudaGraphLaunch(exec, stream), "cudaGraphLaunch");  // warm-up replay
   cudaEvent_t a, b;
   cuda_check(cudaEventCreate(&a), "cudaEventCreate");
   cuda_check(cudaEventCreate(&b), "cudaEventCreate");
-  for (int i = 0; i < 2; ++i) EXPECT_TRUE(kda_cuda_run_path(p, path, nullptr).ok());
-  constexpr int kIters = 10;
-  cuda_check(cudaEventRecord(a), "cudaEventRecord");
-  for (int i = 0; i < kIters; ++i) EXPECT_TRUE(kda_cuda_run_path(p, path, nullptr).ok());
-  cuda_check(cudaEventRecord(b), "cudaEventRecord");
-  cuda_check(cudaEventSynchronize(b), "cudaEventSynchronize");
-  float ms = 0.f;
-  cuda_check(cudaEventElapsedTime(&ms, a, b), "cudaEventElapsedTime");
+  std::vector<double> per_call;
+  for (int r = 0; r < kReplays; ++r) {
+    cuda_check(cudaEventRecord(a, stream), "cudaEventRecord");
+    cuda_check(cudaGraphLaunch(exec, stream), "cudaGraphLaunch");
+    cuda_check(cudaEventRecord(b, stream), "cudaEventRecord");
+    cuda_check(cudaEventSynchronize(b), "cudaEventSynchronize");
+    float ms = 0.f;
+    cuda_check(cudaEventElapsedTime(&ms, a, b), "cudaEventElapsedTime");
+    per_call.push_back(1e3 * ms / kCalls);
+  }
+  std::sort(per_call.begin(), per_call.end());
   cuda_check(cudaEventDestroy(a), "cudaEventDestroy");
   cuda_check(cudaEventDestroy(b), "cudaEventDestroy");
-  return 1e3 * ms / kIters;
+  cuda_check(cudaGraphExecDestroy(exec), "cudaGraphExecDestroy");
+  cuda_check(cudaGraphDestroy(graph), "cudaGraphDestroy");
+  cuda_check(cudaStreamDestroy(stream), "cudaStreamDestroy");
+  return per_call[per_call.size() / 2];
 }
 
 TEST_F(KdaCuda, DISABLED_Timing) {
@@ -765,11 +824,52 @@ TEST_F(KdaCuda, DISABLED_Timing) {
                 static_cast<long long>(T), static_cast<long long>(H), us, static_cast<double>(ws) / (1 << 20), rec_us);
     // The 64-token path (docs/ENGINES.md "64-token state steps"): its own V-tile choice, and the
     // 32-column tiles forced (half the CTAs, half the W / Qt / Kh bytes from L2 per token).
-    const double c64 = time_path_us(p, KdaCudaPath::kChunked64);
-    const double c64w = time_path_us(p, KdaCudaPath::kChunked64Vt32);
+    const double c64 = graph_time_us(p, KdaCudaPath::kChunked64);
+    const double c64w = graph_time_us(p, KdaCudaPath::kChunked64Vt32);
     std::printf("[kda-time] prefill T=%lld H=HV=%lld lb=-5: chunked64 %.1f us, chunked64 VT 32 %.1f us\n",
                 static_cast<long long>(T), static_cast<long long>(H), c64, c64w);
     cuda_check(cudaFree(o.workspace), "cudaFree");
+  }
+  // Short prefills, both paths (the recurrent / chunked threshold, docs/HOST_COST.md "KDA path
+  // threshold"): GPU time per call with no host in it, as bench/host_cost.py's gpu_us.
+  for (int64_t H : {4, 16}) {
+    for (int64_t T : {8, 16, 32, 64, 128, 256, 512}) {
+      KdaRun r;
+      r.c = base_case();
+      r.c.B = 1, r.c.T = T, r.c.H = H, r.c.HV = H;
+      r.setup(202, -1);
+      const KdaParams p = r.device_params();
+      const double rec = graph_time_us(p, KdaCudaPath::kRecurrent);
+      const double chk = graph_time_us(p, KdaCudaPath::kChunked);
+      std::printf(
+          "[kda-time] short prefill T=%lld H=HV=%lld K=V=128 lb=-5: recurrent %.2f us, chunked %.2f us, "
+          "recurrent / chunked %.2f\n",
+          static_cast<long long>(T), static_cast<long long>(H), rec, chk, rec / chk);
+    }
+  }
+  // The decode shapes on both paths (many sequences: the state stream the recurrent path is built
+  // for): N = 256 sequences x HV = 32 on a 512 MiB pool in place, 1..16 new tokens each.
+  for (int64_t T : {1, 4, 8, 16}) {
+    constexpr int64_t N = 256;
+    KdaRun r;
+    r.c = base_case();
+    r.c.B = N, r.c.T = T, r.c.H = 32, r.c.HV = 32;
+    r.c.with_initial = false, r.c.with_final = false;
+    r.setup(203, -1);
+    const int64_t state_bytes = N * 32 * 128 * 128 * 4;
+    void* pool = nullptr;
+    cuda_check(cudaMalloc(&pool, static_cast<size_t>(state_bytes)), "cudaMalloc");
+    cuda_check(cudaMemset(pool, 0, static_cast<size_t>(state_bytes)), "cudaMemset");
+    KdaParams p = r.device_params();
+    p.initial_state = p.final_state =
+        make_contiguous_view(pool, DType::kF32, {N, 32, 128, 128}, Device::kCUDA);
+    const double rec = graph_time_us(p, KdaCudaPath::kRecurrent);
+    const double chk = graph_time_us(p, KdaCudaPath::kChunked);
+    std::printf(
+        "[kda-time] decode shape N=%lld T=%lld HV=32 pool in place: recurrent %.1f us, chunked %.1f us, "
+        "recurrent / chunked %.2f\n",
+        static_cast<long long>(N), static_cast<long long>(T), rec, chk, rec / chk);
+    cuda_check(cudaFree(pool), "cudaFree");
   }
 }
 

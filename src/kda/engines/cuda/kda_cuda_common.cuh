@@ -10,7 +10,8 @@
 
 namespace groupattn::kda_cuda {
 
-// Tokens per chunk of the chunked path, and the decode path's "short" limit per sequence.
+// Tokens per chunk of the chunked path, and per staged block of the recurrent one (which path
+// serves a call: kda_cuda_path.h).
 inline constexpr int kChunk = 16;
 // Value columns per CTA of the state kernels (V is tiled; 64 and 128 are multiples).
 inline constexpr int kValueTile = 16;

@@ -12,6 +12,7 @@
 #include "core/cuda_runtime_shim.h"
 #include "core/host_timing.h"
 #include "kda/engines/cuda/kda_cuda_launch.h"
+#include "kda/engines/cuda/kda_cuda_path.h"
 #include "kda/reference.h"
 
 namespace groupattn {
@@ -53,10 +54,8 @@ Chunk64Layout layout64_of(const Shape& s) {
 }
 
 // Recurrent when sequences average at most 16 tokens (the decode / fused_recurrent shape): one
-// pass over the state, no workspace. Both paths are exact for any length; this is speed only.
-bool use_recurrent(const Shape& s) {
-  return s.varlen ? s.T <= kda_cuda::kChunk * s.N : s.T <= kda_cuda::kChunk;
-}
+// pass over the state, no workspace. The rule and its cost model: kda_cuda_path.h.
+bool use_recurrent(const Shape& s) { return kda_cuda::use_recurrent_path(s.T, s.N, s.varlen); }
 
 DeviceParams device_params(const KdaParams& p) {
   const Shape s = shape_of(p);
