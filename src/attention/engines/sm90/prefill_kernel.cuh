@@ -210,6 +210,11 @@ __device__ __forceinline__ void fence_u32(uint32_t (&r)[4]) {
 __device__ __forceinline__ int acc_half(int i) { return (i >> 1) & 1; }  // 0: row r, 1: row r + 8
 __device__ __forceinline__ int acc_col(int i, int lane) { return 8 * (i >> 2) + 2 * (lane & 3) + (i & 1); }
 
+// The element type of O += P V's operands (P packed in registers, the V tiles): Q's type, or f16
+// with an fp8 cache (PrefillTraits::kPvF16).
+template <class Traits>
+using PvElement = std::conditional_t<Traits::kPvF16, __half, typename Traits::Element>;
+
 template <class Traits>
 using WgmmaS = hw::Wgmma<std::is_same_v<typename Traits::Element, __nv_bfloat16>, Traits::kBlockN, 0, 0>;
 
@@ -397,16 +402,15 @@ __device__ __forceinline__ uint32_t widen_e4m3x2(uint32_t pair) {
   }
 }
 
-// Converter thread u: key row u of one fp8 tile (at src) -> row u of the 16-bit tile at dst (its two
+// Converter thread u: key row u of one fp8 tile (at src) -> row u of the tile of Out at dst (its two
 // 64-wide d blocks kKvBoxBytes apart, 128-byte rows, chunk cc at cc ^ (u % 8): the layout TMA gives
 // the 16-bit path, which the GEMMs read). fp8 chunk c (d 16c .. 16c + 15) becomes 16-bit chunks
 // 2 (c % 4) and 2 (c % 4) + 1 of d block c / 4. A warp's lanes take 32 consecutive rows, so the 8
 // lanes of each 16-byte access phase hit 8 distinct chunks (the swizzle): no bank conflicts.
 // Rows past the sequence (live == false) become zeros, fp8 bytes unread: P = 0 times a stale V row
 // must stay 0, and a zero K row keeps its (masked) scores finite.
-template <class Traits>
+template <class Traits, class Out>
 __device__ __forceinline__ void widen_row(unsigned char* dst, const unsigned char* src, int u, bool live) {
-  using T = typename Traits::Element;
   constexpr int kChunks = Traits::kHeadDim / 16;  // 16-byte fp8 chunks of one row
   const int x = u % 8;
   unsigned char* row = dst + u * 128;
@@ -430,10 +434,10 @@ __device__ __forceinline__ void widen_row(unsigned char* dst, const unsigned cha
 #pragma unroll
     for (int j = 0; j < kBatch; ++j) {
       const int c = c0 + j, cc = 2 * (c % 4);
-      *chunk(c / 4, cc) = make_uint4(widen_e4m3x2<T>(f[j].x), widen_e4m3x2<T>(f[j].x >> 16),
-                                     widen_e4m3x2<T>(f[j].y), widen_e4m3x2<T>(f[j].y >> 16));
-      *chunk(c / 4, cc + 1) = make_uint4(widen_e4m3x2<T>(f[j].z), widen_e4m3x2<T>(f[j].z >> 16),
-                                         widen_e4m3x2<T>(f[j].w), widen_e4m3x2<T>(f[j].w >> 16));
+      *chunk(c / 4, cc) = make_uint4(widen_e4m3x2<Out>(f[j].x), widen_e4m3x2<Out>(f[j].x >> 16),
+                                     widen_e4m3x2<Out>(f[j].y), widen_e4m3x2<Out>(f[j].y >> 16));
+      *chunk(c / 4, cc + 1) = make_uint4(widen_e4m3x2<Out>(f[j].z), widen_e4m3x2<Out>(f[j].z >> 16),
+                                         widen_e4m3x2<Out>(f[j].w), widen_e4m3x2<Out>(f[j].w >> 16));
     }
   }
 }
@@ -472,11 +476,11 @@ __device__ void convert_fp8(const KernelParams& p, const Smem<Traits>& sm, const
     // The first kKSlots tiles pass at once (a fresh barrier completes the phase before phase 0).
     hw::mbar_wait(sm.k_empty(ks), (static_cast<uint32_t>(t / kKs) & 1u) ^ 1u);
     hw::fence_proxy_async_smem();  // wgmma's reads of the old tile (async proxy) before these writes
-    widen_row<Traits>(sm.k(ks), sm.fp8_k(slot), u, live);
+    widen_row<Traits, typename Traits::Element>(sm.k(ks), sm.fp8_k(slot), u, live);
     publish(sm.k_full(ks));
     hw::mbar_wait(sm.empty(vs), (static_cast<uint32_t>(t / Traits::kStages) & 1u) ^ 1u);
     hw::fence_proxy_async_smem();
-    widen_row<Traits>(sm.v(vs), sm.fp8_v(slot), u, live);
+    widen_row<Traits, PvElement<Traits>>(sm.v(vs), sm.fp8_v(slot), u, live);
     publish(sm.full(vs));
     if (lane == 0) hw::mbar_arrive(sm.fp8_empty(slot));  // (publish's warp barrier ordered the lanes' reads)
     if (u == 0 && t + kF < tiles) {  // refill the slot with tile t + kF once every warp has read it
@@ -512,7 +516,7 @@ template <class Traits>
 __device__ __forceinline__ void issue_output(float (&o)[Traits::kDBlocks][32],
                                              const uint32_t (&pfrag)[Traits::kBlockN / 16][4], const Smem<Traits>& sm,
                                              int stage) {
-  constexpr bool kBf16 = std::is_same_v<typename Traits::Element, __nv_bfloat16>;
+  constexpr bool kBf16 = std::is_same_v<PvElement<Traits>, __nv_bfloat16>;
 #pragma unroll
   for (int kk = 0; kk < Traits::kBlockN / 16; ++kk) {
     const uint64_t db =
@@ -634,7 +638,8 @@ __device__ void consume(const KernelParams& p, const Work& w, const Smem<Traits>
   const SeqInfo& s = w.s;
   const int m0 = w.m0, blk_begin = w.blk_begin, blk_end = w.blk_end;
   using T = typename Traits::Element;
-  using Store = ::groupattn::cuda::MmaType<T>;  // pack (RS A fragment), store2 (O)
+  using Store = ::groupattn::cuda::MmaType<T>;  // store2 (O)
+  using PStore = ::groupattn::cuda::MmaType<PvElement<Traits>>;  // pack (P, the RS A fragment)
   constexpr int kS = Traits::kBlockN / 2;  // S accumulator registers per thread
   // The thread's two rows: r and r + 8 (query tokens of the sequence; packed decode: packed rows,
   // of token row_token(r)).
@@ -742,7 +747,7 @@ __device__ void consume(const KernelParams& p, const Work& w, const Smem<Traits>
 #pragma unroll
     for (int kk = 0; kk < Traits::kBlockN / 16; ++kk)
 #pragma unroll
-      for (int r = 0; r < 4; ++r) pf[kk][r] = Store::pack(sacc[8 * kk + 2 * r], sacc[8 * kk + 2 * r + 1]);
+      for (int r = 0; r < 4; ++r) pf[kk][r] = PStore::pack(sacc[8 * kk + 2 * r], sacc[8 * kk + 2 * r + 1]);
   };
   // Pingpong turns, round robin: warpgroup wg issues its GEMMs only after syncing on its turn
   // barrier, then releases the next one's (wg + 1 modulo the warpgroups taking part). Every

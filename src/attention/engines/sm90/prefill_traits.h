@@ -172,7 +172,13 @@ struct PrefillTraits {
   // a tile is widened; a 16-bit stage pair streams with ~128 KB in flight. Prefetching tiles
   // t + 2 .. t + 1 + kFp8PrefetchTiles keeps ~4 tiles (128 KB) of HBM reads in flight while the
   // TMA loads themselves hit L2 (16 MB of L2 at 128 CTAs, of 50).
-  static constexpr int kFp8PrefetchTiles = kFp8Kv ? 2 : 0;
+  static constexpr int kFp8PrefetchTiles = kFp8Kv ? 3 : 0;
+  // The O += P V product in f16 whatever Q's type (fp8 K/V): V widened to f16 takes one conversion
+  // per e4m3 pair where bf16 takes four instructions (widen_e4m3x2), and P in [0, 1] is rounded to
+  // 2^-11 relative as an f16 against bf16's 2^-8. The price: a p below 2^-25 becomes 0 (bf16 keeps
+  // it), at most 2^-18 of a row sum >= 1 per 128-key tile, and only for keys 17+ natural-log units
+  // below the row's max. Exact either way: every e4m3 value is an f16. S = Q K^T stays in Q's type.
+  static constexpr bool kPvF16 = kFp8Kv;
   static constexpr int kFp8TileBytes = kBlockN * kHeadDim;
   static constexpr int kFp8StageBytes = 2 * kFp8TileBytes;  // K then V
 
