@@ -372,8 +372,8 @@ __device__ __forceinline__ void produce_fp8_tile(const KernelParams& p, const Sm
 // the tile's turn in the ring comes, its TMA loads read L2 instead of HBM. The same boxes (those
 // inside the sequence; paged: the page of each), so nothing past a block table's end is touched.
 template <class Traits>
-__device__ __forceinline__ void prefetch_fp8_tile(const KernelParams& p, const CUtensorMap* tk, const CUtensorMap* tv,
-                                                  const Work& w, int blk) {
+__device__ __forceinline__ void prefetch_fp8_tile(const KernelParams& p, const CUtensorMap* tk,
+                                                  const CUtensorMap* tv, const Work& w, int blk) {
   constexpr int kBoxRows = Traits::kKvBoxRows;
   const int key0 = blk * Traits::kBlockN;
   const int boxes = min(Traits::kKvSubBoxes, (w.s.k_len - key0 + kBoxRows - 1) / kBoxRows);  // >= 1
@@ -415,7 +415,9 @@ __device__ __forceinline__ void widen_row(unsigned char* dst, const unsigned cha
   const int x = u % 8;
   unsigned char* row = dst + u * 128;
   // 16-bit chunk cc of d block b of the row (the swizzled slot of 16-byte chunk cc).
-  auto chunk = [&](int b, int cc) { return reinterpret_cast<uint4*>(row + b * Traits::kKvBoxBytes + ((cc ^ x) << 4)); };
+  auto chunk = [&](int b, int cc) {
+    return reinterpret_cast<uint4*>(row + b * Traits::kKvBoxBytes + ((cc ^ x) << 4));
+  };
   if (!live) {
 #pragma unroll
     for (int c = 0; c < 2 * kChunks; ++c) *chunk(c / 8, c % 8) = make_uint4(0u, 0u, 0u, 0u);
@@ -430,7 +432,8 @@ __device__ __forceinline__ void widen_row(unsigned char* dst, const unsigned cha
   for (int c0 = 0; c0 < kChunks; c0 += kBatch) {
     uint4 f[kBatch];
 #pragma unroll
-    for (int j = 0; j < kBatch; ++j) f[j] = *reinterpret_cast<const uint4*>(src + u * 128 + (((c0 + j) ^ x) << 4));
+    for (int j = 0; j < kBatch; ++j)
+      f[j] = *reinterpret_cast<const uint4*>(src + u * 128 + (((c0 + j) ^ x) << 4));
 #pragma unroll
     for (int j = 0; j < kBatch; ++j) {
       const int c = c0 + j, cc = 2 * (c % 4);
@@ -795,9 +798,10 @@ __device__ void consume(const KernelParams& p, const Work& w, const Smem<Traits>
   };
   // A tile's operands before its S product: 16-bit, the stage (K and V by TMA; stale V rows
   // zeroed); split K/V, the stage's K half; fp8, the stage's converted K tile (the converters fill
-  // it once every warp's S of the tile kKSlots earlier is done: release_k). The V tile of tile it (split K/V: the stage's V
-  // half, its stale rows zeroed; fp8: the converted V tile) is waited for (wait_v) just before the
-  // O product that reads it, one tile later; release() frees it (and the combined 16-bit stage).
+  // it once every warp's S of the tile kKSlots earlier is done: release_k). The V tile of tile it
+  // (split K/V: the stage's V half, its stale rows zeroed; fp8: the converted V tile) is waited for
+  // (wait_v) just before the O product that reads it, one tile later; release() frees it (and the
+  // combined 16-bit stage).
   auto wait_k = [&](int blk, int it, int stage) {
     if constexpr (Traits::kFp8Kv || Traits::kSplitKv) {
       (void)blk;

@@ -213,7 +213,8 @@ struct PrefillTraits {
   static_assert(128 * (kProducerRegs + kConsumerWgs * kConsumerRegs) <= kEntryRegs * kThreads, "setmaxnreg budget");
   static_assert(!kFp8Kv || (kPackedDecode && kHeadDim == 128 && kStages == 2 && kKSlots == kStages &&
                             kBlockN == 128 && kKvSubBoxes == 2),
-                "fp8 K/V: packed decode at head dim 128, two converted K and V tiles, 128-key tiles of two boxes");
+                "fp8 K/V: packed decode at head dim 128, two converted K and V tiles, 128-key tiles of two "
+                "boxes");
   static_assert(!kFp8Kv || kBlockN == 32 * kConverterWarps, "fp8 K/V: one converter thread per key row");
   static_assert(kFp8TileBytes % 1024 == 0 && kFp8Offset % 1024 == 0, "fp8 tiles are 128B-swizzled TMA boxes");
 };
