@@ -730,7 +730,7 @@ TEST_F(Sm90Decode, PackedRowsD64D256DeterministicOver20Runs) {
 
 // ---- fp8 K/V in the packed-rows form (docs/DECODE_SM90.md section 13) ----
 // An f8e4m3 cache with group x new tokens >= 64 rows: TMA brings fp8 tiles into an fp8 ring, the
-// producer warpgroup widens each into the 16-bit tiles the GEMMs read (one converted K tile, two
+// producer warpgroup widens each into the 16-bit tiles the GEMMs read (two converted K tiles, two
 // converted V tiles; rows past the sequence written as zeros), the key scale joins the score
 // scale and the value scale multiplies O. Every case against the fp64 reference of the
 // dequantized cache (k x k_scale, v x v_scale; the harness draws scales in [0.25, 1)).
@@ -819,6 +819,37 @@ TEST_F(Sm90Decode, PackedRowsFp8GqaEqualsCopiedUpBitwise) {
       expect_gqa_equals_copied_up(c, "sm90-rows");
     }
   }
+}
+
+// Two converted K tiles, a two-slot fp8 ring and an L2 prefetch of three more tiles, and P V in f16
+// for bf16 queries (docs/DECODE_SM90.md section 17). One split per sequence so the CTA's tile count
+// is the sequence's: 1, 2 (the ring), 3, 5 (ring + prefetch window), 6, 7 tiles of 128 keys, and 33
+// (4099 keys: both K tiles and both fp8 slots wrap many times, an odd count ends on K tile 0). One
+// consumer warpgroup (8 tokens) and two (16 tokens: both release each K tile), bf16 and f16,
+// batched and paged 64 (each prefetched box looks up its own page). Then a large softmax scale,
+// where most probabilities of a row fall below f16's range and P V drops them (bf16 kept them):
+// still inside the bf16 budget.
+TEST_F(Sm90Decode, PackedRowsFp8KTilesRingAndPrefetchWindow) {
+  for (int tokens : {8, 16}) {
+    for (DType dt : {DType::kBF16, DType::kF16}) {
+      for (bool paged : {false, true}) {
+        Case c = decode_case(8, 1, tokens, {128, 256, 384, 640, 641, 896, 4099});
+        c.kv_fp8 = true;
+        c.dtype = dt;
+        c.num_splits = 1;
+        if (paged) {
+          c.kv = KvKind::kPaged;
+          c.page_size = 64;
+        }
+        check_case(c, kEngine);
+      }
+    }
+  }
+  Case peaked = decode_case(64, 8, 8, {4099, 700});
+  peaked.kv_fp8 = true;
+  peaked.num_splits = 0;
+  peaked.scale = 4.f;
+  check_case(peaked, kEngine);
 }
 
 TEST_F(Sm90Decode, PackedRowsFp8DeterministicOver20Runs) {

@@ -68,7 +68,7 @@ constexpr int64_t packed_decode_min_rows(int64_t head_dim, bool fp8) {
 // The form a decode problem the engine supports runs, chosen here only (sm90_engine.cu; the CPU
 // tier's selection test): packed rows when the packed query rows per KV head (group x new tokens,
 // the longest sequence's) reach packed_decode_min_rows (fp8: at head dim 128 only, its tiles
-// widened to 16 bits in shared memory by the producer warpgroup, DECODE_SM90.md section 13);
+// widened to 16 bits in shared memory by the producer warpgroup, DECODE_SM90.md sections 13, 17);
 // swap-AB for the rest.
 constexpr bool packed_rows_form(int64_t head_dim, bool fp8, int64_t group, int64_t max_new_tokens) {
   return (head_dim == 64 || head_dim == 128 || head_dim == 256) && (!fp8 || head_dim == kFp8HeadDim) &&

@@ -1,6 +1,6 @@
 // Explicit instantiation: the sm90 decode engine's multi-token form with an f8e4m3 K/V cache (the
 // prefill kernel's packed-decode mode, fp8 tiles widened to 16 bits in shared memory by the
-// producer warpgroup; docs/DECODE_SM90.md section 13), f16 queries, head dim 128.
+// producer warpgroup; docs/DECODE_SM90.md sections 13 and 17), f16 queries, head dim 128.
 #include "attention/engines/sm90/prefill_kernel.cuh"
 
 namespace groupattn::sm90_engine {

@@ -64,9 +64,9 @@ using cuda_engine::SeqInfo;
 inline constexpr float kLog2e = 1.4426950408889634f;
 inline constexpr float kLn2 = 0.6931471805599453f;
 inline constexpr uint32_t kFullMask = 0xffffffffu;
-// fp8 K/V (Traits::kFp8Kv): k(stage) is the one converted K tile whatever the stage, v(stage) the
-// converted V tile `stage`; full / empty guard the converted V tiles, k_full / k_empty the K tile,
-// fp8_full / fp8_empty the fp8 ring (fp8_k / fp8_v: one stage's tiles).
+// fp8 K/V (Traits::kFp8Kv): k(stage) / v(stage) are the converted K / V tiles `stage`; full /
+// empty guard the V tiles, k_full(stage) / k_empty(stage) the K tiles, fp8_full / fp8_empty the
+// fp8 ring (fp8_k / fp8_v: one slot's tiles).
 // Split K/V (Traits::kSplitKv): full / empty guard the V half of each stage, k_full(stage) /
 // k_empty(stage) its K half.
 template <class Traits>
@@ -75,8 +75,7 @@ struct Smem {
   __device__ unsigned char* q() const { return base + Traits::kQOffset; }
   __device__ unsigned char* k(int stage) const {
     if constexpr (Traits::kFp8Kv) {
-      (void)stage;
-      return base + Traits::kStageOffset + Traits::kStages * Traits::kTileBytes;
+      return base + Traits::kStageOffset + (Traits::kStages + stage) * Traits::kTileBytes;
     } else {
       return base + Traits::kStageOffset + stage * Traits::kStageBytes;
     }
@@ -93,12 +92,10 @@ struct Smem {
   __device__ uint64_t* empty(int stage) const { return q_full() + 1 + Traits::kStages + stage; }
   __device__ unsigned char* fp8_k(int slot) const { return base + Traits::kFp8Offset + slot * Traits::kFp8StageBytes; }
   __device__ unsigned char* fp8_v(int slot) const { return fp8_k(slot) + Traits::kFp8TileBytes; }
-  __device__ uint64_t* k_full() const { return q_full() + 1 + 2 * Traits::kStages; }
-  __device__ uint64_t* k_empty() const { return k_full() + 1; }
-  __device__ uint64_t* fp8_full(int slot) const { return k_full() + 2 + slot; }
-  __device__ uint64_t* fp8_empty(int slot) const { return k_full() + 2 + Traits::kFp8Stages + slot; }
-  __device__ uint64_t* k_full(int stage) const { return k_full() + stage; }  // split K/V
-  __device__ uint64_t* k_empty(int stage) const { return k_full() + Traits::kKSlots + stage; }
+  __device__ uint64_t* k_full(int stage) const { return q_full() + 1 + 2 * Traits::kStages + stage; }
+  __device__ uint64_t* k_empty(int stage) const { return k_full(Traits::kKSlots) + stage; }
+  __device__ uint64_t* fp8_full(int slot) const { return k_full(2 * Traits::kKSlots) + slot; }
+  __device__ uint64_t* fp8_empty(int slot) const { return fp8_full(Traits::kFp8Stages) + slot; }
 };
 
 // A CTA's work: a 128-row query tile of one query head of one sequence (packed decode: 128
@@ -212,6 +209,11 @@ __device__ __forceinline__ void fence_u32(uint32_t (&r)[4]) {
 //   row(t, i) = 16 * (t / 32) + (t % 32) / 4 + 8 * ((i / 2) % 2),  col(t, i) = 8 * (i / 4) + 2 * (t % 4) + i % 2
 __device__ __forceinline__ int acc_half(int i) { return (i >> 1) & 1; }  // 0: row r, 1: row r + 8
 __device__ __forceinline__ int acc_col(int i, int lane) { return 8 * (i >> 2) + 2 * (lane & 3) + (i & 1); }
+
+// The element type of O += P V's operands (P packed in registers, the V tiles): Q's type, or f16
+// with an fp8 cache (PrefillTraits::kPvF16).
+template <class Traits>
+using PvElement = std::conditional_t<Traits::kPvF16, __half, typename Traits::Element>;
 
 template <class Traits>
 using WgmmaS = hw::Wgmma<std::is_same_v<typename Traits::Element, __nv_bfloat16>, Traits::kBlockN, 0, 0>;
@@ -359,14 +361,27 @@ __device__ __forceinline__ void produce_fp8_tile(const KernelParams& p, const Sm
   const int boxes = min(Traits::kKvSubBoxes, (w.s.k_len - key0 + kBoxRows - 1) / kBoxRows);  // >= 1
   hw::mbar_arrive_expect_tx(sm.fp8_full(slot), static_cast<uint32_t>(boxes * 2 * kBoxBytes));
   for (int sb = 0; sb < boxes; ++sb) {
-    const int key = key0 + sb * kBoxRows;
-    int row = key, outer = w.kv_outer;
-    if (p.block_table != nullptr) {
-      outer = p.block_table[w.b * p.block_table_stride + key / p.page_size];
-      row = key % p.page_size;
-    }
+    int row, outer;
+    packed_decode_box_at(p, w, key0 + sb * kBoxRows, &row, &outer);
     hw::tma_load_4d(sm.fp8_k(slot) + sb * kBoxBytes, tk, 0, w.kvh, row, outer, sm.fp8_full(slot));
     hw::tma_load_4d(sm.fp8_v(slot) + sb * kBoxBytes, tv, 0, w.kvh, row, outer, sm.fp8_full(slot));
+  }
+}
+
+// The boxes produce_fp8_tile would load for tile blk, into L2 only (Traits::kFp8PrefetchTiles): when
+// the tile's turn in the ring comes, its TMA loads read L2 instead of HBM. The same boxes (those
+// inside the sequence; paged: the page of each), so nothing past a block table's end is touched.
+template <class Traits>
+__device__ __forceinline__ void prefetch_fp8_tile(const KernelParams& p, const CUtensorMap* tk,
+                                                  const CUtensorMap* tv, const Work& w, int blk) {
+  constexpr int kBoxRows = Traits::kKvBoxRows;
+  const int key0 = blk * Traits::kBlockN;
+  const int boxes = min(Traits::kKvSubBoxes, (w.s.k_len - key0 + kBoxRows - 1) / kBoxRows);  // >= 1
+  for (int sb = 0; sb < boxes; ++sb) {
+    int row, outer;
+    packed_decode_box_at(p, w, key0 + sb * kBoxRows, &row, &outer);
+    hw::tma_prefetch_l2_4d(tk, 0, w.kvh, row, outer);
+    hw::tma_prefetch_l2_4d(tv, 0, w.kvh, row, outer);
   }
 }
 
@@ -387,51 +402,69 @@ __device__ __forceinline__ uint32_t widen_e4m3x2(uint32_t pair) {
   }
 }
 
-// Converter thread u: key row u of one fp8 tile (at src) -> row u of the 16-bit tile at dst (its two
+// Converter thread u: key row u of one fp8 tile (at src) -> row u of the tile of Out at dst (its two
 // 64-wide d blocks kKvBoxBytes apart, 128-byte rows, chunk cc at cc ^ (u % 8): the layout TMA gives
 // the 16-bit path, which the GEMMs read). fp8 chunk c (d 16c .. 16c + 15) becomes 16-bit chunks
 // 2 (c % 4) and 2 (c % 4) + 1 of d block c / 4. A warp's lanes take 32 consecutive rows, so the 8
 // lanes of each 16-byte access phase hit 8 distinct chunks (the swizzle): no bank conflicts.
 // Rows past the sequence (live == false) become zeros, fp8 bytes unread: P = 0 times a stale V row
 // must stay 0, and a zero K row keeps its (masked) scores finite.
-template <class Traits>
+template <class Traits, class Out>
 __device__ __forceinline__ void widen_row(unsigned char* dst, const unsigned char* src, int u, bool live) {
-  using T = typename Traits::Element;
+  constexpr int kChunks = Traits::kHeadDim / 16;  // 16-byte fp8 chunks of one row
   const int x = u % 8;
   unsigned char* row = dst + u * 128;
+  // 16-bit chunk cc of d block b of the row (the swizzled slot of 16-byte chunk cc).
+  auto chunk = [&](int b, int cc) {
+    return reinterpret_cast<uint4*>(row + b * Traits::kKvBoxBytes + ((cc ^ x) << 4));
+  };
+  if (!live) {
 #pragma unroll
-  for (int c = 0; c < Traits::kHeadDim / 16; ++c) {
-    uint4 lo = make_uint4(0u, 0u, 0u, 0u), hi = lo;
-    if (live) {
-      const uint4 f = *reinterpret_cast<const uint4*>(src + u * 128 + ((c ^ x) << 4));
-      lo = make_uint4(widen_e4m3x2<T>(f.x), widen_e4m3x2<T>(f.x >> 16), widen_e4m3x2<T>(f.y),
-                      widen_e4m3x2<T>(f.y >> 16));
-      hi = make_uint4(widen_e4m3x2<T>(f.z), widen_e4m3x2<T>(f.z >> 16), widen_e4m3x2<T>(f.w),
-                      widen_e4m3x2<T>(f.w >> 16));
+    for (int c = 0; c < 2 * kChunks; ++c) *chunk(c / 8, c % 8) = make_uint4(0u, 0u, 0u, 0u);
+    return;
+  }
+  // The row's loads in batches of kBatch, each batch's loads before its conversions and stores: a
+  // load latency per batch, not per chunk (section 13's form tested `live` inside the chunk loop,
+  // and the branch per chunk made each chunk wait for its own load: 8 load latencies per row in
+  // SASS). Half the row per batch keeps the converter inside its 56 registers.
+  constexpr int kBatch = kChunks / 2;
+#pragma unroll
+  for (int c0 = 0; c0 < kChunks; c0 += kBatch) {
+    uint4 f[kBatch];
+#pragma unroll
+    for (int j = 0; j < kBatch; ++j)
+      f[j] = *reinterpret_cast<const uint4*>(src + u * 128 + (((c0 + j) ^ x) << 4));
+#pragma unroll
+    for (int j = 0; j < kBatch; ++j) {
+      const int c = c0 + j, cc = 2 * (c % 4);
+      *chunk(c / 4, cc) = make_uint4(widen_e4m3x2<Out>(f[j].x), widen_e4m3x2<Out>(f[j].x >> 16),
+                                     widen_e4m3x2<Out>(f[j].y), widen_e4m3x2<Out>(f[j].y >> 16));
+      *chunk(c / 4, cc + 1) = make_uint4(widen_e4m3x2<Out>(f[j].z), widen_e4m3x2<Out>(f[j].z >> 16),
+                                         widen_e4m3x2<Out>(f[j].w), widen_e4m3x2<Out>(f[j].w >> 16));
     }
-    unsigned char* blk = row + (c / 4) * Traits::kKvBoxBytes;
-    const int cc = 2 * (c % 4);
-    *reinterpret_cast<uint4*>(blk + ((cc ^ x) << 4)) = lo;
-    *reinterpret_cast<uint4*>(blk + (((cc + 1) ^ x) << 4)) = hi;
   }
 }
 
 // The producer warpgroup with an fp8 cache (thread u = 0..127): thread 0 keeps the fp8 ring full
-// (kFp8Stages tiles ahead); every thread widens key row u of each tile, K into the one converted
-// K tile once every consumer warp's S of the previous tile is done (k_empty), V into converted V
-// tile t % kStages once the O product that read it two tiles ago is done (empty). Each warp
-// publishes its rows with fence.proxy.async (generic stores -> wgmma's async-proxy reads), a warp
-// barrier and one arrival (k_full / full count kConverterWarps), then frees the fp8 slot
-// (fp8_empty, counted the same way) after both halves of the tile are read.
+// (kFp8Stages tiles ahead) and kFp8PrefetchTiles more tiles on their way into L2; every thread
+// widens key row u of each tile t, K into converted K tile t % kKSlots once every consumer warp's S
+// product of tile t - kKSlots (the tile's last reader) is done (k_empty), V into converted V tile
+// t % kStages once the O product that read it two tiles ago is done (empty). With two K tiles K(t)
+// is widened while S(t - 1) runs, so the consumers' S(t) does not wait for it. Each warp publishes
+// its rows with fence.proxy.async (generic stores -> wgmma's async-proxy reads), a warp barrier
+// and one arrival (k_full / full count kConverterWarps), then frees the fp8 slot (fp8_empty,
+// counted the same way) after both halves of the tile are read.
 template <class Traits>
 __device__ void convert_fp8(const KernelParams& p, const Smem<Traits>& sm, const CUtensorMap* tk, const CUtensorMap* tv,
                             const Work& w, int u) {
-  constexpr int kF = Traits::kFp8Stages;
+  constexpr int kF = Traits::kFp8Stages, kKs = Traits::kKSlots;
   const int lane = u % 32;
   const int tiles = w.blk_end - w.blk_begin;
   if (tiles <= 0) return;
   if (u == 0) {
     for (int t = 0; t < min(kF, tiles); ++t) produce_fp8_tile<Traits>(p, sm, tk, tv, w, w.blk_begin + t, t);
+    for (int t = kF; t < min(kF + Traits::kFp8PrefetchTiles, tiles); ++t)
+      prefetch_fp8_tile<Traits>(p, tk, tv, w, w.blk_begin + t);
   }
   __syncwarp();
   auto publish = [&](uint64_t* bar) {
@@ -440,21 +473,24 @@ __device__ void convert_fp8(const KernelParams& p, const Smem<Traits>& sm, const
     if (lane == 0) hw::mbar_arrive(bar);
   };
   for (int t = 0; t < tiles; ++t) {
-    const int blk = w.blk_begin + t, slot = t % kF, vs = t % Traits::kStages;
+    const int blk = w.blk_begin + t, slot = t % kF, ks = t % kKs, vs = t % Traits::kStages;
     const bool live = blk * Traits::kBlockN + u < w.s.k_len;
     hw::mbar_wait(sm.fp8_full(slot), static_cast<uint32_t>(t / kF) & 1u);
-    hw::mbar_wait(sm.k_empty(), (static_cast<uint32_t>(t) & 1u) ^ 1u);  // the first tile passes at once
+    // The first kKSlots tiles pass at once (a fresh barrier completes the phase before phase 0).
+    hw::mbar_wait(sm.k_empty(ks), (static_cast<uint32_t>(t / kKs) & 1u) ^ 1u);
     hw::fence_proxy_async_smem();  // wgmma's reads of the old tile (async proxy) before these writes
-    widen_row<Traits>(sm.k(0), sm.fp8_k(slot), u, live);
-    publish(sm.k_full());
+    widen_row<Traits, typename Traits::Element>(sm.k(ks), sm.fp8_k(slot), u, live);
+    publish(sm.k_full(ks));
     hw::mbar_wait(sm.empty(vs), (static_cast<uint32_t>(t / Traits::kStages) & 1u) ^ 1u);
     hw::fence_proxy_async_smem();
-    widen_row<Traits>(sm.v(vs), sm.fp8_v(slot), u, live);
+    widen_row<Traits, PvElement<Traits>>(sm.v(vs), sm.fp8_v(slot), u, live);
     publish(sm.full(vs));
     if (lane == 0) hw::mbar_arrive(sm.fp8_empty(slot));  // (publish's warp barrier ordered the lanes' reads)
     if (u == 0 && t + kF < tiles) {  // refill the slot with tile t + kF once every warp has read it
       hw::mbar_wait(sm.fp8_empty(slot), static_cast<uint32_t>(t / kF) & 1u);
       produce_fp8_tile<Traits>(p, sm, tk, tv, w, blk + kF, slot);
+      if (t + kF + Traits::kFp8PrefetchTiles < tiles)
+        prefetch_fp8_tile<Traits>(p, tk, tv, w, blk + kF + Traits::kFp8PrefetchTiles);
     }
     __syncwarp();
   }
@@ -483,7 +519,7 @@ template <class Traits>
 __device__ __forceinline__ void issue_output(float (&o)[Traits::kDBlocks][32],
                                              const uint32_t (&pfrag)[Traits::kBlockN / 16][4], const Smem<Traits>& sm,
                                              int stage) {
-  constexpr bool kBf16 = std::is_same_v<typename Traits::Element, __nv_bfloat16>;
+  constexpr bool kBf16 = std::is_same_v<PvElement<Traits>, __nv_bfloat16>;
 #pragma unroll
   for (int kk = 0; kk < Traits::kBlockN / 16; ++kk) {
     const uint64_t db =
@@ -605,7 +641,8 @@ __device__ void consume(const KernelParams& p, const Work& w, const Smem<Traits>
   const SeqInfo& s = w.s;
   const int m0 = w.m0, blk_begin = w.blk_begin, blk_end = w.blk_end;
   using T = typename Traits::Element;
-  using Store = ::groupattn::cuda::MmaType<T>;  // pack (RS A fragment), store2 (O)
+  using Store = ::groupattn::cuda::MmaType<T>;  // store2 (O)
+  using PStore = ::groupattn::cuda::MmaType<PvElement<Traits>>;  // pack (P, the RS A fragment)
   constexpr int kS = Traits::kBlockN / 2;  // S accumulator registers per thread
   // The thread's two rows: r and r + 8 (query tokens of the sequence; packed decode: packed rows,
   // of token row_token(r)).
@@ -713,7 +750,7 @@ __device__ void consume(const KernelParams& p, const Work& w, const Smem<Traits>
 #pragma unroll
     for (int kk = 0; kk < Traits::kBlockN / 16; ++kk)
 #pragma unroll
-      for (int r = 0; r < 4; ++r) pf[kk][r] = Store::pack(sacc[8 * kk + 2 * r], sacc[8 * kk + 2 * r + 1]);
+      for (int r = 0; r < 4; ++r) pf[kk][r] = PStore::pack(sacc[8 * kk + 2 * r], sacc[8 * kk + 2 * r + 1]);
   };
   // Pingpong turns, round robin: warpgroup wg issues its GEMMs only after syncing on its turn
   // barrier, then releases the next one's (wg + 1 modulo the warpgroups taking part). Every
@@ -760,16 +797,13 @@ __device__ void consume(const KernelParams& p, const Work& w, const Smem<Traits>
     if (lane == 0) hw::mbar_arrive(sm.empty(stage));
   };
   // A tile's operands before its S product: 16-bit, the stage (K and V by TMA; stale V rows
-  // zeroed); split K/V, the stage's K half; fp8, the converted K tile (the converters fill it once
-  // every warp's previous S is done: release_k). The V tile of tile it (split K/V: the stage's V
-  // half, its stale rows zeroed; fp8: the converted V tile) is waited for (wait_v) just before the
-  // O product that reads it, one tile later; release() frees it (and the combined 16-bit stage).
+  // zeroed); split K/V, the stage's K half; fp8, the stage's converted K tile (the converters fill
+  // it once every warp's S of the tile kKSlots earlier is done: release_k). The V tile of tile it
+  // (split K/V: the stage's V half, its stale rows zeroed; fp8: the converted V tile) is waited for
+  // (wait_v) just before the O product that reads it, one tile later; release() frees it (and the
+  // combined 16-bit stage).
   auto wait_k = [&](int blk, int it, int stage) {
-    if constexpr (Traits::kFp8Kv) {
-      (void)blk;
-      (void)stage;
-      hw::mbar_wait(sm.k_full(), static_cast<uint32_t>(it) & 1u);
-    } else if constexpr (Traits::kSplitKv) {
+    if constexpr (Traits::kFp8Kv || Traits::kSplitKv) {
       (void)blk;
       hw::mbar_wait(sm.k_full(stage), static_cast<uint32_t>(it / Traits::kStages) & 1u);
     } else {
@@ -785,13 +819,10 @@ __device__ void consume(const KernelParams& p, const Work& w, const Smem<Traits>
     (void)it;
     (void)stage;
   };
-  // After every S product that read the tile's K (fp8: the one converted K tile; split K/V: the
+  // After every S product that read the tile's K (fp8: the stage's converted K tile; split K/V: the
   // stage's K half, which the producer then refills while the V half is still read).
   auto release_k = [&](int stage) {
-    if constexpr (Traits::kFp8Kv) {
-      __syncwarp();
-      if (lane == 0) hw::mbar_arrive(sm.k_empty());
-    } else if constexpr (Traits::kSplitKv) {
+    if constexpr (Traits::kFp8Kv || Traits::kSplitKv) {
       __syncwarp();
       if (lane == 0) hw::mbar_arrive(sm.k_empty(stage));
     }
@@ -980,8 +1011,10 @@ __device__ void prefill_cta(const KernelParams& p, const CUtensorMap* tq, const 
       }
     }
     if constexpr (Traits::kFp8Kv) {
-      hw::mbar_init(sm.k_full(), Traits::kConverterWarps);
-      hw::mbar_init(sm.k_empty(), 4 * w.wgs);
+      for (int st = 0; st < Traits::kKSlots; ++st) {
+        hw::mbar_init(sm.k_full(st), Traits::kConverterWarps);
+        hw::mbar_init(sm.k_empty(st), 4 * w.wgs);
+      }
       for (int st = 0; st < Traits::kFp8Stages; ++st) {
         hw::mbar_init(sm.fp8_full(st), 1);
         hw::mbar_init(sm.fp8_empty(st), Traits::kConverterWarps);

@@ -86,13 +86,16 @@ constexpr PrefillTile packed_decode_tile(int head_dim) {
 // page of 64 keys holds one box), the decode engine's tensor maps. When the CTA's rows fit in one
 // warpgroup (group x tokens <= 64), the second consumer warpgroup exits at once and the first runs
 // without pingpong turns.
-// kFp8Kv_ (packed decode only): an f8e4m3 K/V cache (docs/DECODE_SM90.md section 13). TMA brings
-// fp8 tiles ([128 keys][128 d] bytes, two 64-row boxes each, 128B-swizzled) into an fp8 ring of
-// kFp8Stages; the producer warpgroup's four warps widen each into the 16-bit tiles the GEMMs read
-// (the layout TMA gives the 16-bit path): one converted K tile (freed as soon as every warpgroup's
-// S = Q K^T is done) and two converted V tiles (each freed when its O += P V is done).
-//   shared memory: Q 32 KB + converted K 32 KB + converted V 2 x 32 KB + fp8 3 x 32 KB = 224 KB
-// The producer warpgroup then needs registers to convert: 40 / 232 instead of 24 / 240.
+// kFp8Kv_ (packed decode only): an f8e4m3 K/V cache (docs/DECODE_SM90.md sections 13 and 17). TMA
+// brings fp8 tiles ([128 keys][128 d] bytes, two 64-row boxes each, 128B-swizzled) into an fp8 ring
+// of kFp8Stages, kFp8PrefetchTiles more tiles ahead are prefetched into L2; the producer
+// warpgroup's four warps widen each into the 16-bit tiles the GEMMs read (the layout TMA gives the
+// 16-bit path): two converted K tiles (each freed as soon as every warpgroup's S = Q K^T that read
+// it is done) and two converted V tiles (each freed when its O += P V is done). Two K tiles let the
+// converters widen K(t + 1) while S(t) runs; with one (section 13) K(t + 1) could only start once
+// S(t) was done, and the consumers' next S waited for the widening on every tile.
+//   shared memory: Q 32 KB + converted K 2 x 32 KB + converted V 2 x 32 KB + fp8 2 x 32 KB = 224 KB
+// The producer warpgroup then needs registers to convert: 56 / 224 instead of 24 / 240.
 template <class T, int kHeadDim_ = 128, bool kPackedDecode_ = false, bool kFp8Kv_ = false>
 struct PrefillTraits {
   using Element = T;
@@ -156,18 +159,32 @@ struct PrefillTraits {
   static constexpr int kStageBytes = 2 * kTileBytes;  // K then V
 
   // fp8 K/V: kStages counts the converted V tiles (the ring the consumers' stage index walks);
-  // the converted K tile is one, the fp8 ring kFp8Stages deep. An fp8 tile is [kBlockN][128 d]
-  // bytes: 128-byte rows, kKvSubBoxes boxes of 64 rows.
-  // kKSlots: K tiles with their own barrier pair (k_full / k_empty): fp8, the one converted K
-  // tile; kSplitKv, the K half of each stage (the stage layout is unchanged: K then V).
-  static constexpr int kKSlots = kFp8Kv ? 1 : kSplitKv ? kStages : 0;
-  static constexpr int kFp8Stages = kFp8Kv ? 3 : 0;
+  // the converted K tiles are as many (K tile `stage` is read by the S product of the tiles in that
+  // stage), the fp8 ring kFp8Stages deep. An fp8 tile is [kBlockN][128 d] bytes: 128-byte rows,
+  // kKvSubBoxes boxes of 64 rows.
+  // kKSlots: K tiles with their own barrier pair (k_full / k_empty): fp8, the converted K tiles;
+  // kSplitKv, the K half of each stage (the stage layout is unchanged: K then V). Either way one
+  // per stage, so the consumers' wait_k / release_k index them by the stage.
+  static constexpr int kKSlots = kFp8Kv || kSplitKv ? kStages : 0;
+  static constexpr int kFp8Stages = kFp8Kv ? 2 : 0;
+  // fp8: tiles prefetched into L2 (cp.async.bulk.prefetch.tensor) beyond the kFp8Stages loaded into
+  // shared memory. The two fp8 stages hold ~1.5 tiles (48 KB) in flight per SM, refilled only after
+  // a tile is widened; a 16-bit stage pair streams with ~128 KB in flight. Prefetching tiles
+  // t + 2 .. t + 1 + kFp8PrefetchTiles keeps ~4 tiles (128 KB) of HBM reads in flight while the
+  // TMA loads themselves hit L2 (16 MB of L2 at 128 CTAs, of 50).
+  static constexpr int kFp8PrefetchTiles = kFp8Kv ? 3 : 0;
+  // The O += P V product in f16 whatever Q's type (fp8 K/V): V widened to f16 takes one conversion
+  // per e4m3 pair where bf16 takes four instructions (widen_e4m3x2), and P in [0, 1] is rounded to
+  // 2^-11 relative as an f16 against bf16's 2^-8. The price: a p below 2^-25 becomes 0 (bf16 keeps
+  // it), at most 2^-18 of a row sum >= 1 per 128-key tile, and only for keys 17+ natural-log units
+  // below the row's max. Exact either way: every e4m3 value is an f16. S = Q K^T stays in Q's type.
+  static constexpr bool kPvF16 = kFp8Kv;
   static constexpr int kFp8TileBytes = kBlockN * kHeadDim;
   static constexpr int kFp8StageBytes = 2 * kFp8TileBytes;  // K then V
 
   static constexpr int kQOffset = 0;
   static constexpr int kStageOffset = kQOffset + kQBytes;
-  // 16-bit: kStages K+V stages. fp8: kStages converted V tiles, then the converted K tile.
+  // 16-bit: kStages K+V stages. fp8: kStages converted V tiles, then the kKSlots converted K tiles.
   static constexpr int kStagesBytes = kFp8Kv ? (kStages + kKSlots) * kTileBytes : kStages * kStageBytes;
   static constexpr int kFp8Offset = kStageOffset + kStagesBytes;
   static constexpr int kBarOffset = kFp8Offset + kFp8Stages * kFp8StageBytes;
@@ -194,9 +211,10 @@ struct PrefillTraits {
   static_assert(kConsumerWgs == 2 || (kConsumerWgs == 3 && !kPackedDecode),
                 "two consumer warpgroups, or three for prefill (turns: round robin, barrier ids in consume)");
   static_assert(128 * (kProducerRegs + kConsumerWgs * kConsumerRegs) <= kEntryRegs * kThreads, "setmaxnreg budget");
-  static_assert(!kFp8Kv || (kPackedDecode && kHeadDim == 128 && kStages == 2 && kBlockN == 128 &&
-                            kKvSubBoxes == 2),
-                "fp8 K/V: packed decode at head dim 128, two converted V tiles, 128-key tiles of two boxes");
+  static_assert(!kFp8Kv || (kPackedDecode && kHeadDim == 128 && kStages == 2 && kKSlots == kStages &&
+                            kBlockN == 128 && kKvSubBoxes == 2),
+                "fp8 K/V: packed decode at head dim 128, two converted K and V tiles, 128-key tiles of two "
+                "boxes");
   static_assert(!kFp8Kv || kBlockN == 32 * kConverterWarps, "fp8 K/V: one converter thread per key row");
   static_assert(kFp8TileBytes % 1024 == 0 && kFp8Offset % 1024 == 0, "fp8 tiles are 128B-swizzled TMA boxes");
 };
