@@ -602,8 +602,10 @@ TEST_F(KdaCuda, ChunkedLengthsAround64) {
 // in the same order, so out and final states must agree bit for bit, besides both passing the fp64
 // check. Boundaries of the cluster pass: clusters of 8 (V = 128) and 4 (V = 64) CTAs, K != V, GVA,
 // zero-length sequences (a cluster with no chunk), 1 and 2 chunks (no prefetch / one), lengths that
-// wrap the 3-stage ring many times (parities), a K-first pool in place, and grids of 1 or 2 CTAs per
-// SM (solo request or not: up to 132 CTAs, then up to 264).
+// wrap the 3-stage ring many times (parities), a K-first pool in place, a grid of 128 CTAs (16
+// sequence-heads: clusters of 8, or 4 or 2 where those do not all fit on the GPU at once) and one of
+// 256 CTAs (no cluster size fits the whole grid at one CTA per SM: kChunked falls back to the
+// portable pass, so that case checks the choice, not the cluster kernel).
 TEST_F(KdaCuda, ChunkedClusterMatchesPortable) {
   struct Shape {
     int64_t B, T, H, HV, K, V;
@@ -620,8 +622,8 @@ TEST_F(KdaCuda, ChunkedClusterMatchesPortable) {
       {2, 95, 2, 2, 128, 64, {}, KdaStateLayout::kVFirst, -1},
       {2, 95, 1, 3, 64, 128, {}, KdaStateLayout::kVFirst, -1},
       {1, 0, 2, 4, 128, 128, {0, 0, 1, 17, 33, 33, 250}, KdaStateLayout::kKFirst, 3},
-      {1, 300, 4, 16, 128, 128, {}, KdaStateLayout::kVFirst, -1},  // 128 CTAs: one per SM
-      {4, 120, 4, 8, 128, 128, {}, KdaStateLayout::kVFirst, -1},   // 256 CTAs: two per SM
+      {1, 300, 4, 16, 128, 128, {}, KdaStateLayout::kVFirst, -1},  // 128 CTAs
+      {4, 120, 4, 8, 128, 128, {}, KdaStateLayout::kVFirst, -1},   // 256 CTAs: the portable pass
   };
   for (const Shape& sh : shapes) {
     KdaRun r;

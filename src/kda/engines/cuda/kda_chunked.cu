@@ -544,8 +544,9 @@ __device__ __forceinline__ void load_stage(float* stage, const float* blk, const
 // once per 16: half the L2 traffic and half the CTAs (launch_chunked_t picks it when there are
 // enough CTAs to fill the GPU).
 // VT = 32 runs 2 CTAs per SM (102 KiB of shared memory each at K = 128): at most 128 registers.
-// kMulticast (sm90a only; kda_state_multicast.cuh): the V / VT CTAs of a (sequence, value head) are
-// one cluster (rank = V-tile), W / Qt / Kh / Aqk / exp(Gamma_C) arrive once per cluster by multicast
+// kMulticast (sm90a only; kda_state_multicast.cuh): consecutive V-tile CTAs of a (sequence, value head)
+// form clusters (all V / VT of them, or a half or a quarter where that is what fits the GPU at once;
+// the launch picks), W / Qt / Kh / Aqk / exp(Gamma_C) arrive once per cluster by multicast
 // bulk copies into three stages, each CTA copying only its own U columns; the math is the same
 // instruction for instruction, so the results are bitwise those of the portable pass.
 template <class T, int K, int VT, bool kMulticast>
@@ -573,7 +574,8 @@ __global__ void __launch_bounds__(kThreads, VT == 32 ? 2 : 1)
   float* Dm = smem + P::kDm;
   // Cluster pass: the stages' full barriers; the cluster is this (sequence, value head)'s V-tiles.
   uint64_t* full = reinterpret_cast<uint64_t*>(smem + P::kBar);
-  const auto rank = static_cast<uint32_t>(blockIdx.x % tiles), cluster = static_cast<uint32_t>(tiles);
+  uint32_t rank = 0, cluster = 1;  // cluster pass: this CTA's rank, and the CTAs (consecutive V-tiles) per cluster
+  if constexpr (kMulticast) multicast_rank(&rank, &cluster);
   uint32_t parities = 0;  // bit s: parity of stage s's next phase
   // Chunk block `blk` into stage s; then waiting for stage s (this thread's copies, and in the
   // cluster pass every peer's multicast part).
@@ -788,13 +790,11 @@ Status launch_state(const DeviceParams& p, const int64_t* offsets, const float* 
 constexpr int kMulticastVt = 16;
 constexpr int kSoloSmemBytes = 114 * 1024;
 
-// Per device (0..63): clusters of the kernel that the device holds at once with the solo request and
-// with the plan's own, each plus one (0: not asked yet); 1 each (none) when the kernel's image was
-// not built from sm_90a code (then it is the trap stub: an sm_80 PTX JIT-compiled for this GPU).
+// Per device (0..63) and cluster size (2, 4, 8): how many clusters of the kernel the device holds at
+// once with the solo request, plus one (0: not asked yet; 1: none, also when the kernel's image was
+// not built from sm_90a code: then it is the trap stub, an sm_80 PTX JIT-compiled for this GPU).
 template <auto kKernel>
-inline std::atomic<int> solo_clusters_plus1[64] = {};
-template <auto kKernel>
-inline std::atomic<int> plain_clusters_plus1[64] = {};
+inline std::atomic<int> solo_clusters_plus1[64][MulticastBlock<128>::kMaxCluster + 1] = {};
 
 cudaLaunchConfig_t cluster_launch_config(dim3 grid, int smem_bytes, cudaStream_t stream, int cluster,
                                          cudaLaunchAttribute* attribute) {
@@ -812,55 +812,57 @@ cudaLaunchConfig_t cluster_launch_config(dim3 grid, int smem_bytes, cudaStream_t
   return config;
 }
 
-// Whether the cluster pass serves this launch (a compute capability 9.0 device was checked by the
-// caller): its kernel is sm_90a code and the device holds at least one cluster at once. `solo`: every
-// cluster of the grid fits at once with one CTA per SM. Asked of the runtime once per device.
+// The cluster size of the cluster pass on this launch (a compute capability 9.0 device was checked by
+// the caller), 0 for none: the largest of V / 16, V / 32, .., 2 CTAs whose clusters all fit on the GPU
+// at once with one CTA per SM (a cluster is placed inside one GPC, and the GPCs' SM counts need not
+// be multiples of 8, so clusters of 8 may not all fit where clusters of 4 do; each (sequence, value
+// head) then has V / 16 / cluster clusters, each fetching the chunk blocks once). 0 when the kernel is
+// not sm_90a code or no size fits the whole grid: the portable pass then runs (its CTAs need no
+// co-scheduling). Asked of the runtime once per device and size.
 template <class T, int K>
-Status plan_multicast(const DeviceParams& p, bool* ready, bool* solo) {
-  using P = StatePlan<K, kMulticastVt, 3>;
+Status plan_multicast(const DeviceParams& p, int* cluster_out) {
   constexpr auto kernel = kda_chunk_state_kernel<T, K, kMulticastVt, true>;
-  static_assert(P::kBytes <= kSoloSmemBytes, "the solo request covers the plan");
-  *ready = *solo = false;
-  const int cluster = p.V / kMulticastVt;
+  static_assert(StatePlan<K, kMulticastVt, 3>::kBytes <= kSoloSmemBytes, "the solo request covers the plan");
+  *cluster_out = 0;
+  const int tiles = p.V / kMulticastVt;
   int dev = 0;
   GA_CUDA_RETURN_IF_ERROR(cudaGetDevice(&dev));
   if (dev < 0 || dev >= 64) return Status::Ok();
-  int solo_fit = solo_clusters_plus1<kernel>[dev].load(std::memory_order_acquire) - 1;
-  int plain_fit = plain_clusters_plus1<kernel>[dev].load(std::memory_order_acquire) - 1;
-  if (solo_fit < 0 || plain_fit < 0) {
-    solo_fit = plain_fit = 0;
-    cudaFuncAttributes a = {};
-    GA_CUDA_RETURN_IF_ERROR(cudaFuncGetAttributes(&a, kernel));
-    if (a.ptxVersion >= 90) {
-      GA_RETURN_IF_ERROR(cuda::set_max_dynamic_smem_once<kernel>(kSoloSmemBytes));
-      cudaLaunchAttribute attribute;
-      const dim3 one(static_cast<unsigned>(cluster), 1, 1);
-      cudaLaunchConfig_t config = cluster_launch_config(one, kSoloSmemBytes, nullptr, cluster, &attribute);
-      GA_CUDA_RETURN_IF_ERROR(cudaOccupancyMaxActiveClusters(&solo_fit, kernel, &config));
-      config = cluster_launch_config(one, P::kBytes, nullptr, cluster, &attribute);
-      GA_CUDA_RETURN_IF_ERROR(cudaOccupancyMaxActiveClusters(&plain_fit, kernel, &config));
+  const int64_t ctas = p.N * p.HV * tiles;
+  for (int cluster = tiles; cluster >= 2; cluster /= 2) {
+    std::atomic<int>& known = solo_clusters_plus1<kernel>[dev][cluster];
+    int fit = known.load(std::memory_order_acquire) - 1;
+    if (fit < 0) {
+      fit = 0;
+      cudaFuncAttributes a = {};
+      GA_CUDA_RETURN_IF_ERROR(cudaFuncGetAttributes(&a, kernel));
+      if (a.ptxVersion >= 90) {
+        GA_RETURN_IF_ERROR(cuda::set_max_dynamic_smem_once<kernel>(kSoloSmemBytes));
+        cudaLaunchAttribute attribute;
+        const cudaLaunchConfig_t config = cluster_launch_config(dim3(static_cast<unsigned>(cluster), 1, 1),
+                                                                kSoloSmemBytes, nullptr, cluster, &attribute);
+        GA_CUDA_RETURN_IF_ERROR(cudaOccupancyMaxActiveClusters(&fit, kernel, &config));
+      }
+      known.store(fit + 1, std::memory_order_release);
     }
-    solo_clusters_plus1<kernel>[dev].store(solo_fit + 1, std::memory_order_release);
-    plain_clusters_plus1<kernel>[dev].store(plain_fit + 1, std::memory_order_release);
+    if (static_cast<int64_t>(fit) * cluster >= ctas) {
+      *cluster_out = cluster;
+      return Status::Ok();
+    }
   }
-  *ready = plain_fit >= 1;
-  *solo = solo_fit >= p.N * p.HV;
   return Status::Ok();
 }
 
 template <class T, int K>
 Status launch_state_multicast(const DeviceParams& p, const int64_t* offsets, const float* blocks,
-                              const ChunkLayout& l, bool solo, cudaStream_t stream) {
-  using P = StatePlan<K, kMulticastVt, 3>;
+                              const ChunkLayout& l, int cluster, cudaStream_t stream) {
   constexpr auto kernel = kda_chunk_state_kernel<T, K, kMulticastVt, true>;
   GA_RETURN_IF_ERROR(cuda::set_max_dynamic_smem_once<kernel>(kSoloSmemBytes));
-  const int cluster = p.V / kMulticastVt;
-  // x = sequence * (V / 16) + V-tile: cluster x of `cluster` CTAs is sequence x's V-tiles.
-  const dim3 grid(static_cast<unsigned>(p.N * cluster), static_cast<unsigned>(p.HV));
+  // x = sequence * (V / 16) + V-tile: cluster x covers `cluster` consecutive V-tiles of one sequence.
+  const dim3 grid(static_cast<unsigned>(p.N * (p.V / kMulticastVt)), static_cast<unsigned>(p.HV));
   host_timing::mark("kda state launch plan (device properties, cluster plan)");
   cudaLaunchAttribute attribute;
-  const cudaLaunchConfig_t config =
-      cluster_launch_config(grid, solo ? kSoloSmemBytes : P::kBytes, stream, cluster, &attribute);
+  const cudaLaunchConfig_t config = cluster_launch_config(grid, kSoloSmemBytes, stream, cluster, &attribute);
   GA_CUDA_RETURN_IF_ERROR(cudaLaunchKernelEx(&config, kernel, p, offsets, blocks, l));
   const Status launched = cuda::last_launch_status("kda_chunk_state_kernel (cluster)");
   host_timing::mark("launch kda_chunk_state_kernel (cluster)");
@@ -897,12 +899,11 @@ Status launch_chunked_t(const DeviceParams& p, void* workspace, const ChunkLayou
   GA_RETURN_IF_ERROR(cuda_device_properties(&sms, &cc));
   if (p.N * p.HV * (p.V / 16) > 2 * static_cast<int64_t>(sms)) return launch_state<T, K, 32>(p, offsets, blocks, l, stream);
   // 16-column tiles: on an H100/H200 the cluster pass, which reads each chunk block from L2 once per
-  // (sequence, value head) instead of once per V-tile (the grid of 16-column tiles is small enough
-  // here that the clusters fill the GPU in about one wave).
+  // cluster of V-tiles instead of once per V-tile, where its clusters all fit at once, one CTA per SM.
   if (allow_cluster && cc == 90) {
-    bool ready = false, solo = false;
-    GA_RETURN_IF_ERROR((plan_multicast<T, K>(p, &ready, &solo)));
-    if (ready) return launch_state_multicast<T, K>(p, offsets, blocks, l, solo, stream);
+    int cluster = 0;
+    GA_RETURN_IF_ERROR((plan_multicast<T, K>(p, &cluster)));
+    if (cluster > 0) return launch_state_multicast<T, K>(p, offsets, blocks, l, cluster, stream);
   }
   return launch_state<T, K, 16>(p, offsets, blocks, l, stream);
 }

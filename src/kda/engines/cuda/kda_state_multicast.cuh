@@ -1,5 +1,6 @@
 // The 16-token state pass's chunk-block fill on sm90a: the V / VT CTAs of one (sequence, value head)
-// form a thread-block cluster, and the parts of each chunk block that every one of them reads
+// form a thread-block cluster (or 2 or 4 clusters of consecutive V-tiles, where only smaller
+// clusters all fit on the GPU at once; the launch picks the size), and the parts of each chunk block that every one of them reads
 // identically (W, Qt, Kh: 16 x K each; Aqk 16 x 16; exp(Gamma_C) [K]) are fetched from L2 once per
 // cluster by bulk copies multicast into every CTA's shared memory (cp.async.bulk ...
 // .multicast::cluster), completing as transaction bytes on each CTA's own "full" mbarrier of the
@@ -40,13 +41,20 @@ struct MulticastBlock {
   static constexpr int kCopies = kRowCopies + 2;    // + Aqk (16 x 16, contiguous) + exp(Gamma_C) [K]
   static constexpr uint32_t kTxBytes = (kRowCopies * K + kChunk * kChunk + K) * sizeof(float);
   static constexpr int kMaxCluster = 8;             // V / 16 at V = 128 (portable cluster size)
-  static_assert((kCopies + kMaxCluster - 1) / kMaxCluster <= 32, "one warp issues a CTA's share");
+  static constexpr int kMinCluster = 2;
+  static_assert((kCopies + kMinCluster - 1) / kMinCluster <= 32, "one warp issues a CTA's share");
   static_assert(K * sizeof(float) % 16 == 0, "bulk copies are whole 16-byte units");
 };
 
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
 
 namespace sm90 = ::groupattn::cuda::sm90;
+
+// This CTA's rank in its cluster and the cluster's CTA count (1-D clusters along x).
+__device__ __forceinline__ void multicast_rank(uint32_t* rank, uint32_t* cluster) {
+  *rank = sm90::ptx::get_sreg_cluster_ctarank();
+  *cluster = sm90::ptx::get_sreg_cluster_nctarank();
+}
 
 // Barrier setup of the cluster pass: one full barrier per stage (one arrival: this CTA's
 // arrive.expect_tx), published to the cluster, then a cluster barrier so no peer multicasts into a
@@ -120,6 +128,7 @@ __device__ __forceinline__ void multicast_end() { sm90::cluster_sync(); }
 
 #else  // every other compile pass: the cluster kernel is never launched there (the host checks)
 
+__device__ __forceinline__ void multicast_rank(uint32_t*, uint32_t*) { __trap(); }
 template <int kStages>
 __device__ __forceinline__ void multicast_begin(uint64_t*, int) {
   __trap();
