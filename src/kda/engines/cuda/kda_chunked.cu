@@ -20,6 +20,9 @@
 //     cores with tf32 operands rounded once where they are produced (kTf32Passes: 1 = plain tf32,
 //     the default; 3 = 3xTF32, about fp32; kda_tf32_mma.cuh), S in fp32 registers, and the next
 //     chunk's block prefetched into a second shared-memory stage (cp.async) during each step.
+//     On sm90a (16-column V-tiles) the V-tile CTAs of a (sequence, value head) run as a cluster that
+//     fetches each chunk's W / Qt / Kh / Aqk / exp(Gamma_C) from L2 once, multicast into a 3-stage
+//     ring (kda_state_multicast.cuh); same math, bitwise the same results.
 // The state pass is one serial chain per (sequence, value head, V-tile): few heads and long
 // sequences leave SMs idle (splitting it is a later step, issue 4).
 #include <cuda_bf16.h>
