@@ -13,6 +13,19 @@
 // host saving (one launch, ~3.6 us, and one allocation) pays for that only on a few tokens: the
 // 16-token average keeps the decode / fused_recurrent shapes (1..16 new tokens, the state streamed
 // once) on it and sends prefills to the chunked path.
+//
+// Among chunked problems, small ones run the fused kernel (kda_chunked_fused.cu): one launch, no
+// workspace, each CTA (sequence, value head, V-tile of 16) doing its own chunks' prep before each
+// state step. Host: one launch (~3.6 us on the H200 host) and the workspace allocation (~1.2 us
+// from the torch fast path) fewer. GPU: the prep of a chunk is on the CTA's serial path (~1.5-3 us
+// per chunk, against ~1 us per chunk of the two-kernel path's state pass, which overlaps nothing
+// either but has the prep done by a separate wide launch), and is recomputed by the V / 16 CTAs of
+// each (sequence, head) -- free only while those CTAs fit on idle SMs. Model (docs/HOST_COST.md,
+// "One launch for small chunked calls"): fused ~3 + (2-3.5) x chunks us, two-kernel ~11 + 1.0 x
+// chunks; equal near 4-5 chunks, so the fused path serves sequences of at most 64 tokens (4 chunks:
+// at T = 64 it is ~0.8-1.2x the two-kernel GPU time and ~5 us less host time), and only while its
+// grid fits on the GPU at one CTA per SM (N x HV x V / 16 <= SMs; beyond that the recomputed prep
+// costs whole waves).
 #pragma once
 
 #include <cstdint>
@@ -27,6 +40,24 @@ inline constexpr int64_t kRecurrentMaxAvgTokens = 16;
 // kRecurrentMaxAvgTokens tokens (integer arithmetic: no rounding at the boundary).
 constexpr bool use_recurrent_path(int64_t tokens, int64_t sequences, bool varlen) {
   return varlen ? tokens <= kRecurrentMaxAvgTokens * sequences : tokens <= kRecurrentMaxAvgTokens;
+}
+
+// Longest sequence the fused one-launch chunked kernel serves (4 chunks of 16), and its V-tile.
+inline constexpr int64_t kFusedMaxTokens = 64;
+inline constexpr int64_t kFusedValueTile = 16;
+
+// CTAs of the fused kernel: one per (sequence, value head, 16 value columns).
+constexpr int64_t fused_ctas(int64_t sequences, int64_t value_heads, int64_t value_dim) {
+  return sequences * value_heads * (value_dim / kFusedValueTile);
+}
+
+// A chunked problem (not use_recurrent_path) whose sequences all have at most kFusedMaxTokens tokens
+// (dense: T; varlen: the total T bounds every sequence, the lengths being on the device) and whose
+// fused grid fits on `sms` SMs at one CTA each. sms <= 0 (unknown): never.
+constexpr bool use_fused_path(int64_t tokens, int64_t sequences, bool varlen, int64_t value_heads,
+                              int64_t value_dim, int64_t sms) {
+  return !use_recurrent_path(tokens, sequences, varlen) && tokens <= kFusedMaxTokens &&
+         fused_ctas(sequences, value_heads, value_dim) <= sms;
 }
 
 }  // namespace groupattn::kda_cuda
