@@ -42,9 +42,9 @@ static_assert(kVt == kFusedValueTile, "the path rule's CTA count uses the kernel
 // read as B (row t, column g) -> stride 24.
 template <int K>
 struct FusedPlan {
-  static constexpr int kQuarters = 4;   // phase 1 splits K over 4 warps per product
-  static constexpr int kRowWQ = K + 4;  // W, Qt row stride
-  static constexpr int kRowKh = K + 8;  // Kh row stride
+  static constexpr int kQuarters = 4;    // phase 1 splits K over 4 warps per product
+  static constexpr int kRowWQ = K + 4;   // W, Qt row stride
+  static constexpr int kRowKh = K + 8;   // Kh row stride
   static constexpr int kRowS = kVt + 8;  // S [K][16], D and the partial products [16][16]
   static constexpr int kNt = kVt / 8;    // n8 column tiles
   static constexpr int kW = 0;
@@ -101,7 +101,7 @@ __global__ void __launch_bounds__(kThreads, 1) kda_chunk_fused_kernel(const Devi
   const int hv = static_cast<int>(blockIdx.y);
   const int e0 = static_cast<int>(blockIdx.x % tiles) * kVt;
   const int tid = static_cast<int>(threadIdx.x), warp = tid / kWarp, lane = tid % kWarp;
-  const int g = lane / 4, t = lane % 4;  // mma fragment coordinates
+  const int g = lane / 4, t = lane % 4;    // mma fragment coordinates
   const int r = tid / kVt, e = tid % kVt;  // phase 2: this thread's row and column
   const SeqSpan sq = seq_span(p, n);
   const StateRows rows = state_rows(p, n);
@@ -228,7 +228,8 @@ __global__ void __launch_bounds__(kThreads, 1) kda_chunk_fused_kernel(const Devi
         for (int q = 0; q < 4; ++q) s[jj][q] = acc[jj].sum(q);
         float* srow = S + (m0 + g) * P::kRowS + nt * 8 + 2 * t;
         *reinterpret_cast<float2*>(srow) = make_float2(mma_operand(s[jj][0]), mma_operand(s[jj][1]));
-        *reinterpret_cast<float2*>(srow + 8 * P::kRowS) = make_float2(mma_operand(s[jj][2]), mma_operand(s[jj][3]));
+        *reinterpret_cast<float2*>(srow + 8 * P::kRowS) =
+            make_float2(mma_operand(s[jj][2]), mma_operand(s[jj][3]));
       }
     }
     __syncthreads();  // the stage, S, D and the partials may be rewritten
@@ -273,7 +274,8 @@ Status launch_fused_t(const DeviceParams& p, cudaStream_t stream) {
 Status launch_chunked_fused(const DeviceParams& p, bool bf16, cudaStream_t stream) {
   if (p.N == 0) return Status::Ok();
   if (bf16) {
-    return p.K == 64 ? launch_fused_t<__nv_bfloat16, 64>(p, stream) : launch_fused_t<__nv_bfloat16, 128>(p, stream);
+    return p.K == 64 ? launch_fused_t<__nv_bfloat16, 64>(p, stream)
+                     : launch_fused_t<__nv_bfloat16, 128>(p, stream);
   }
   return p.K == 64 ? launch_fused_t<__half, 64>(p, stream) : launch_fused_t<__half, 128>(p, stream);
 }

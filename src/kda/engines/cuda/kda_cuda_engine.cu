@@ -132,7 +132,7 @@ class CudaKda final : public KdaEngine {
   const char* name() const override { return "cuda"; }
   const char* description() const override {
     return "portable CUDA, sm80+: exact per-token recurrence for short sequences (decode), 16-token "
-           "chunked WY/UT prefill in fp32 for long ones";
+           "chunked WY/UT prefill in fp32 for long ones (one fused launch, no workspace, for small ones)";
   }
   std::string supports() const override {
     return "device tensors, q/k/v bf16/f16, K and V in {64, 128}; all gates, GVA, varlen (int32/int64), "
