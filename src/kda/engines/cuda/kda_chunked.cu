@@ -56,7 +56,7 @@ __global__ void kda_chunk_map_kernel(const DeviceParams p, int64_t* chunk_offset
 template <int K>
 struct BlockDst {
   float* blocks;
-  const ChunkLayout& l;  // the kernel parameter (read from the parameter bank, not copied)
+  const ChunkLayout& l;  // the kernel's parameter
   int HV, V;
   __device__ __forceinline__ float* base() const {
     return blocks + (static_cast<int64_t>(blockIdx.x) * HV + blockIdx.y) * l.block_floats;
