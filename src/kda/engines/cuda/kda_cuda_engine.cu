@@ -189,9 +189,11 @@ class CudaKda final : public KdaEngine {
   Status run(const KdaParams& p, void* workspace, void* stream) const override {
     const Shape s = shape_of(p);
     const KdaCudaPath path = auto_path(s);
-    if (workspace == nullptr && path_workspace_bytes(s, path) > 0) {
-      return InvalidArgument("kda cuda engine: the chunked path needs a workspace of " +
-                             std::to_string(path_workspace_bytes(s, path)) + " bytes (none given)");
+    if (workspace == nullptr) {
+      if (const size_t need = path_workspace_bytes(s, path); need > 0) {
+        return InvalidArgument("kda cuda engine: the chunked path needs a workspace of " + std::to_string(need) +
+                               " bytes (none given)");
+      }
     }
     return run_path(p, path, workspace, stream);
   }
@@ -259,8 +261,8 @@ Status kda_cuda_run_path(const KdaParams& p, KdaCudaPath path, void* stream) {
   GA_RETURN_IF_ERROR(engine_instance().check_support(p));
   const Shape s = shape_of(p);
   if (path == KdaCudaPath::kAuto) path = auto_path(s);
-  if (path_workspace_bytes(s, path) == 0) return CudaKda::run_path(p, path, nullptr, stream);
   const size_t need = path_workspace_bytes(s, path);
+  if (need == 0) return CudaKda::run_path(p, path, nullptr, stream);
   void* ws = nullptr;
   GA_RETURN_IF_ERROR(allocate_workspace(need, stream, &ws));
   const Status r = CudaKda::run_path(p, path, ws, stream);
