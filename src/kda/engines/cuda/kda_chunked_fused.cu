@@ -91,6 +91,48 @@ struct StageDst {
   __device__ __forceinline__ int u_cols() const { return kVt; }
 };
 
+__device__ __forceinline__ void prefetch_l2(const void* ptr) {
+  asm volatile("prefetch.global.L2 [%0];\n" ::"l"(ptr));
+}
+
+// Asks L2 for the rows the CTA's chunk preps will read (q, k, g of the qk / value head, this CTA's
+// 16 columns of v, beta) over the first kFusedMaxTokens tokens of the sequence, so the preps of
+// chunks 1, 2, .. find them in L2 instead of each waiting on HBM twice (v / beta, then q / k / g)
+// behind the previous chunk's state step. A hint only: no effect on any value.
+template <class T, int K>
+__device__ __forceinline__ void prefetch_inputs(const DeviceParams& p, const SeqSpan& sq, int hv, int e0,
+                                                int tid) {
+  constexpr int kLine = 128;                                                       // bytes
+  constexpr int kQkLines = (K * static_cast<int>(sizeof(T)) + kLine - 1) / kLine;  // per q / k row
+  constexpr int kGLines = K * static_cast<int>(sizeof(float)) / kLine;             // per g row
+  constexpr int kPerToken = 2 * kQkLines + kGLines + 2;                            // + v tile, beta
+  const int64_t len = sq.len < kFusedMaxTokens ? sq.len : kFusedMaxTokens;
+  const int h = hv / p.group;
+  for (int64_t i = tid; i < len * kPerToken; i += kThreads) {
+    const int64_t t = sq.bos + i / kPerToken;
+    const int j = static_cast<int>(i % kPerToken);
+    const char* at;
+    if (j < kQkLines) {
+      at = reinterpret_cast<const char*>(static_cast<const T*>(p.q) + sq.batch * p.q_sb + t * p.q_st +
+                                         h * p.q_sh) +
+           j * kLine;
+    } else if (j < 2 * kQkLines) {
+      at = reinterpret_cast<const char*>(static_cast<const T*>(p.k) + sq.batch * p.k_sb + t * p.k_st +
+                                         h * p.k_sh) +
+           (j - kQkLines) * kLine;
+    } else if (j < 2 * kQkLines + kGLines) {
+      at = reinterpret_cast<const char*>(p.g + sq.batch * p.g_sb + t * p.g_st + hv * p.g_sh) +
+           (j - 2 * kQkLines) * kLine;
+    } else if (j == 2 * kQkLines + kGLines) {
+      at = reinterpret_cast<const char*>(static_cast<const T*>(p.v) + sq.batch * p.v_sb + t * p.v_st +
+                                         hv * p.v_sh + e0);
+    } else {
+      at = reinterpret_cast<const char*>(p.beta + sq.batch * p.b_sb + t * p.b_st + hv * p.b_sh);
+    }
+    prefetch_l2(at);
+  }
+}
+
 template <class T, int K>
 __global__ void __launch_bounds__(kThreads, 1) kda_chunk_fused_kernel(const DeviceParams p) {
   using P = FusedPlan<K>;
@@ -111,6 +153,7 @@ __global__ void __launch_bounds__(kThreads, 1) kda_chunk_fused_kernel(const Devi
   float* Pp = smem + P::kP;
   float* D = smem + P::kD;
   float* Dm = smem + P::kDm;
+  prefetch_inputs<T, K>(p, sq, hv, e0, tid);
 
   for (int i = tid; i < K * kVt; i += kThreads) {
     // V-first rows are K-contiguous: d fastest; K-first rows are V-contiguous: column fastest.
