@@ -985,7 +985,7 @@ TEST_F(KdaCuda, DISABLED_Timing) {
   // Short prefills, both paths (the recurrent / chunked threshold, docs/HOST_COST.md "KDA path
   // threshold"): GPU time per call with no host in it, as bench/host_cost.py's gpu_us.
   for (int64_t H : {4, 16}) {
-    for (int64_t T : {8, 16, 32, 64, 128, 256, 512}) {
+    for (int64_t T : {8, 16, 32, 48, 64, 128, 256, 512}) {
       KdaRun r;
       r.c = base_case();
       r.c.B = 1, r.c.T = T, r.c.H = H, r.c.HV = H;

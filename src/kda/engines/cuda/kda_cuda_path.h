@@ -17,15 +17,15 @@
 // Among chunked problems, small ones run the fused kernel (kda_chunked_fused.cu): one launch, no
 // workspace, each CTA (sequence, value head, V-tile of 16) doing its own chunks' prep before each
 // state step. Host: one launch (~3.6 us on the H200 host) and the workspace allocation (~1.2 us
-// from the torch fast path) fewer. GPU: the prep of a chunk is on the CTA's serial path (~1.5-3 us
-// per chunk, against ~1 us per chunk of the two-kernel path's state pass, which overlaps nothing
-// either but has the prep done by a separate wide launch), and is recomputed by the V / 16 CTAs of
-// each (sequence, head) -- free only while those CTAs fit on idle SMs. Model (docs/HOST_COST.md,
-// "One launch for small chunked calls"): fused ~3 + (2-3.5) x chunks us, two-kernel ~11 + 1.0 x
-// chunks; equal near 4-5 chunks, so the fused path serves sequences of at most 64 tokens (4 chunks:
-// at T = 64 it is ~0.8-1.2x the two-kernel GPU time and ~5 us less host time), and only while its
-// grid fits on the GPU at one CTA per SM (N x HV x V / 16 <= SMs; beyond that the recomputed prep
-// costs whole waves).
+// from the torch fast path) fewer, ~4.9 us per call. GPU: the prep of each chunk is on the CTA's
+// serial path, and is recomputed by the V / 16 CTAs of each (sequence, head) -- free only while
+// those CTAs fit on idle SMs. Model (docs/HOST_COST.md, "One launch for small chunked calls"):
+// fused ~2-3 + 3.2-5.5 us per chunk, two-kernel ~11 + 1.0 us per chunk (few heads). Equal GPU time
+// near 2-3 chunks; host + GPU time of a call (the latency of a small synchronous call) equal near
+// 4 chunks. So the fused path serves sequences of at most 64 tokens (4 chunks; the issue-11 call,
+// ~1.3x the GPU time at the model's centre -- the timing sweep decides whether the bound stays at
+// 64 or comes down to 48 / 32), and only while its grid fits on the GPU at one CTA per SM
+// (N x HV x V / 16 <= SMs; beyond that the recomputed prep costs whole waves).
 #pragma once
 
 #include <cstdint>
