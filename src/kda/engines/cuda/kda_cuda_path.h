@@ -20,12 +20,14 @@
 // from the torch fast path) fewer, ~4.9 us per call. GPU: the prep of each chunk is on the CTA's
 // serial path, and is recomputed by the V / 16 CTAs of each (sequence, head) -- free only while
 // those CTAs fit on idle SMs. Model (docs/HOST_COST.md, "One launch for small chunked calls"):
-// fused ~2-3 + 3.2-5.5 us per chunk, two-kernel ~11 + 1.0 us per chunk (few heads). Equal GPU time
-// near 2-3 chunks; host + GPU time of a call (the latency of a small synchronous call) equal near
-// 4 chunks. So the fused path serves sequences of at most 64 tokens (4 chunks; the issue-11 call,
-// ~1.3x the GPU time at the model's centre -- the timing sweep decides whether the bound stays at
-// 64 or comes down to 48 / 32), and only while its grid fits on the GPU at one CTA per SM
-// (N x HV x V / 16 <= SMs; beyond that the recomputed prep costs whole waves).
+// fused ~2.5 + 4-6 us per chunk (the prep of a chunk on the CTA's serial path), two-kernel
+// ~12 + 0.45-0.6 us per chunk (measured, few heads). Equal GPU time near 2 chunks; enqueue + GPU
+// time of a small synchronous call about even at 4 chunks (the criterion the recurrent rule was
+// kept with at 16 tokens, at 1.5x the GPU time). So the fused path serves sequences of at most 64
+// tokens (4 chunks: the issue-11 call, ~1.45x the GPU time at the model's centre -- the timing
+// sweep decides whether the bound stays at 64 or comes down to 48 / 32), and only while its grid
+// fits on the GPU at one CTA per SM (N x HV x V / 16 <= SMs; beyond that the recomputed prep costs
+// whole waves).
 #pragma once
 
 #include <cstdint>
