@@ -40,11 +40,11 @@ class KdaCuda : public ::testing::Test {
 };
 
 const char* path_name(KdaCudaPath p) {
+  if (p == KdaCudaPath::kChunkedFused) return "chunked-fused";
   return p == KdaCudaPath::kRecurrent       ? "recurrent"
          : p == KdaCudaPath::kChunked       ? "chunked"
          : p == KdaCudaPath::kChunked64     ? "chunked64"
          : p == KdaCudaPath::kChunked64Vt32 ? "chunked64-vt32"
-         : p == KdaCudaPath::kChunkedFused  ? "chunked-fused"
                                             : "auto";
 }
 
