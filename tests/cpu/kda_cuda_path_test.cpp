@@ -1,5 +1,6 @@
 // Which path of the KDA cuda engine serves which problem (kda_cuda_path.h, the one place the
-// choice is made): recurrent while the sequences average at most 16 tokens, chunked beyond. Pure
+// choice is made): recurrent while the sequences average at most 16 tokens, chunked beyond -- in one
+// fused launch while every sequence has at most 64 tokens and the grid fits on the SMs. Pure
 // host function: runs without a GPU. The GPU tier checks the same boundary end to end against the
 // fp64 recurrence (KdaCuda.AutoPathAtThreshold).
 #include <gtest/gtest.h>
@@ -11,7 +12,10 @@
 namespace groupattn::test {
 namespace {
 
+using kda_cuda::fused_ctas;
+using kda_cuda::kFusedMaxTokens;
 using kda_cuda::kRecurrentMaxAvgTokens;
+using kda_cuda::use_fused_path;
 using kda_cuda::use_recurrent_path;
 
 static_assert(kRecurrentMaxAvgTokens == 16, "docs/HOST_COST.md's model and the GPU boundary cases assume 16");
@@ -42,6 +46,48 @@ TEST(KdaCudaPath, VarlenBoundaryOnTheAverage) {
   // Large counts: no overflow of 16 N for any N the engine accepts (grid limits bound N * V / 16).
   EXPECT_TRUE(use_recurrent_path(int64_t{16} << 31, int64_t{1} << 31, true));
   EXPECT_FALSE(use_recurrent_path((int64_t{16} << 31) + 1, int64_t{1} << 31, true));
+}
+
+static_assert(kFusedMaxTokens == 64, "docs/HOST_COST.md's model and the GPU boundary cases assume 4 chunks");
+
+constexpr int64_t kH200Sms = 132;
+
+TEST(KdaCudaPath, FusedForSmallChunkedProblems) {
+  // Issue 11's chunk_kda: T = 64, H = HV = 4, V = 128, B = 1: 32 CTAs.
+  EXPECT_EQ(fused_ctas(1, 4, 128), 32);
+  EXPECT_TRUE(use_fused_path(64, 1, false, 4, 128, kH200Sms));
+  // Dense: 17..64 tokens fused, 16 recurrent (not fused), 65 two-kernel.
+  EXPECT_FALSE(use_fused_path(16, 1, false, 4, 128, kH200Sms));
+  EXPECT_TRUE(use_fused_path(17, 1, false, 4, 128, kH200Sms));
+  EXPECT_TRUE(use_fused_path(33, 2, false, 4, 128, kH200Sms));
+  EXPECT_FALSE(use_fused_path(65, 1, false, 4, 128, kH200Sms));
+  EXPECT_FALSE(use_fused_path(1000, 1, false, 1, 64, kH200Sms));
+  // The grid bound: N x HV x V / 16 <= SMs, inclusive.
+  EXPECT_EQ(fused_ctas(1, 16, 128), 128);
+  EXPECT_TRUE(use_fused_path(64, 1, false, 16, 128, kH200Sms));    // 128 CTAs
+  EXPECT_TRUE(use_fused_path(64, 33, false, 1, 64, kH200Sms));     // 33 x 4 = 132 CTAs
+  EXPECT_FALSE(use_fused_path(64, 34, false, 1, 64, kH200Sms));    // 136
+  EXPECT_FALSE(use_fused_path(64, 3, false, 8, 128, kH200Sms));    // 192
+  EXPECT_FALSE(use_fused_path(64, 1, false, 32, 128, kH200Sms));   // 256
+  EXPECT_TRUE(use_fused_path(64, 2, false, 8, 128, 128));          // a smaller GPU: 128 of 128
+  EXPECT_FALSE(use_fused_path(64, 2, false, 8, 128, 127));
+  // Unknown SM count: never.
+  EXPECT_FALSE(use_fused_path(64, 1, false, 4, 128, 0));
+  EXPECT_FALSE(use_fused_path(64, 1, false, 4, 128, -1));
+}
+
+TEST(KdaCudaPath, FusedVarlenBoundedByTotalTokens) {
+  // Varlen: the lengths are on the device, the total T bounds each; fused while T <= 64 and the
+  // average is above 16 (else recurrent).
+  EXPECT_TRUE(use_fused_path(33, 2, true, 4, 128, kH200Sms));    // {10, 23}
+  EXPECT_FALSE(use_fused_path(32, 2, true, 4, 128, kH200Sms));   // {10, 22}: recurrent
+  EXPECT_TRUE(use_fused_path(64, 3, true, 4, 128, kH200Sms));    // {0, 30, 34}
+  EXPECT_FALSE(use_fused_path(65, 3, true, 4, 128, kH200Sms));   // {0, 30, 35}: two-kernel
+  EXPECT_FALSE(use_fused_path(48, 3, true, 4, 128, kH200Sms));   // average 16: recurrent
+  EXPECT_FALSE(use_fused_path(0, 3, true, 4, 128, kH200Sms));    // all empty: recurrent
+  // Large counts: no overflow of N x HV x V / 16 for any N the engine accepts.
+  EXPECT_FALSE(use_fused_path(64, int64_t{1} << 31, true, 65535, 128, kH200Sms));
+  EXPECT_EQ(fused_ctas(int64_t{1} << 31, 65535, 128), (int64_t{1} << 31) * 65535 * 8);
 }
 
 }  // namespace

@@ -9,6 +9,7 @@
 #include <cuda_runtime.h>
 
 #include <algorithm>
+#include <array>
 #include <cstdio>
 #include <memory>
 #include <numeric>
@@ -23,6 +24,7 @@
 #include "gpu/kda_cuda_harness.h"
 #include "groupattn/kda.h"
 #include "kda/engines/cuda/kda_cuda_engine.h"
+#include "kda/engines/cuda/kda_cuda_path.h"
 #include "kda/reference.h"
 
 namespace groupattn::test {
@@ -38,6 +40,7 @@ class KdaCuda : public ::testing::Test {
 };
 
 const char* path_name(KdaCudaPath p) {
+  if (p == KdaCudaPath::kChunkedFused) return "chunked-fused";
   return p == KdaCudaPath::kRecurrent       ? "recurrent"
          : p == KdaCudaPath::kChunked       ? "chunked"
          : p == KdaCudaPath::kChunked64     ? "chunked64"
@@ -139,8 +142,11 @@ KdaCase base_case() {
 }
 
 // kChunked64: the "cuda-c64" engine's 64-token path (docs/ENGINES.md "64-token state steps").
-const KdaCudaPath kPaths[] = {KdaCudaPath::kRecurrent, KdaCudaPath::kChunked, KdaCudaPath::kChunked64};
-const KdaCudaPath kChunkedPaths[] = {KdaCudaPath::kChunked, KdaCudaPath::kChunked64};
+// kChunkedFused: the one-launch kernel the engine uses for small chunked problems (kda_cuda_path.h);
+// exact at any length, so the shared cases (T = 77, 110, ...) run it pinned too.
+const KdaCudaPath kPaths[] = {KdaCudaPath::kRecurrent, KdaCudaPath::kChunked, KdaCudaPath::kChunked64,
+                              KdaCudaPath::kChunkedFused};
+const KdaCudaPath kChunkedPaths[] = {KdaCudaPath::kChunked, KdaCudaPath::kChunked64, KdaCudaPath::kChunkedFused};
 
 TEST_F(KdaCuda, LowerBoundGateStrengths) {
   for (float lb : {-1.f, -2.f, -3.f, -5.f, -8.f}) {
@@ -255,43 +261,149 @@ TEST_F(KdaCuda, LongSequenceFewHeads) {
   check_run(r, KdaCudaPath::kAuto);
 }
 
-// The automatic path choice at its boundary (kda_cuda_path.h: recurrent while the sequences
-// average <= 16 tokens): T just below, at and above it, dense and varlen (averages 16 and 16.x, a
-// sequence longer than 16 among them, so the recurrent kernel stages two token blocks), against the
-// fp64 recurrence; the path taken is read back from the public workspace size (0: recurrent).
+// The automatic path choice at its boundaries (kda_cuda_path.h: recurrent while the sequences
+// average <= 16 tokens; beyond, the fused one-launch kernel while every sequence has <= 64 tokens and
+// its N x HV x V / 16 CTAs fit on the SMs; else the two-kernel chunked path): T just below, at and
+// above 16 and 64, dense and varlen (averages 16 and 16.x, a sequence longer than 16 among them, so
+// the recurrent kernel stages two token blocks), a grid over the SM count, against the fp64
+// recurrence. The path is kda_cuda_auto_path's answer, checked against the rule with this device's
+// SM count (the rule's numbers are the CPU tier's, KdaCudaPath.*), and the public workspace size
+// must be 0 on the recurrent and fused paths (the Python fast path then allocates nothing).
 TEST_F(KdaCuda, AutoPathAtThreshold) {
   struct Boundary {
     int64_t B, T;
     std::vector<int64_t> cu;
-    bool recurrent;
     int pool_extra;
     KdaStateLayout layout;
+    int64_t H;
   };
   const Boundary cases[] = {
-      {2, 15, {}, true, -1, KdaStateLayout::kVFirst},
-      {2, 16, {}, true, -1, KdaStateLayout::kVFirst},
-      {2, 17, {}, false, -1, KdaStateLayout::kVFirst},
-      {1, 17, {}, false, -1, KdaStateLayout::kKFirst},
-      {1, 0, {0, 10, 32}, true, -1, KdaStateLayout::kVFirst},     // average 16 (10, 22)
-      {1, 0, {0, 10, 33}, false, -1, KdaStateLayout::kVFirst},    // average 16.5 (10, 23)
-      {1, 0, {0, 0, 17, 48}, true, 3, KdaStateLayout::kKFirst},   // average 16 (0, 17, 31), pool
-      {1, 0, {0, 0, 17, 49}, false, 3, KdaStateLayout::kKFirst},  // average 16.3 (0, 17, 32), pool
+      {2, 15, {}, -1, KdaStateLayout::kVFirst, 2},
+      {2, 16, {}, -1, KdaStateLayout::kVFirst, 2},
+      {2, 17, {}, -1, KdaStateLayout::kVFirst, 2},
+      {1, 17, {}, -1, KdaStateLayout::kKFirst, 2},
+      {1, 64, {}, -1, KdaStateLayout::kVFirst, 4},   // issue 11's length, 64 CTAs: fused on the H200
+      {1, 65, {}, -1, KdaStateLayout::kKFirst, 4},   // 5 chunks: two-kernel path
+      {3, 64, {}, -1, KdaStateLayout::kVFirst, 8},   // 3 x 16 x 8 = 384 CTAs: over the SM count
+      {1, 0, {0, 10, 32}, -1, KdaStateLayout::kVFirst, 2},     // average 16 (10, 22)
+      {1, 0, {0, 10, 33}, -1, KdaStateLayout::kVFirst, 2},     // average 16.5 (10, 23)
+      {1, 0, {0, 0, 17, 48}, 3, KdaStateLayout::kKFirst, 2},   // average 16 (0, 17, 31), pool
+      {1, 0, {0, 0, 17, 49}, 3, KdaStateLayout::kKFirst, 2},   // average 16.3 (0, 17, 32), pool
+      {1, 0, {0, 0, 30, 64}, 3, KdaStateLayout::kVFirst, 2},   // T = 64 over 3 sequences, pool
+      {1, 0, {0, 0, 30, 65}, 3, KdaStateLayout::kVFirst, 2},   // T = 65: two-kernel path
   };
+  int sms = 0;
+  cuda_check(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0), "cudaDeviceGetAttribute");
   for (const Boundary& b : cases) {
     KdaRun r;
     r.c = base_case();
     r.c.B = b.B, r.c.T = b.cu.empty() ? b.T : b.cu.back(), r.c.cu = b.cu;
+    r.c.H = b.H, r.c.HV = 2 * b.H;
     r.c.layout = b.layout;
     r.setup(70 + static_cast<uint64_t>(r.c.T), b.pool_extra);
+    const int64_t N = b.cu.empty() ? b.B : static_cast<int64_t>(b.cu.size()) - 1;
+    const bool varlen = !b.cu.empty();
+    const KdaCudaPath expected =
+        kda_cuda::use_recurrent_path(r.c.T, N, varlen)                                  ? KdaCudaPath::kRecurrent
+        : kda_cuda::use_fused_path(r.c.T, N, varlen, r.c.HV, r.c.V, sms) ? KdaCudaPath::kChunkedFused
+                                                                                      : KdaCudaPath::kChunked;
+    const KdaCudaPath got = kda_cuda_auto_path(r.device_params());
+    EXPECT_EQ(got, expected) << describe(r.c, KdaCudaPath::kAuto, "") << ": path " << path_name(got)
+                             << ", expected " << path_name(expected);
     RunOptions o;
     o.engine = "cuda";
     size_t ws = 0;
     ASSERT_TRUE(kda_workspace_bytes(r.device_params(), o, &ws).ok());
-    EXPECT_EQ(ws == 0, b.recurrent) << describe(r.c, KdaCudaPath::kAuto, "") << ": workspace " << ws
-                                    << " bytes, expected the " << (b.recurrent ? "recurrent" : "chunked")
-                                    << " path";
-    check_run(r, KdaCudaPath::kAuto, b.recurrent ? " (recurrent)" : " (chunked)");
+    EXPECT_EQ(ws == 0, expected != KdaCudaPath::kChunked)
+        << describe(r.c, KdaCudaPath::kAuto, "") << ": workspace " << ws << " bytes on the " << path_name(expected)
+        << " path";
+    check_run(r, KdaCudaPath::kAuto, std::string(" (") + path_name(expected) + ")");
   }
+}
+
+// The fused one-launch path pinned, against the fp64 recurrence, over what it serves automatically
+// (sequences of 1..64 tokens) and beyond: every length 1..64 (partial chunks, one to four chunks),
+// both state layouts in turn, GVA 2 -> 4; the issue's shape (H = HV = 4) at every gate (lower bounds
+// -1 .. -8, softplus with decays below -20 per token, plain log decay); GVA 1 -> 8 and 3 -> 6, f16
+// and K, V of 64; varlen with zero-length sequences (int32 and int64 offsets) on a shuffled pool in
+// place, both layouts; no initial / final state; strided views; and T = 200 (13 chunks: exact at
+// any length, though the engine sends it to the two-kernel path).
+TEST_F(KdaCuda, FusedPathAgainstReference) {
+  const KdaCudaPath fused = KdaCudaPath::kChunkedFused;
+  for (int64_t T = 1; T <= 64; ++T) {
+    KdaRun r;
+    r.c = base_case();
+    r.c.B = 1, r.c.T = T;
+    r.c.layout = T % 2 == 0 ? KdaStateLayout::kVFirst : KdaStateLayout::kKFirst;
+    r.setup(300 + static_cast<uint64_t>(T), -1);
+    check_run(r, fused, " lengths 1..64");
+  }
+  for (int gate = 0; gate < 7; ++gate) {
+    KdaRun r;
+    r.c = base_case();
+    r.c.B = 1, r.c.T = 64, r.c.H = 4, r.c.HV = 4;
+    if (gate < 5) {
+      r.c.lower_bound = std::vector<float>{-1.f, -2.f, -3.f, -5.f, -8.f}[static_cast<size_t>(gate)];
+    } else if (gate == 5) {
+      r.c.gate = KdaGate::kSoftplus;
+      r.c.g_lo = -4.0, r.c.g_hi = 30.0;
+    } else {
+      r.c.gate = KdaGate::kLogDecay;
+      r.c.with_A_log = false, r.c.with_dt_bias = false;
+      r.c.g_lo = -3.0, r.c.g_hi = 0.0;
+    }
+    r.setup(380 + static_cast<uint64_t>(gate), -1);
+    check_run(r, fused, " issue-11 shape");
+  }
+  for (auto [H, HV, K, V] : {std::array<int64_t, 4>{1, 8, 128, 128}, {3, 6, 64, 128}, {3, 6, 128, 64}, {2, 4, 64, 64}}) {
+    KdaRun r;
+    r.c = base_case();
+    r.c.dtype = DType::kF16;
+    r.c.B = 2, r.c.T = 41, r.c.H = H, r.c.HV = HV, r.c.K = K, r.c.V = V;
+    r.setup(390 + static_cast<uint64_t>(K + V + HV), -1);
+    check_run(r, fused, " GVA");
+  }
+  for (KdaStateLayout layout : {KdaStateLayout::kVFirst, KdaStateLayout::kKFirst}) {
+    for (DType cu : {DType::kI32, DType::kI64}) {
+      KdaRun v;
+      v.c = base_case();
+      v.c.B = 1;
+      v.c.cu = {0, 0, 1, 17, 40, 40, 64};  // 0, 1, 16, 23, 0, 24
+      v.c.T = v.c.cu.back();
+      v.c.cu_dtype = cu;
+      v.c.layout = layout;
+      v.setup(400, 5);
+      check_run(v, fused, " varlen pool+5 in place");
+    }
+  }
+  KdaRun z;
+  z.c = base_case();
+  z.c.T = 50;
+  z.c.with_initial = false, z.c.with_final = false;
+  z.setup(410, -1);
+  check_run(z, fused, " no states");
+  KdaRun i;  // initial state only, and final state only
+  i.c = base_case();
+  i.c.T = 30;
+  i.c.with_final = false;
+  i.setup(411, -1);
+  check_run(i, fused, " initial only");
+  KdaRun f;
+  f.c = base_case();
+  f.c.T = 30;
+  f.c.with_initial = false;
+  f.setup(412, -1);
+  check_run(f, fused, " final only");
+  KdaRun st;
+  st.c = base_case();
+  st.c.T = 37;
+  st.setup(413, 2, true);
+  check_run(st, fused, " strided pool+2 in place");
+  KdaRun l;
+  l.c = base_case();
+  l.c.B = 1, l.c.T = 200;
+  l.setup(414, -1);
+  check_run(l, fused, " 13 chunks");
 }
 
 // Many (sequence, value head) pairs: N * HV * V / 16 is above twice the SM count of any current GPU
@@ -693,6 +805,46 @@ TEST_F(KdaCuda, C64EnginePinned) {
   }
 }
 
+// The fused kernel against the two-kernel path on the same problem: the same prep code and operands,
+// and the same state step at 16 columns per CTA (the two-kernel pass's tile on these small grids), so
+// the results should be bitwise equal; the bounds allow only for a different FMA contraction by the
+// compiler in the two kernels (fp32 state: 1e-5; bf16 output: a few roundings flipped, 1e-3).
+TEST_F(KdaCuda, FusedMatchesTwoKernelPath) {
+  struct Shape {
+    int64_t B, T, H, HV;
+    std::vector<int64_t> cu;
+    KdaStateLayout layout;
+  };
+  const Shape shapes[] = {{1, 64, 4, 4, {}, KdaStateLayout::kVFirst},
+                          {2, 37, 2, 4, {}, KdaStateLayout::kKFirst},
+                          {1, 0, 1, 3, {0, 0, 9, 40, 40, 61}, KdaStateLayout::kVFirst}};
+  for (const Shape& sh : shapes) {
+    KdaRun r;
+    r.c = base_case();
+    r.c.B = sh.B, r.c.T = sh.cu.empty() ? sh.T : sh.cu.back(), r.c.H = sh.H, r.c.HV = sh.HV, r.c.cu = sh.cu;
+    r.c.layout = sh.layout;
+    r.setup(420 + static_cast<uint64_t>(r.c.T), -1);
+    HostTensor out[2] = {r.c.out, r.c.out}, st[2] = {r.c.final_state, r.c.final_state};
+    const KdaCudaPath paths[2] = {KdaCudaPath::kChunked, KdaCudaPath::kChunkedFused};
+    for (int i = 0; i < 2; ++i) {
+      r.dout->poison();
+      r.dfinal->poison();
+      ASSERT_TRUE(kda_cuda_run_path(r.device_params(), paths[i], nullptr).ok());
+      cuda_check(cudaDeviceSynchronize(), "cudaDeviceSynchronize");
+      r.dout->download(&out[i]);
+      r.dfinal->download(&st[i]);
+    }
+    const double eo = rel_error(out[1].values(), out[0].values()), es = rel_error(st[1].values(), st[0].values());
+    const std::string label = describe(r.c, KdaCudaPath::kChunkedFused, " vs chunked");
+    EXPECT_TRUE(all_finite(out[1].values())) << label;
+    EXPECT_LT(eo, 1e-3) << label << ": out";
+    EXPECT_LT(es, 1e-5) << label << ": state";
+    std::printf("[kda] fused vs chunked: out %.2e (bitwise %s) state %.2e (bitwise %s)  %s\n", eo,
+                bitwise_equal(out[0], out[1]) ? "yes" : "no", es, bitwise_equal(st[0], st[1]) ? "yes" : "no",
+                label.c_str());
+  }
+}
+
 TEST_F(KdaCuda, DeterministicRepeats) {
   for (KdaCudaPath path : kPaths) {
     KdaRun r;
@@ -889,7 +1041,7 @@ TEST_F(KdaCuda, DISABLED_Timing) {
   // Short prefills, both paths (the recurrent / chunked threshold, docs/HOST_COST.md "KDA path
   // threshold"): GPU time per call with no host in it, as bench/host_cost.py's gpu_us.
   for (int64_t H : {4, 16}) {
-    for (int64_t T : {8, 16, 32, 64, 128, 256, 512}) {
+    for (int64_t T : {8, 16, 32, 48, 64, 128, 256, 512}) {
       KdaRun r;
       r.c = base_case();
       r.c.B = 1, r.c.T = T, r.c.H = H, r.c.HV = H;
@@ -897,10 +1049,11 @@ TEST_F(KdaCuda, DISABLED_Timing) {
       const KdaParams p = r.device_params();
       const double rec = graph_time_us(p, KdaCudaPath::kRecurrent);
       const double chk = graph_time_us(p, KdaCudaPath::kChunked);
+      const double fus = graph_time_us(p, KdaCudaPath::kChunkedFused);
       std::printf(
           "[kda-time] short prefill T=%lld H=HV=%lld K=V=128 lb=-5: recurrent %.2f us, chunked %.2f us, "
-          "recurrent / chunked %.2f\n",
-          static_cast<long long>(T), static_cast<long long>(H), rec, chk, rec / chk);
+          "fused %.2f us, recurrent / chunked %.2f, fused / chunked %.2f\n",
+          static_cast<long long>(T), static_cast<long long>(H), rec, chk, fus, rec / chk, fus / chk);
     }
   }
   // The decode shapes on both paths (many sequences: the state stream the recurrent path is built

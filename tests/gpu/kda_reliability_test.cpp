@@ -149,7 +149,8 @@ TEST_F(KdaReliability, GraphCaptureReplayWithNewInputs) {
   };
   const Shape shapes[] = {{"chunked prefill", 2, 100, {}, -1},
                           {"decode on a pool in place", 5, 1, {}, 7},
-                          {"varlen prefill", 1, 90, {0, 0, 17, 60, 90}, -1}};
+                          {"varlen prefill", 1, 90, {0, 0, 17, 60, 90}, -1},
+                          {"small prefill (fused path, no workspace)", 2, 40, {}, -1}};
   for (const Shape& sh : shapes) {
     auto make = [&](uint64_t seed, bool upload) {
       auto r = std::make_unique<KdaGpuRun>();
@@ -231,10 +232,15 @@ TEST_F(KdaReliability, StatePoolPast4GiB) {
   const Variant variants[] = {{1, KdaCudaPath::kAuto, KdaStateLayout::kVFirst},
                               {1, KdaCudaPath::kRecurrent, KdaStateLayout::kKFirst},
                               {37, KdaCudaPath::kChunked, KdaStateLayout::kVFirst},
-                              {37, KdaCudaPath::kChunked, KdaStateLayout::kKFirst}};
+                              {37, KdaCudaPath::kChunked, KdaStateLayout::kKFirst},
+                              {37, KdaCudaPath::kChunkedFused, KdaStateLayout::kVFirst},
+                              {37, KdaCudaPath::kChunkedFused, KdaStateLayout::kKFirst}};
   for (const Variant& var : variants) {
     const std::string label = std::string("T=") + std::to_string(var.T) +
-                              (var.path == KdaCudaPath::kAuto ? " auto" : var.path == KdaCudaPath::kChunked ? " chunked" : " recurrent") +
+                              (var.path == KdaCudaPath::kAuto           ? " auto"
+                               : var.path == KdaCudaPath::kChunked      ? " chunked"
+                               : var.path == KdaCudaPath::kChunkedFused ? " chunked-fused"
+                                                                        : " recurrent") +
                               (var.layout == KdaStateLayout::kKFirst ? " K-first" : " V-first");
     // Host problem: 3 sequences with their own initial and final states (the reference's view).
     KdaGpuRun r;

@@ -351,6 +351,36 @@ def test_cuda_decode_prefill_and_kda_match_generic_path(spy):
 
 
 @cuda
+def test_small_chunk_kda_allocates_no_workspace(spy):
+    # Issue 11's chunk_kda (T = 64, H = HV = 4, K = V = 128, B = 1) runs the cuda engine's fused
+    # one-launch path, whose workspace is 0 bytes: the fast path allocates o and the final state and
+    # nothing else. T = 65 (the two-kernel path) allocates its workspace too: the control.
+    def allocations(t):
+        kq, kk, kv = rand(1, t, 4, 128, **BF16), rand(1, t, 4, 128, **BF16), rand(1, t, 4, 128, **BF16)
+        g = -rand(1, t, 4, 128, device="cuda").abs() * 0.1
+        beta = torch.rand(1, t, 4, device="cuda")
+        state = rand(1, 4, 128, 128, device="cuda") * 0.1
+
+        def call():
+            return groupattn.chunk_kda(kq, kk, kv, g, beta, initial_state=state, output_final_state=True,
+                                       use_qk_l2norm_in_kernel=True)
+
+        call()  # warm-up: code loaded, attributes set
+        torch.cuda.synchronize()
+        before = torch.cuda.memory_stats()["allocation.all.allocated"]
+        o, final = call()
+        after = torch.cuda.memory_stats()["allocation.all.allocated"]
+        torch.cuda.synchronize()
+        assert o.shape == kv.shape and final.shape == state.shape
+        return after - before
+
+    small, control = allocations(64), allocations(65)
+    assert small == 2  # o, final state
+    assert control == small + 1  # and the two-kernel path's workspace
+    assert all(spy.taken)
+
+
+@cuda
 def test_cuda_fast_path_runs_on_the_current_stream(spy):
     q, kc, vc, seqlens = decode_problem()
     expected, expected_lse = generic(lambda: groupattn.attention_with_kvcache(q, kc, vc, cache_seqlens=seqlens))

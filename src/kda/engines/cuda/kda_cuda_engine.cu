@@ -54,8 +54,22 @@ Chunk64Layout layout64_of(const Shape& s) {
 }
 
 // Recurrent when sequences average at most 16 tokens (the decode / fused_recurrent shape): one
-// pass over the state, no workspace. The rule and its cost model: kda_cuda_path.h.
+// pass over the state, no workspace. Else the fused one-launch chunked kernel for small problems
+// (no workspace either), else the two-kernel chunked path. The rules and their cost model:
+// kda_cuda_path.h. The SM count is the current device's (cached: one cudaGetDevice per ask);
+// workspace_bytes and run ask on the same device, so they agree.
 bool use_recurrent(const Shape& s) { return kda_cuda::use_recurrent_path(s.T, s.N, s.varlen); }
+
+KdaCudaPath auto_path(const Shape& s) {
+  if (use_recurrent(s)) return KdaCudaPath::kRecurrent;
+  int sms = 0, cc = 0;
+  if (cuda_device_properties(&sms, &cc).ok() && kda_cuda::use_fused_path(s.T, s.N, s.varlen, s.HV, s.V, sms)) {
+    return KdaCudaPath::kChunkedFused;
+  }
+  return KdaCudaPath::kChunked;
+}
+
+size_t path_workspace_bytes(const Shape& s, KdaCudaPath path);
 
 DeviceParams device_params(const KdaParams& p) {
   const Shape s = shape_of(p);
@@ -118,7 +132,7 @@ class CudaKda final : public KdaEngine {
   const char* name() const override { return "cuda"; }
   const char* description() const override {
     return "portable CUDA, sm80+: exact per-token recurrence for short sequences (decode), 16-token "
-           "chunked WY/UT prefill in fp32 for long ones";
+           "chunked WY/UT prefill in fp32 for long ones (one fused launch, no workspace, for small ones)";
   }
   std::string supports() const override {
     return "device tensors, q/k/v bf16/f16, K and V in {64, 128}; all gates, GVA, varlen (int32/int64), "
@@ -169,12 +183,19 @@ class CudaKda final : public KdaEngine {
 
   size_t workspace_bytes(const KdaParams& p) const override {
     const Shape s = shape_of(p);
-    return use_recurrent(s) ? 0 : layout_of(s).total_bytes;
+    return path_workspace_bytes(s, auto_path(s));
   }
 
   Status run(const KdaParams& p, void* workspace, void* stream) const override {
     const Shape s = shape_of(p);
-    return run_path(p, use_recurrent(s) ? KdaCudaPath::kRecurrent : KdaCudaPath::kChunked, workspace, stream);
+    const KdaCudaPath path = auto_path(s);
+    if (workspace == nullptr) {
+      if (const size_t need = path_workspace_bytes(s, path); need > 0) {
+        return InvalidArgument("kda cuda engine: the chunked path needs a workspace of " + std::to_string(need) +
+                               " bytes (none given)");
+      }
+    }
+    return run_path(p, path, workspace, stream);
   }
 
   static Status run_path(const KdaParams& p, KdaCudaPath path, void* workspace, void* stream) {
@@ -183,6 +204,7 @@ class CudaKda final : public KdaEngine {
     auto* st = static_cast<cudaStream_t>(stream);
     host_timing::mark("kda plan (device params)");
     if (path == KdaCudaPath::kRecurrent) return kda_cuda::launch_recurrent(d, bf16, st);
+    if (path == KdaCudaPath::kChunkedFused) return kda_cuda::launch_chunked_fused(d, bf16, st);
     if (path == KdaCudaPath::kChunked64 || path == KdaCudaPath::kChunked64Vt32) {
       const int value_tile = path == KdaCudaPath::kChunked64Vt32 ? 32 : 0;
       return kda_cuda::launch_chunked64(d, bf16, workspace, layout64_of(shape_of(p)), value_tile, st);
@@ -198,7 +220,7 @@ const CudaKda& engine_instance() {
 }
 
 size_t path_workspace_bytes(const Shape& s, KdaCudaPath path) {
-  if (path == KdaCudaPath::kRecurrent) return 0;
+  if (path == KdaCudaPath::kRecurrent || path == KdaCudaPath::kChunkedFused) return 0;
   const bool c64 = path == KdaCudaPath::kChunked64 || path == KdaCudaPath::kChunked64Vt32;
   return c64 ? layout64_of(s).total_bytes : layout_of(s).total_bytes;
 }
@@ -227,6 +249,8 @@ class CudaKda64 final : public KdaEngine {
 
 const KdaEngine& kda_cuda_engine() { return engine_instance(); }
 
+KdaCudaPath kda_cuda_auto_path(const KdaParams& p) { return auto_path(shape_of(p)); }
+
 const KdaEngine& kda_cuda_c64_engine() {
   static const CudaKda64 engine;
   return engine;
@@ -237,9 +261,9 @@ Status kda_cuda_run_path(const KdaParams& p, KdaCudaPath path, void* stream) {
   GA_RETURN_IF_ERROR(engine_instance().available());
   GA_RETURN_IF_ERROR(engine_instance().check_support(p));
   const Shape s = shape_of(p);
-  if (path == KdaCudaPath::kAuto) path = use_recurrent(s) ? KdaCudaPath::kRecurrent : KdaCudaPath::kChunked;
-  if (path == KdaCudaPath::kRecurrent) return CudaKda::run_path(p, path, nullptr, stream);
+  if (path == KdaCudaPath::kAuto) path = auto_path(s);
   const size_t need = path_workspace_bytes(s, path);
+  if (need == 0) return CudaKda::run_path(p, path, nullptr, stream);
   void* ws = nullptr;
   GA_RETURN_IF_ERROR(allocate_workspace(need, stream, &ws));
   const Status r = CudaKda::run_path(p, path, ws, stream);

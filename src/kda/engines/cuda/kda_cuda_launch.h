@@ -100,5 +100,9 @@ Status launch_chunk_prep(const DeviceParams& p, bool bf16, void* workspace, cons
 // V-columns per CTA, 0 = picked by grid size (the engine), 16 or 32 = forced (tests and timing).
 Status launch_chunked64(const DeviceParams& p, bool bf16, void* workspace, const Chunk64Layout& layout,
                         int value_tile, cudaStream_t stream);
+// The chunked path in one launch, no workspace (kda_chunked_fused.cu): each CTA preps its own
+// chunks in shared memory before each state step. Any length is exact; the engine uses it for small
+// problems only (kda_cuda_path.h's use_fused_path).
+Status launch_chunked_fused(const DeviceParams& p, bool bf16, cudaStream_t stream);
 
 }  // namespace groupattn::kda_cuda

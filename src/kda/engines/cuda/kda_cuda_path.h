@@ -13,6 +13,21 @@
 // host saving (one launch, ~3.6 us, and one allocation) pays for that only on a few tokens: the
 // 16-token average keeps the decode / fused_recurrent shapes (1..16 new tokens, the state streamed
 // once) on it and sends prefills to the chunked path.
+//
+// Among chunked problems, small ones run the fused kernel (kda_chunked_fused.cu): one launch, no
+// workspace, each CTA (sequence, value head, V-tile of 16) doing its own chunks' prep before each
+// state step. Host: one launch (~3.6 us on the H200 host) and the workspace allocation (~1.2 us
+// from the torch fast path) fewer, ~4.9 us per call. GPU: the prep of each chunk is on the CTA's
+// serial path, and is recomputed by the V / 16 CTAs of each (sequence, head) -- free only while
+// those CTAs fit on idle SMs. Model (docs/HOST_COST.md, "One launch for small chunked calls"):
+// fused ~2.5 + 4-6 us per chunk (the prep of a chunk on the CTA's serial path), two-kernel
+// ~12 + 0.45-0.6 us per chunk (measured, few heads). Equal GPU time near 2 chunks; enqueue + GPU
+// time of a small synchronous call about even at 4 chunks (the criterion the recurrent rule was
+// kept with at 16 tokens, at 1.5x the GPU time). So the fused path serves sequences of at most 64
+// tokens (4 chunks: the issue-11 call, ~1.45x the GPU time at the model's centre -- the timing
+// sweep decides whether the bound stays at 64 or comes down to 48 / 32), and only while its grid
+// fits on the GPU at one CTA per SM (N x HV x V / 16 <= SMs; beyond that the recomputed prep costs
+// whole waves).
 #pragma once
 
 #include <cstdint>
@@ -27,6 +42,24 @@ inline constexpr int64_t kRecurrentMaxAvgTokens = 16;
 // kRecurrentMaxAvgTokens tokens (integer arithmetic: no rounding at the boundary).
 constexpr bool use_recurrent_path(int64_t tokens, int64_t sequences, bool varlen) {
   return varlen ? tokens <= kRecurrentMaxAvgTokens * sequences : tokens <= kRecurrentMaxAvgTokens;
+}
+
+// Longest sequence the fused one-launch chunked kernel serves (4 chunks of 16), and its V-tile.
+inline constexpr int64_t kFusedMaxTokens = 64;
+inline constexpr int64_t kFusedValueTile = 16;
+
+// CTAs of the fused kernel: one per (sequence, value head, 16 value columns).
+constexpr int64_t fused_ctas(int64_t sequences, int64_t value_heads, int64_t value_dim) {
+  return sequences * value_heads * (value_dim / kFusedValueTile);
+}
+
+// A chunked problem (not use_recurrent_path) whose sequences all have at most kFusedMaxTokens tokens
+// (dense: T; varlen: the total T bounds every sequence, the lengths being on the device) and whose
+// fused grid fits on `sms` SMs at one CTA each. sms <= 0 (unknown): never.
+constexpr bool use_fused_path(int64_t tokens, int64_t sequences, bool varlen, int64_t value_heads,
+                              int64_t value_dim, int64_t sms) {
+  return !use_recurrent_path(tokens, sequences, varlen) && tokens <= kFusedMaxTokens &&
+         fused_ctas(sequences, value_heads, value_dim) <= sms;
 }
 
 }  // namespace groupattn::kda_cuda
