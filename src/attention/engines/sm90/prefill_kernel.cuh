@@ -821,8 +821,9 @@ __device__ void consume(const KernelParams& p, const Work& w, const Smem<Traits>
   // half-arrived when the CTA exits. Traits::kPersistent: the turns run on across the CTA's works
   // (the pre-arrive only before its first work, the last arrive of every work made), so warpgroup
   // 0 starts the next work's S products while the last one still finishes its O; warpgroup 0
-  // takes one more turn after the CTA's last work (prefill_persistent_cta) to meet that arrive. Named barrier ids of the kernel: 0 __syncthreads, 1 / 2 / 9
-  // the turns of warpgroups 0 / 1 / 2, 3 kBarZeroV, 4 + wg packed decode's Q, 6 + wg the epilogue.
+  // takes one more turn after the CTA's last work (prefill_persistent_cta) to meet that arrive.
+  // Named barrier ids of the kernel: 0 __syncthreads, 1 / 2 / 9 the turns of warpgroups 0 / 1 / 2,
+  // 3 kBarZeroV, 4 + wg packed decode's Q, 6 + wg the epilogue.
   auto turn_bar = [](int g) { return turn_barrier(g); };
   // (Measured at a552d4d: +0.7 to +4.2 % over no turns on five shapes, docs/PREFILL_SM90.md.)
   // Packed decode with one warpgroup taking part: no turns.
@@ -1143,9 +1144,9 @@ __device__ __forceinline__ int opaque_tid() {
   return t;
 }
 
-// Traits::kPersistent: one CTA per SM over its works (for_each_work, `sched`). The ring position
-// (it) and the Q loads (qn) run on across works on both sides; works without KV tiles load nothing
-// and take no turns (their rows get O = 0, LSE = -inf).
+// Traits::kPersistent: one CTA per SM over its works (for_each_work, `sched`). The ring's phases
+// (flips) and the Q loads (qn) run on across works on both sides; works without KV tiles load
+// nothing and take no turns (their rows get O = 0, LSE = -inf).
 template <class Traits>
 __device__ void prefill_persistent_cta(const KernelParams& p, const CUtensorMap* tq, const CUtensorMap* tk,
                                        const CUtensorMap* tv, const PrefillSchedule& sched) {
