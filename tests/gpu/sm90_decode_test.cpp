@@ -340,7 +340,8 @@ TEST_F(Sm90Decode, PagedSmallPagesHeadDimsRingWrap) {
 TEST_F(Sm90Decode, PagedSplitsStartMidPage) {
   for (int page : {16, 32, 48, 80, 96}) {
     for (int splits : {2, 3, 5, 7, 0}) {
-      for (auto [hq, hkv, d] : std::vector<std::tuple<int64_t, int64_t, int64_t>>{{64, 8, 128}, {8, 1, 64}, {32, 2, 256}}) {
+      for (auto [hq, hkv, d] :
+           std::vector<std::tuple<int64_t, int64_t, int64_t>>{{64, 8, 128}, {8, 1, 64}, {32, 2, 256}}) {
         Case c = decode_case(hq, hkv, 1, {4099, 1, 1000, 17, 2113, 63}, d);
         c.kv = KvKind::kPaged;
         c.page_size = page;
@@ -361,8 +362,8 @@ TEST_F(Sm90Decode, MixedLengthsWithEmptySequences) {
   for (KvKind kv : {KvKind::kPaged, KvKind::kBatched}) {
     for (int page : kv == KvKind::kPaged ? std::vector<int>{16, 48, 1} : std::vector<int>{64}) {
       for (int splits : {1, 3, 16, 0}) {
-        for (auto [hq, hkv, d, tokens] :
-             std::vector<std::tuple<int64_t, int64_t, int64_t, int>>{{8, 1, 128, 1}, {64, 8, 128, 1}, {16, 1, 64, 1}, {8, 2, 128, 3}}) {
+        for (auto [hq, hkv, d, tokens] : std::vector<std::tuple<int64_t, int64_t, int64_t, int>>{
+                 {8, 1, 128, 1}, {64, 8, 128, 1}, {16, 1, 64, 1}, {8, 2, 128, 3}}) {
           Case c = decode_case(hq, hkv, tokens, lens, d);
           c.kv = kv;
           c.page_size = page;
