@@ -229,6 +229,45 @@ TEST(Sm90DecodeSplitPlan, LargeShapesKeepTheWaveFillingCount) {
   EXPECT_EQ(auto_splits({32, 2, 1, 32768, 256, false, 16}), 2);
 }
 
+// Paged K/V in pages that are not a multiple of the 64-key tile (boxes of gcd(page_size, 64) rows,
+// or gathered) fill a wave of two CTAs per SM where two fit (decode_split_plan.h split_wave_of,
+// docs/DECODE_SM90.md section 18): twice the bytes in flight per SM for the shapes that ran one
+// CTA per SM. D 256 (one CTA per SM), D 64 and fp8 (already a wave of two), small problems (the
+// costed / cluster plan) and one-split grids keep their count.
+TEST(Sm90DecodeSplitPlan, SmallPagesFillAWaveOfTwo) {
+  auto small = [](const Shape& s) {
+    sm90_engine::DecodeSplitShape d = plan_shape(s);
+    d.small_pages = true;
+    return d;
+  };
+  // 64/8 B1 x 128K: 16 splits of 128 tiles (128 CTAs) -> 33 of 63 (264 CTAs, two per SM).
+  EXPECT_EQ(sm90_engine::auto_decode_splits(small({1, 8, 1, 131072, 128, false})), 33);
+  // 8/1 B32 x 32K: 4 -> 8 splits (256 CTAs); 8/1 B128 x 8K: 1 -> 2.
+  EXPECT_EQ(sm90_engine::auto_decode_splits(small({32, 1, 1, 32768, 128, false})), 8);
+  EXPECT_EQ(sm90_engine::auto_decode_splits(small({128, 1, 1, 8192, 128, false})), 2);
+  for (const Shape& s : std::vector<Shape>{{1, 2, 1, 131072, 256, false, 16},
+                                           {32, 2, 1, 4096, 256, false, 16},
+                                           {32, 1, 1, 32768, 64, false, 16},
+                                           {128, 1, 1, 8192, 64, false, 16},
+                                           {1, 8, 1, 131072, 128, true},
+                                           {32, 8, 1, 32768, 128, false},
+                                           {1, 1, 1, 8192, 128, false},
+                                           {1, 8, 1, 8192, 128, false}}) {
+    const sm90_engine::DecodeSplitShape d = small(s);
+    EXPECT_EQ(sm90_engine::auto_decode_splits(d), auto_splits(s))
+        << s.batch << " x " << s.kv_heads << " KV heads, " << s.keys << " keys, D " << s.head_dim;
+    EXPECT_EQ(sm90_engine::auto_split_cluster(d, auto_splits(s)), auto_cluster(s));
+  }
+  // The wave of two never exceeds what two CTAs per SM hold.
+  for (int keys : {4096, 8192, 32768, 131072}) {
+    for (int batch : {1, 2, 4, 32}) {
+      const sm90_engine::DecodeSplitShape d = small({batch, 8, 1, keys, 128, false});
+      const int splits = sm90_engine::auto_decode_splits(d);
+      EXPECT_TRUE(sm90_engine::split_ctas(d, splits) <= 2 * kH200Sms || splits == 1) << batch << " x " << keys;
+    }
+  }
+}
+
 // The planner looks at few candidates (host cost per call); every count it could take gives no
 // cheaper plan: where the cheapest count of all (<= one CTA per SM, >= 4 tiles, <= kMaxSplits)
 // saves >= kMinPlanGainUs against the wave-filling count, the planner's choice costs the same, and

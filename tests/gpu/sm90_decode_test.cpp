@@ -331,6 +331,55 @@ TEST_F(Sm90Decode, PagedSmallPagesHeadDimsRingWrap) {
   }
 }
 
+// The producer's lookahead (docs/DECODE_SM90.md section 18: a tile's block-table entries loaded one
+// tile ahead, the table line 8 tiles ahead prefetched to L2, one lane per TMA run): splits that
+// start mid-page (pages 48, 80 and 96: a split starts on a 64-key tile, inside a page) and on page
+// edges (16, 32), forced counts 2 / 3 / 5 / 7 and automatic, long sequences whose table spans many
+// 128-byte lines (4099 keys = 257 pages of 16) next to short ones (1, 17, 63), NaN in every cache
+// row no key uses; head dims 64, 128, 256 and 64/8, 8/1, 32/2.
+TEST_F(Sm90Decode, PagedSplitsStartMidPage) {
+  for (int page : {16, 32, 48, 80, 96}) {
+    for (int splits : {2, 3, 5, 7, 0}) {
+      for (auto [hq, hkv, d] :
+           std::vector<std::tuple<int64_t, int64_t, int64_t>>{{64, 8, 128}, {8, 1, 64}, {32, 2, 256}}) {
+        Case c = decode_case(hq, hkv, 1, {4099, 1, 1000, 17, 2113, 63}, d);
+        c.kv = KvKind::kPaged;
+        c.page_size = page;
+        c.num_splits = splits;
+        c.seed = static_cast<uint64_t>(page * 16 + splits);
+        expect_paged_ignores_stale_rows(c);
+      }
+    }
+  }
+}
+
+// Mixed lengths with zero-length sequences in the batch (no key: O = 0, LSE = -inf, whatever the
+// split count or reduction mode), paged in pages of 16 (boxes), 48 (boxes, runs straddling tiles)
+// and 1 (gathered) and batched; the automatic plan (for small pages a wave of two CTAs per SM,
+// decode_split_plan.h split_wave_of) and forced counts, one and several new tokens.
+TEST_F(Sm90Decode, MixedLengthsWithEmptySequences) {
+  const std::vector<int> lens = {0, 5000, 1, 0, 777, 64, 65, 2048, 0, 130};
+  for (KvKind kv : {KvKind::kPaged, KvKind::kBatched}) {
+    for (int page : kv == KvKind::kPaged ? std::vector<int>{16, 48, 1} : std::vector<int>{64}) {
+      for (int splits : {1, 3, 16, 0}) {
+        for (auto [hq, hkv, d, tokens] : std::vector<std::tuple<int64_t, int64_t, int64_t, int>>{
+                 {8, 1, 128, 1}, {64, 8, 128, 1}, {16, 1, 64, 1}, {8, 2, 128, 3}}) {
+          Case c = decode_case(hq, hkv, tokens, lens, d);
+          c.kv = kv;
+          c.page_size = page;
+          c.num_splits = splits;
+          c.seed = static_cast<uint64_t>(page * 32 + splits + d);
+          if (kv == KvKind::kPaged) {
+            expect_paged_ignores_stale_rows(c);
+          } else {
+            check_case(c, kEngine);
+          }
+        }
+      }
+    }
+  }
+}
+
 // Outside the engine's scope it declines with a reason (pinned: an error).
 TEST_F(Sm90Decode, DeclinesWithReason) {
   std::vector<std::pair<Case, std::string>> cases;

@@ -140,16 +140,52 @@ __device__ __forceinline__ void gather_tile(const KernelParams& p, const CtaWork
   hw::cp_async_mbar_arrive_noinc(sm.full(stage));
 }
 
+// The block-table entries of a paged tile's runs lane and lane + 32 (runs that start at or past
+// the sequence's end: page 0, never loaded), or for batched K/V (batch, row) of each run.
+template <class Traits>
+__device__ __forceinline__ void run_coords(const KernelParams& p, const CtaWork& w, const int32_t* table, int blk,
+                                           int box_rows, int lane, int (&outer)[2], int (&row)[2]) {
+  const int j0 = blk * Traits::kBlockKV;
+  const int live = min(Traits::kBlockKV / box_rows, (w.s.k_len - j0 + box_rows - 1) / box_rows);
+#pragma unroll
+  for (int h = 0; h < 2; ++h) {
+    const int key = j0 + (lane + 32 * h) * box_rows;
+    outer[h] = w.b;
+    row[h] = key;
+    if (table != nullptr) {
+      outer[h] = lane + 32 * h < live ? table[key / p.page_size] : 0;
+      row[h] = key % p.page_size;
+    }
+  }
+}
+
+// Asks L2 to fetch the line holding `ptr` (a hint: no register, no wait).
+__device__ __forceinline__ void prefetch_l2(const void* ptr) {
+  asm volatile("prefetch.global.L2 [%0];" ::"l"(reinterpret_cast<uint64_t>(ptr)) : "memory");
+}
+
+// Tiles ahead of the producer whose block-table line is prefetched into L2 (paged K/V). A 128-byte
+// line holds 32 entries, i.e. 8 tiles at page 16 and 32 at page 64; each line is read by the
+// CTAs of one (sequence, split) only, so without the prefetch every 8th tile at page 16 waited for
+// an HBM round trip (~1-2 us under load) with the stage already free (docs/DECODE_SM90.md section 18).
+inline constexpr int kTablePrefetchTiles = 8;
+
 // Producer (the producer warp): for each KV tile, wait until its stage is free, then fill it with
 // the tile's K and V. A tile's 64 keys come as runs of box_rows keys:
 //   batched    one run of 64, rows j0.. of sequence b
 //   paged      box_rows = paged_box_rows(page_size) = gcd(page_size, 64); run i holds keys
 //              j0 + i g .. + g - 1, all in page block_table[b][(j0 + i g) / page_size] at slot
 //              (j0 + i g) % page_size (g divides page_size, so a run never crosses a page)
-// The lanes look up the tile's pages together (lane l: runs l and l + 32). Then, unless the
-// pages are small enough to gather (gather_tile, with runs of one key), lane 0 announces the
-// stage's bytes and TMAs one box per run and 64-wide d block (fp8: one box of 128-byte rows), K
-// then V, landing at row offset (run x box_rows) of the tile.
+// The lanes look up the tile's pages together (lane l: runs l and l + 32), one tile ahead: the
+// entries of tile t + 1 are loaded before the wait for tile t's stage, so the table's latency
+// overlaps the wait instead of following it (with the stage free and the HBM idle for this CTA),
+// and lane 0 prefetches the table line kTablePrefetchTiles ahead into L2. Then, unless the pages
+// are small enough to gather (gather_tile, with runs of one key), lane 0 announces the stage's
+// bytes and lane i TMAs run i's boxes, one per 64-wide d block (fp8: one box of 128-byte rows), K
+// then V, landing at row offset (i x box_rows) of the tile: up to 8 lanes issue side by side
+// instead of lane 0 issuing 64 / box_rows x D / 64 x 2 boxes in a row (16 at page 16, D 128).
+// (Lane 0's expect_tx precedes every issue (__syncwarp); the phase cannot complete before that
+// arrival anyway, as the barrier counts one arrival.)
 // Why sub-boxes compose into the one-box layout: TMA's 128B swizzle is a function of the shared
 // address (PTX ISA, "Swizzling Modes": a destination off the 1024-byte pattern boundary gets the
 // base offset (dstMem / 128) % 8), so row r of the tile gets chunk c at c ^ (r % 8) whichever box
@@ -164,48 +200,46 @@ __device__ void produce(const KernelParams& p, const CtaWork& w, const SmemMap<T
   constexpr int kDBoxes = Traits::kFp8 ? 1 : Traits::kDBlocks;  // boxes across d per run
   constexpr int kDElems = Traits::kFp8 ? 0 : Traits::kSwizzleElems;
   constexpr int kDBoxStride = Traits::kFp8 ? 0 : Traits::kBoxBytes;
-  constexpr unsigned kAll = 0xffffffffu;
+  static_assert(Traits::kBlockKV / kMinTmaBoxRows <= kProducerLanes, "one lane per TMA run");
   const bool paged = p.block_table != nullptr;
   const bool gather = paged && paged_gather(p.page_size);
   const int box_rows = !paged ? Traits::kBlockKV : gather ? 1 : paged_box_rows(p.page_size);
   const int runs = Traits::kBlockKV / box_rows;  // 1..64
   const uint32_t run_bytes = static_cast<uint32_t>(box_rows * kRowBytes * kDBoxes * 2);  // K and V
   const int32_t* table = paged ? p.block_table + w.b * p.block_table_stride : nullptr;
+  int outer[2], row[2];  // runs lane and lane + 32 of the current tile: (batch | page, row | slot)
+  if (w.blk_begin < w.blk_end) run_coords<Traits>(p, w, table, w.blk_begin, box_rows, lane, outer, row);
   for (int blk = w.blk_begin, it = 0; blk < w.blk_end; ++blk, ++it) {
     const int stage = it % Traits::kStages;
     const uint32_t phase = static_cast<uint32_t>(it / Traits::kStages) & 1u;
+    int next_outer[2] = {outer[0], outer[1]}, next_row[2] = {row[0], row[1]};
+    if (blk + 1 < w.blk_end) run_coords<Traits>(p, w, table, blk + 1, box_rows, lane, next_outer, next_row);
+    if (paged && lane == 0) {
+      const int ahead = (blk + kTablePrefetchTiles) * Traits::kBlockKV;  // a key of this sequence, so in the table
+      if (ahead < w.s.k_len) prefetch_l2(table + ahead / p.page_size);
+    }
     hw::mbar_wait(sm.empty(stage), phase ^ 1u);  // the first round passes at once
     const int j0 = blk * Traits::kBlockKV;
     const int live = min(runs, (w.s.k_len - j0 + box_rows - 1) / box_rows);  // runs starting before k_len
-    int outer[2], row[2];  // runs lane and lane + 32: (batch | page, row | slot)
-#pragma unroll
-    for (int h = 0; h < 2; ++h) {
-      const int key = j0 + (lane + 32 * h) * box_rows;
-      outer[h] = w.b;
-      row[h] = key;
-      if (paged) {
-        outer[h] = lane + 32 * h < live ? table[key / p.page_size] : 0;
-        row[h] = key % p.page_size;
-      }
-    }
     if (gather) {
       gather_tile<Traits>(p, w, sm, stage, j0, outer, row, lane);
-      continue;
-    }
-    if (lane == 0) hw::mbar_arrive_expect_tx(sm.full(stage), static_cast<uint32_t>(live) * run_bytes);
-    for (int i = 0; i < live; ++i) {
-      const int o = __shfl_sync(kAll, i < 32 ? outer[0] : outer[1], i % 32);
-      const int r = __shfl_sync(kAll, i < 32 ? row[0] : row[1], i % 32);
-      if (lane == 0) {
-        const int dst = i * box_rows * kRowBytes;
+    } else {
+      if (lane == 0) hw::mbar_arrive_expect_tx(sm.full(stage), static_cast<uint32_t>(live) * run_bytes);
+      __syncwarp();
+      if (lane < live) {  // live <= 64 / kMinTmaBoxRows: run `lane`'s coordinates are outer[0], row[0]
+        const int dst = lane * box_rows * kRowBytes;
 #pragma unroll
         for (int db = 0; db < kDBoxes; ++db)
-          hw::tma_load_4d(sm.k(stage) + dst + db * kDBoxStride, tmap_k, db * kDElems, w.kvh, r, o, sm.full(stage));
+          hw::tma_load_4d(sm.k(stage) + dst + db * kDBoxStride, tmap_k, db * kDElems, w.kvh, row[0], outer[0],
+                          sm.full(stage));
 #pragma unroll
         for (int db = 0; db < kDBoxes; ++db)
-          hw::tma_load_4d(sm.v(stage) + dst + db * kDBoxStride, tmap_v, db * kDElems, w.kvh, r, o, sm.full(stage));
+          hw::tma_load_4d(sm.v(stage) + dst + db * kDBoxStride, tmap_v, db * kDElems, w.kvh, row[0], outer[0],
+                          sm.full(stage));
       }
     }
+#pragma unroll
+    for (int h = 0; h < 2; ++h) outer[h] = next_outer[h], row[h] = next_row[h];
   }
   // A gathering lane leaves only once its last copies have landed (their mbarrier arrivals are
   // tied to this thread's cp.async operations).

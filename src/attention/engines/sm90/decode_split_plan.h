@@ -86,7 +86,24 @@ struct DecodeSplitShape {
   int head_dim = 128;
   int col_tile = 8;
   bool fp8 = false;
+  // Paged K/V whose pages are not a multiple of the 64-key tile (boxes of gcd(page_size, 64) < 64
+  // rows, or the gathered path): more work per byte on the producer warp's critical path.
+  bool small_pages = false;
 };
+
+// CTAs per SM the wave-filling count fills (decode_tile().split_wave), except that small pages take
+// a wave of two wherever two CTAs fit an SM (D 64, D 128, fp8; D 256 holds one). Why
+// (docs/DECODE_SM90.md section 18): at one CTA per SM a CTA's ring keeps ~2 stages (64 KB at D 128)
+// in flight, just what the SM's share of the HBM rate needs at the loaded latency (~33 KB/us x
+// ~2 us), so every cycle the producer spends between a stage's release and its last box issue
+// (16 boxes at page 16, D 128) is lost bandwidth: 64/8 B1 x 128K page 16 2818 GB/s against 4176
+// contiguous, at one CTA per SM; the same page size at two CTAs per SM (64/8 B32 x 32K) 4251
+// against 4474. A second CTA doubles the bytes in flight per SM and covers one producer's gaps with
+// the other's stream.
+inline int split_wave_of(const DecodeSplitShape& s) {
+  const DecodeTile t = decode_tile(s.head_dim, s.fp8);
+  return s.small_pages && t.ctas_per_sm >= 2 ? std::max(t.split_wave, 2) : t.split_wave;
+}
 
 // CTAs of a launch with `splits` splits (batch x KV heads x column blocks x splits).
 inline int64_t split_ctas(const DecodeSplitShape& s, int splits) { return s.batch * s.kv_heads * s.m_blocks * splits; }
@@ -123,8 +140,8 @@ inline double split_cost_us(const DecodeSplitShape& s, int splits) {
 // >= 8 tiles per split, the fewest splits with the shortest longest split) unless the cheapest
 // count of at most one CTA per SM, >= kMinCostedTilesPerSplit tiles per split and <=
 // cuda_engine::kMaxSplits saves kMinPlanGainUs by the model. Grids of more than one CTA per SM (D 64
-// and fp8 fill a wave of two) keep the wave-filling count: the model has no term for two CTAs
-// sharing an SM.
+// and fp8 fill a wave of two, and small pages: split_wave_of) keep the wave-filling count: the model
+// has no term for two CTAs sharing an SM.
 //
 // The cheapest count is found among few candidates, not all (host cost per call): 1; for each
 // combine batch count k the largest count of that batch count (8k or the cap; the stream time
@@ -135,7 +152,7 @@ inline int auto_decode_splits(const DecodeSplitShape& s) {
   if (s.sm_count <= 0 || s.batch <= 0 || s.kv_heads <= 0 || s.m_blocks <= 0 || s.n_blocks <= 0) return 1;
   const int64_t rows = s.batch * s.kv_heads * s.m_blocks;  // CTAs per split
   cuda_engine::SplitProblem sp;
-  sp.sm_count = s.sm_count * decode_tile(s.head_dim, s.fp8).split_wave;
+  sp.sm_count = s.sm_count * split_wave_of(s);
   sp.batch = static_cast<int>(std::min<int64_t>(s.batch, 1 << 30));
   sp.kv_heads = static_cast<int>(std::min<int64_t>(s.kv_heads, 1 << 30));
   sp.m_blocks = static_cast<int>(std::min<int64_t>(s.m_blocks, 1 << 30));

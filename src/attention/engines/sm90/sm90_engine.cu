@@ -142,6 +142,8 @@ int num_splits_for(const AttentionParams& p, const Geometry& g, int sm_count) {
   shape.head_dim = static_cast<int>(g.head_dim);
   shape.col_tile = g.col_tile;
   shape.fp8 = kv_is_fp8(p);
+  shape.small_pages = kv_layout(p) == KvLayout::kPaged &&
+                      sm90_engine::paged_box_rows(p.k.size(1)) < sm90_engine::kBlockKV;
   return sm90_engine::auto_decode_splits(shape);
 }
 
