@@ -14,13 +14,7 @@ Traits::kSkipUnseenTiles, and the next tile's K is waited for between the softma
 Traits::kPinnedOverlap), `noskip` (pinned, every warpgroup computes the CTA's tiles), `unpinned` (the
 skip with the wait at the top of the next iteration), `d128` (128-row tiles, two warpgroups, pinned),
 `late-wait` (a planted bug: a passed tile's wait one turn later -- the first version of the skip, which
-deadlocks), `persistent-d128` / `persistent-d64` (Traits::kPersistent: one CTA runs works back to back --
-the unit orders of for_each_work, works of different lengths -- with the Q barriers q_full / q_empty, each
-work's ring restarting at stage 0 with the stages' phases carried over, the GEMM turns running on across
-works and warpgroup 0's extra turn at the end; run_persistent checks mbarrier waits by parity), and two
-planted bugs of that form (`no-absorb`: no extra turn; `no-flips`: every work's phases from 0), which
-must be caught. Exit status 0 when every mode but the planted ones passes every run and each planted
-one is caught.
+deadlocks). Exit status 0 when every mode but `late-wait` passes every run and `late-wait` is caught.
 Usage: python3 scripts/prefill-barrier-sim.py
 """
 import random
@@ -38,10 +32,8 @@ def visible(i, q_len, k_len, causal, wl, wr):
     if hi < lo: hi = lo - 1
     return lo, hi
 
-# One CTA of m0: its tiles [b0, b1) and each warpgroup's op sequence, after consume(). Persistent
-# (persist=True): the ops of one work of a CTA that runs several -- the Q barriers (q_full before the
-# first tile, q_empty after the loop), the pre-arrive only when first, the last arrive always made.
-def cta(m0, q_len, k_len, causal, wl, wr, skip, version, pinned=False, persist=False, first=True):
+# One CTA of m0: its tiles [b0, b1) and each warpgroup's op sequence, after consume().
+def cta(m0, q_len, k_len, causal, wl, wr, skip, version, pinned=False):
     rows = min(BM, q_len - m0)
     flo, _ = visible(m0, q_len, k_len, causal, wl, wr)
     _, lhi = visible(m0 + rows - 1, q_len, k_len, causal, wl, wr)
@@ -62,9 +54,8 @@ def cta(m0, q_len, k_len, causal, wl, wr, skip, version, pinned=False, persist=F
             if t == stale: ops.append(('zeroV',))
         def turn(last):
             ops.append(('sync', wg))
-            if not (last and wg == NWG - 1 and not persist): ops.append(('arrive', nxt))
-        if persist: ops.append(('qfull',))
-        if wg == NWG - 1 and first: ops.append(('arrive', 0))
+            if not (last and wg == NWG - 1): ops.append(('arrive', nxt))
+        if wg == NWG - 1: ops.append(('arrive', 0))
         wait_k(b0); turn(False)
         if pinned:  # Traits::kPinnedOverlap: the next K waited for before wgmma_wait<0> and the release
             if b0 + 1 < own: wait_k(b0 + 1)
@@ -72,7 +63,6 @@ def cta(m0, q_len, k_len, causal, wl, wr, skip, version, pinned=False, persist=F
                 turn(False)
                 if blk + 1 < own: wait_k(blk + 1)
                 ops.append(('release', blk - 1 - b0))
-            if persist: ops.append(('qempty',))
             if own < b1: wait_k(own)
             turn(own == b1); ops.append(('release', own - 1 - b0))
             for blk in range(own, b1):
@@ -149,145 +139,6 @@ def run(tiles, progs, rng):
             else: waiting[w] = ('zv', None, gen)
     # leftover barrier counts are checked by the caller
 
-# The persistent form (Traits::kPersistent, prefill_persistent_cta): one CTA runs several works in a
-# row. Each work's tiles restart at stage 0 (tile t of a work: stage t % S), a stage's barrier phase
-# being its use count over all works; the producer loads work k's Q once every warpgroup has passed
-# q_empty for work k - 1; the GEMM turns run on across works (cta(persist=True)) and warpgroup 0
-# takes one more turn at the end. The mbarrier waits are modelled by parity (a wait on use n of a
-# barrier that has completed c phases passes when c - n is odd; c >= n + 2 would be a phase race).
-MUTANT = None  # planted bugs of the persistent form: 'no-absorb', 'no-flips' (every work's phases from 0)
-
-def run_persistent(works, rng):
-    uses = [0] * S
-    prod = []
-    progs = [[] for _ in range(NWG)]
-    for k, (tiles, wprogs) in enumerate(works):
-        if k > 0: prod.append(('qwait', k))
-        prod.append(('qload',))
-        def ref(t): return (t % S, (0 if MUTANT == 'no-flips' else uses[t % S]) + t // S)
-        for t in range(tiles): prod.append(('load',) + ref(t))
-        for w in range(NWG):
-            for op in wprogs[w]:
-                if op[0] in ('full', 'release'): progs[w].append((op[0],) + ref(op[1]))
-                elif op[0] == 'qfull': progs[w].append(('qfull', k))
-                elif op[0] == 'qempty': progs[w].append(('qempty', k))
-                else: progs[w].append(op)
-        for t in range(tiles): uses[t % S] += 1
-    if works and MUTANT != 'no-absorb': progs[0].append(('sync', 0))  # warpgroup 0's last turn meets the last arrive
-    pc = [0] * NWG; pp = 0
-    full_done = [0] * S; empty_arr = [0] * S; empty_done = [0] * S
-    qf_done = 0; qe_arr = 0; qe_done = 0
-    bar_cnt = {g: 0 for g in range(NWG)}; bar_gen = {g: 0 for g in range(NWG)}; waiting = {}
-    zv_cnt, zv_gen = 0, 0
-    def parity_ok(c, n):
-        if c >= n + 2: raise RuntimeError('PHASE RACE')
-        return c == n + 1
-    try:
-        while True:
-            moves = []
-            if pp < len(prod):
-                op = prod[pp]
-                if op[0] == 'qload' or (op[0] == 'qwait' and parity_ok(qe_done, op[1] - 1)) or \
-                   (op[0] == 'load' and (op[2] == 0 or parity_ok(empty_done[op[1]], op[2] - 1))):
-                    moves.append(('P',))
-            for w in range(NWG):
-                if pc[w] >= len(progs[w]): continue
-                if w in waiting:
-                    kind, g, gen = waiting[w]
-                    if (kind == 'bar' and bar_gen[g] > gen) or (kind == 'zv' and zv_gen > gen): moves.append(('W', w))
-                    continue
-                op = progs[w][pc[w]]
-                if op[0] == 'full':
-                    if parity_ok(full_done[op[1]], op[2]): moves.append(('W', w))
-                elif op[0] == 'qfull':
-                    if parity_ok(qf_done, op[1]): moves.append(('W', w))
-                else: moves.append(('W', w))
-            if not moves:
-                done = all(pc[w] >= len(progs[w]) for w in range(NWG)) and pp == len(prod)
-                if done and (any(bar_cnt.values()) or zv_cnt or any(empty_arr) or qe_arr):
-                    return 'LEFTOVER %s %s %s %s' % (bar_cnt, zv_cnt, empty_arr, qe_arr)
-                return 'ok' if done else 'DEADLOCK pcs=%s ops=%s prod=%s' % (
-                    pc, [progs[w][pc[w]] if pc[w] < len(progs[w]) else None for w in range(NWG)],
-                    prod[pp] if pp < len(prod) else None)
-            m = rng.choice(moves)
-            if m[0] == 'P':
-                op = prod[pp]; pp += 1
-                if op[0] == 'qload': qf_done += 1
-                elif op[0] == 'load': full_done[op[1]] += 1
-                continue
-            w = m[1]
-            if w in waiting: del waiting[w]; pc[w] += 1; continue
-            op = progs[w][pc[w]]
-            if op[0] in ('full', 'qfull'): pc[w] += 1
-            elif op[0] == 'release':
-                st, n = op[1], op[2]
-                if empty_done[st] != n: return 'PHASE ERROR wg%d release stage %d use %d' % (w, st, n)
-                empty_arr[st] += 1
-                if empty_arr[st] == NWG: empty_arr[st] = 0; empty_done[st] += 1
-                pc[w] += 1
-            elif op[0] == 'qempty':
-                if qe_done != op[1]: return 'PHASE ERROR wg%d q_empty of work %d' % (w, op[1])
-                qe_arr += 1
-                if qe_arr == NWG: qe_arr = 0; qe_done += 1
-                pc[w] += 1
-            elif op[0] == 'arrive':
-                g = op[1]; bar_cnt[g] += 1
-                if bar_cnt[g] == 2: bar_cnt[g] = 0; bar_gen[g] += 1
-                pc[w] += 1
-            elif op[0] == 'sync':
-                g = op[1]; gen = bar_gen[g]; bar_cnt[g] += 1
-                if bar_cnt[g] == 2: bar_cnt[g] = 0; bar_gen[g] += 1; pc[w] += 1
-                else: waiting[w] = ('bar', g, gen)
-            elif op[0] == 'zeroV':
-                gen = zv_gen; zv_cnt += 1
-                if zv_cnt == NWG: zv_cnt = 0; zv_gen += 1; pc[w] += 1
-                else: waiting[w] = ('zv', None, gen)
-    except RuntimeError as e:
-        return str(e)
-
-# Persistent mode: each CTA takes a run of works -- the query tiles of one problem in the kernel's
-# unit orders (every tile, last first; or the causal pairs last-i, i) and, across problems, works of
-# different lengths back to back.
-def check_persistent(version, rng):
-    global BM, NWG
-    BM, NWG = (128, 2) if version == 'persistent-d128' else (192, 3)
-    skip = version == 'persistent-d64'
-    runs = bad = 0
-    shapes = []
-    for q_len in [1, 63, 64, 65, 127, 128, 129, 191, 192, 193, 300, 385, 640]:
-        for k_len in [1, 63, 127, 128, 129, 192, 193, 300, 385, 640]:
-            for causal, wl, wr in [(False, -1, -1), (True, -1, -1), (False, 60, 10), (True, 100, -1)]:
-                shapes.append((q_len, k_len, causal, wl, wr))
-    for (q_len, k_len, causal, wl, wr) in shapes:
-        mb = (q_len + BM - 1) // BM
-        order = list(range(mb - 1, -1, -1))
-        if causal:
-            order = []
-            for i in range((mb + 1) // 2):
-                order.append(mb - 1 - i)
-                if i != mb - 1 - i: order.append(i)
-        # a CTA's works: this problem's tiles, then (a second head) the same again, then one tile of
-        # another shape, so works of different lengths follow each other
-        other = shapes[rng.randrange(len(shapes))]
-        seq = [(m * BM, q_len, k_len, causal, wl, wr) for m in order] * 2
-        omb = (other[0] + BM - 1) // BM
-        seq.append((rng.randrange(omb) * BM,) + other)
-        works, first = [], True
-        for (m0, ql, kl, c, a, b) in seq:
-            r = cta(m0, ql, kl, c, a, b, skip, 'code', True, persist=True, first=first)
-            if r is None: continue
-            works.append(r); first = False
-        if not works: continue
-        for _ in range(8):
-            res = run_persistent(works, rng)
-            runs += 1
-            if res != 'ok':
-                bad += 1
-                if bad <= 3: print(f'  {version}: q_len {q_len} k_len {k_len} causal {causal} window ({wl}, {wr}): {res}')
-                break
-    print(f'{version}: {runs} runs, {bad} failing cases')
-    return bad
-
 def check(version, rng):
     global BM, NWG
     BM, NWG = (128, 2) if version == 'd128' else (192, 3)
@@ -318,11 +169,6 @@ if __name__ == '__main__':
     ok = True
     for mode in ('code', 'noskip', 'unpinned', 'd128'):
         ok = check(mode, rng) == 0 and ok
-    for mode in ('persistent-d128', 'persistent-d64'):
-        ok = check_persistent(mode, rng) == 0 and ok
-    for MUTANT in ('no-absorb', 'no-flips'):  # the model must catch each
-        print(f'planted {MUTANT}:', end=' ')
-        ok = check_persistent('persistent-d128', rng) > 0 and ok
     ok = check('late-wait', rng) > 0 and ok
     print('barrier model: ' + ('pass' if ok else 'FAIL'))
     sys.exit(0 if ok else 1)

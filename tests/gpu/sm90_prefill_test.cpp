@@ -15,7 +15,6 @@
 #include <utility>
 #include <vector>
 
-#include "attention/engines/sm90/launch.h"
 #include "attention/engines/sm90/prefill_traits.h"
 #include "gpu/cuda_attention_harness.h"
 
@@ -195,71 +194,6 @@ TEST_F(Sm90Prefill, HeadDim256SeqlensKIgnoresStaleRows) {
     c.d = 256;
     c.k_lens = {300, 171, 65};
     expect_ignores_stale_rows(c, kEngine);
-  }
-}
-
-// The persistent form (PrefillTraits::kPersistent, the engine's choice for short batched sequences)
-// against the plain grid, each forced (set_prefill_persistent_mode): O and LSE bitwise equal -- the
-// per-tile math is the same, the epilogue's reciprocal the IEEE one in both. 12/4 x 3 sequences of
-// 1000 rows is 288 units (8 query tiles of 128; 6 of 192 at D 64, as pairs 4 or 3 per head), so the
-// CTAs (at most one per SM) run several works each: the ring's phases, the Q reloads and the turns
-// carried across works; lengths around the tiles and Sq != Sk both ways.
-class PersistentMode {
- public:
-  explicit PersistentMode(int mode) { sm90_engine::set_prefill_persistent_mode(mode); }
-  ~PersistentMode() { sm90_engine::set_prefill_persistent_mode(-1); }
-};
-
-TEST_F(Sm90Prefill, PersistentEqualsPlainGridBitwise) {
-  const std::vector<std::pair<int, int>> lengths = {{1000, 1000}, {129, 385}, {385, 129}, {300, 300}};
-  for (int d : kHeadDims) {
-    for (bool causal : {false, true}) {
-      for (auto [sq, sk] : lengths) {
-        Case c = prefill_case(12, 4, 3, sq, sk, causal);
-        c.d = d;
-        auto p = make_problem(c);
-        HostTensor o0 = like(p->out), l0 = like(p->lse), o1 = like(p->out), l1 = like(p->lse);
-        {
-          PersistentMode plain(0);
-          ASSERT_TRUE(run_cuda(*p, &o0, &l0, kEngine).ok()) << describe(c);
-        }
-        {
-          PersistentMode persistent(1);
-          ASSERT_TRUE(run_cuda(*p, &o1, &l1, kEngine).ok()) << describe(c);
-        }
-        EXPECT_TRUE(bitwise_equal(o0, o1)) << describe(c) << ": O differs";
-        EXPECT_TRUE(bitwise_equal(l0, l1)) << describe(c) << ": LSE differs";
-      }
-    }
-  }
-}
-
-// The persistent form forced onto what the engine's choice keeps on the plain grid (varlen Q and K/V
-// with empty sequences, a window, seqlens_k with NaN-poisoned stale rows, softcap), against the fp64
-// reference: works without rows or without KV tiles inside a CTA's list.
-TEST_F(Sm90Prefill, PersistentFormAgainstReference) {
-  PersistentMode persistent(1);
-  for (int d : kHeadDims) {
-    Case v = prefill_case(8, 2, 1, 1, 1, true);
-    v.d = d;
-    v.q_varlen = true;
-    v.kv = KvKind::kVarlen;
-    v.q_lens = {129, 1, 0, 300, 128, 77, 193};
-    v.k_lens = {129, 200, 5, 300, 0, 385, 193};
-    for (bool causal : {false, true}) {
-      v.causal = causal;
-      check_case(v, kEngine);
-    }
-    v.window_left = 60, v.window_right = 10;
-    check_case(v, kEngine);
-    Case stale = prefill_case(8, 2, 3, 150, 300, true);
-    stale.d = d;
-    stale.k_lens = {300, 171, 65};
-    expect_ignores_stale_rows(stale, kEngine);
-    Case capped = prefill_case(8, 4, 2, 260, 260, false);
-    capped.d = d;
-    capped.softcap = 30.f;
-    check_case(capped, kEngine);
   }
 }
 

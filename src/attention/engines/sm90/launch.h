@@ -59,26 +59,12 @@ struct PrefillLaunch {
   // tile launches before any head's second-to-last (longest first over the whole sequence, not
   // per head). p.m_blocks must then be <= 65535 (grid y).
   bool heads_fastest = false;
-  // The persistent form (PrefillTraits::kPersistent): persistent_ctas CTAs (<= the SMs, <= the
-  // units) walk the units; causal_pairs: a unit is query tiles m_blocks - 1 - i and i of one head,
-  // else one query tile. heads_fastest is then not read.
-  bool persistent = false;
-  bool causal_pairs = false;
-  int persistent_ctas = 0;
 };
 
-// Runs the prefill kernel (grid: m_blocks, Hq, B, or Hq, m_blocks, B with l.heads_fastest; or
-// l.persistent_ctas CTAs with l.persistent);
+// Runs the prefill kernel (grid: m_blocks, Hq, B, or Hq, m_blocks, B with l.heads_fastest);
 // p.num_splits must be 1. Dispatches on l.head_dim to launch_prefill_head_dim.
 template <class T>
 Status launch_prefill(const cuda_engine::KernelParams& p, const PrefillLaunch& l, cudaStream_t stream);
-
-// The persistent prefill form, a switch for measurement and tests: -1 the engine's choice
-// (sm90_prefill_engine.cu: batched, unwindowed, <= kPersistentMaxKvTiles KV tiles per sequence), 0
-// never, 1 whenever the units fit in int32. Starts from GROUPATTN_SM90_PREFILL_PERSISTENT ("0" or
-// "1") when that is set at the first call, else -1.
-void set_prefill_persistent_mode(int mode);
-int prefill_persistent_mode();
 
 // The prefill kernel of one head dim (64, 128 or 256).
 template <class T, int kHeadDim>

@@ -96,8 +96,6 @@ struct Smem {
   __device__ uint64_t* k_empty(int stage) const { return k_full(Traits::kKSlots) + stage; }
   __device__ uint64_t* fp8_full(int slot) const { return k_full(2 * Traits::kKSlots) + slot; }
   __device__ uint64_t* fp8_empty(int slot) const { return fp8_full(Traits::kFp8Stages) + slot; }
-  // Traits::kPersistent: every consumer warp's last S product of a work is done (Q may be reloaded).
-  __device__ uint64_t* q_empty() const { return fp8_full(2 * Traits::kFp8Stages); }
 };
 
 // A CTA's work: a 128-row query tile of one query head of one sequence (packed decode: 128
@@ -160,22 +158,30 @@ __device__ __forceinline__ Work packed_decode_work(const KernelParams& p) {
   return w;
 }
 
-// Prefill: query tile m_block (rows m_block * kBlockM ...) of query head h of sequence b.
+// The grid is (query tile, head, sequence), or (head, query tile, sequence) when heads_fastest;
+// the last query tiles launched first (causal: they see the most keys); packed decode:
+// packed_decode_work.
 template <class Traits>
-__device__ __forceinline__ Work prefill_work(const KernelParams& p, int m_block, int h, int b) {
+__device__ __forceinline__ Work cta_work(const KernelParams& p, bool heads_fastest) {
+  if constexpr (Traits::kPackedDecode) {
+    (void)heads_fastest;
+    return packed_decode_work<Traits>(p);
+  }
+  const int b = static_cast<int>(blockIdx.z);
   Work w;
   w.s = cuda_engine::seq_info(p, b);
   w.b = b;
   w.split = w.kv_group = 0;
   w.wgs = Traits::kConsumerWgs;
-  w.h = h;
+  w.h = static_cast<int>(heads_fastest ? blockIdx.x : blockIdx.y);
   w.kvh = cuda_engine::kv_head_of(w.h, p.group, p.heads_kv);
   const bool q_varlen = p.cu_seqlens_q != nullptr, kv_varlen = p.cu_seqlens_k != nullptr;
   w.q_row0 = q_varlen ? static_cast<int>(w.s.q_token0) : 0;
   w.q_outer = q_varlen ? 0 : b;
   w.kv_row0 = kv_varlen ? p.cu_seqlens_k[b] : 0;
   w.kv_outer = kv_varlen ? 0 : b;
-  w.m0 = m_block * Traits::kBlockM;
+  const int m_blocks = static_cast<int>(heads_fastest ? gridDim.y : gridDim.x);
+  w.m0 = (m_blocks - 1 - static_cast<int>(heads_fastest ? blockIdx.y : blockIdx.x)) * Traits::kBlockM;
   w.rows = w.s.q_len;
   w.has_rows = w.m0 < w.s.q_len;
   w.blk_begin = w.blk_end = 0;
@@ -190,59 +196,6 @@ __device__ __forceinline__ Work prefill_work(const KernelParams& p, int m_block,
     }
   }
   return w;
-}
-
-// The grid is (query tile, head, sequence), or (head, query tile, sequence) when heads_fastest;
-// the last query tiles launched first (causal: they see the most keys); packed decode:
-// packed_decode_work.
-template <class Traits>
-__device__ __forceinline__ Work cta_work(const KernelParams& p, bool heads_fastest) {
-  if constexpr (Traits::kPackedDecode) {
-    (void)heads_fastest;
-    return packed_decode_work<Traits>(p);
-  }
-  const int m_blocks = static_cast<int>(heads_fastest ? gridDim.y : gridDim.x);
-  const int m_block = m_blocks - 1 - static_cast<int>(heads_fastest ? blockIdx.y : blockIdx.x);
-  return prefill_work<Traits>(p, m_block, static_cast<int>(heads_fastest ? blockIdx.x : blockIdx.y),
-                              static_cast<int>(blockIdx.z));
-}
-
-// Traits::kPersistent: the works of this CTA, in order, each passed to f. The launch's units are
-// numbered u = 0 .. units - 1 and CTA c takes c, c + gridDim.x, ...; a unit is
-//   kPersistTiles:       one query tile; u = (sequence, head, query tile), the last tile first
-//                        (full attention: every work the same size, so the static split is even)
-//   kPersistCausalPairs: query tiles m_blocks - 1 - i and i of one head (one tile when they are
-//                        the same); u = (sequence, pair i, head). Causal tiles see m + 1 KV tiles
-//                        (Sq == Sk), so every pair sees m_blocks + 1: equal units again, and the
-//                        heads of a sequence run together (its K/V stay in L2).
-// Producer and consumers walk the same list, so they agree on every load.
-template <class Traits, class F>
-__device__ __forceinline__ void for_each_work(const KernelParams& p, const PrefillSchedule& sched, F&& f) {
-  const int mb = p.m_blocks, hq = p.heads_q;
-  // (u through a lane-0 shuffle of a count k, as own_end in consume: with u or k carried in a vector
-  // register across the KV-tile loop ptxas spilled 4-8 bytes at D 64's 160 or D 128's 240.)
-  for (int k = 0;; ++k) {
-    const int u = __shfl_sync(kFullMask, static_cast<int>(blockIdx.x) + k * static_cast<int>(gridDim.x), 0);
-    if (u >= sched.units) break;
-    const int b = u / sched.per_seq, r = u % sched.per_seq;
-    if (sched.order == kPersistCausalPairs) {
-      const int i = r / hq, h = r % hq;
-      f(prefill_work<Traits>(p, mb - 1 - i, h, b));
-      if (i != mb - 1 - i) f(prefill_work<Traits>(p, i, h, b));
-    } else {
-      f(prefill_work<Traits>(p, mb - 1 - r % mb, r / mb, b));
-    }
-  }
-}
-
-// 1 / l for a softmax row sum l >= 1 (the row's largest term is 2^0; l > 0 means some key is
-// visible), bitwise the IEEE quotient 1.f / l: the fast path of nvcc's correctly rounded division
-// (SASS, nvcc 13: MUFU.RCP, FFMA x r - 1, FFMA r (1 - x r) + r), taken for every l whose exponent
-// is not near the ends of the range; the slow path (a subroutine call) only serves those.
-__device__ __forceinline__ float reciprocal_of_row_sum(float l) {
-  float r;
-  asm("rcp.approx.ftz.f32 %0, %1;" : "=f"(r) : "f"(l));
-  return fmaf(r, -fmaf(l, r, -1.f), r);
 }
 
 // Pins A-fragment registers around the asynchronous wgmma region (as hw::fence_regs does for
@@ -330,41 +283,18 @@ __device__ __forceinline__ void produce_packed_decode_split_tile(const KernelPar
   load_packed_decode_box<Traits>(sm.v(stage), tv, w, row, outer, sm.full(stage));
 }
 
-// The ring of kStages stages: a work's KV tile it (0, 1, ... within the work) uses stage
-// it % kStages, every work starting at stage 0 (so the loop's stage, and with it the operand
-// descriptors, stays a function of a loop counter that starts at a constant: ptxas keeps it on the
-// uniform datapath; a ring position carried in from the previous works took +31 instructions per
-// d128 tile). The phase of a stage's barriers is the parity of its uses so far: (it / kStages) in
-// this work, flipped by bit `stage` of `flips` (the parity of its uses by the CTA's earlier works;
-// 0 but for Traits::kPersistent).
-template <class Traits>
-__device__ __forceinline__ uint32_t ring_phase(int it, uint32_t flips) {
-  return (static_cast<uint32_t>(it / Traits::kStages) & 1u) ^ ((flips >> (it % Traits::kStages)) & 1u);
-}
-// flips after a work of `tiles` KV tiles: stage st was used ceil((tiles - st) / kStages) times.
-template <class Traits>
-__device__ __forceinline__ uint32_t ring_flips_after(uint32_t flips, int tiles) {
-#pragma unroll
-  for (int st = 0; st < Traits::kStages; ++st) {
-    const int uses = tiles > st ? (tiles - 1 - st) / Traits::kStages + 1 : 0;
-    flips ^= static_cast<uint32_t>(uses & 1) << st;
-  }
-  return flips;
-}
-
 // Split K/V (Traits::kSplitKv; the caller has waited for the stage's K half to be free): the K
 // half on k_full, then, once every O product that read the stage's previous V is done (empty),
 // the V half on full.
 template <class Traits>
 __device__ __forceinline__ void produce_split_tile(const Smem<Traits>& sm, const CUtensorMap* tk,
-                                                   const CUtensorMap* tv, const Work& w, int blk, int it,
-                                                   uint32_t flips) {
+                                                   const CUtensorMap* tv, const Work& w, int blk, int it) {
   const int stage = it % Traits::kStages, row = w.kv_row0 + blk * Traits::kBlockN;
   hw::mbar_arrive_expect_tx(sm.k_full(stage), static_cast<uint32_t>(Traits::kTileBytes));
   for (int db = 0; db < Traits::kDBlocks; ++db)
     hw::tma_load_4d(sm.k(stage) + db * Traits::kKvBoxBytes, tk, db * Traits::kSwizzleElems, w.kvh, row,
                     w.kv_outer, sm.k_full(stage));
-  hw::mbar_wait(sm.empty(stage), ring_phase<Traits>(it, flips) ^ 1u);
+  hw::mbar_wait(sm.empty(stage), (static_cast<uint32_t>(it / Traits::kStages) & 1u) ^ 1u);
   hw::mbar_arrive_expect_tx(sm.full(stage), static_cast<uint32_t>(Traits::kTileBytes));
   for (int db = 0; db < Traits::kDBlocks; ++db)
     hw::tma_load_4d(sm.v(stage) + db * Traits::kKvBoxBytes, tv, db * Traits::kSwizzleElems, w.kvh, row,
@@ -372,19 +302,11 @@ __device__ __forceinline__ void produce_split_tile(const Smem<Traits>& sm, const
 }
 
 // Producer (one elected thread): the work's Q (packed decode: the consumers load it), then its KV
-// tiles into the ring. Traits::kPersistent: flips = the ring's phases after the CTA's earlier
-// works (ring_phase), qn = its Q loads before this one; Q is reloaded once every consumer warp's
-// last S product of the previous work is done (q_empty).
+// tiles into the ring.
 template <class Traits>
 __device__ void produce(const KernelParams& p, const Smem<Traits>& sm, const CUtensorMap* tq, const CUtensorMap* tk,
-                        const CUtensorMap* tv, const Work& w, uint32_t flips = 0, int qn = 0) {
-  if constexpr (!Traits::kPersistent) flips = 0;
+                        const CUtensorMap* tv, const Work& w) {
   if (!w.has_tiles()) return;
-  if constexpr (Traits::kPersistent) {
-    if (qn > 0) hw::mbar_wait(sm.q_empty(), static_cast<uint32_t>(qn - 1) & 1u);
-  } else {
-    (void)qn;
-  }
   if constexpr (!Traits::kPackedDecode) {
     hw::mbar_arrive_expect_tx(sm.q_full(), static_cast<uint32_t>(Traits::kQBytes));
     for (int db = 0; db < Traits::kDBlocks; ++db) {
@@ -398,9 +320,9 @@ __device__ void produce(const KernelParams& p, const Smem<Traits>& sm, const CUt
   for (int blk = w.blk_begin, it = 0; blk < w.blk_end; ++blk, ++it) {
     const int stage = it % Traits::kStages;
     if constexpr (Traits::kSplitKv) {
-      hw::mbar_wait(sm.k_empty(stage), ring_phase<Traits>(it, flips) ^ 1u);
+      hw::mbar_wait(sm.k_empty(stage), (static_cast<uint32_t>(it / Traits::kStages) & 1u) ^ 1u);
     } else {
-      hw::mbar_wait(sm.empty(stage), ring_phase<Traits>(it, flips) ^ 1u);
+      hw::mbar_wait(sm.empty(stage), (static_cast<uint32_t>(it / Traits::kStages) & 1u) ^ 1u);
     }
     if constexpr (Traits::kPackedDecode && Traits::kSplitKv) {
       produce_packed_decode_split_tile<Traits>(p, sm, tk, tv, w, blk, it);
@@ -410,7 +332,7 @@ __device__ void produce(const KernelParams& p, const Smem<Traits>& sm, const CUt
       continue;
     }
     if constexpr (Traits::kSplitKv) {
-      produce_split_tile<Traits>(sm, tk, tv, w, blk, it, flips);
+      produce_split_tile<Traits>(sm, tk, tv, w, blk, it);
       continue;
     }
     hw::mbar_arrive_expect_tx(sm.full(stage), static_cast<uint32_t>(Traits::kStageBytes));
@@ -711,23 +633,11 @@ __device__ __forceinline__ void store_o_staged(const KernelParams& p, const Work
   }
 }
 
-// The GEMM turns of the consumer warpgroups (consume): warpgroup g's named barrier, over the
-// warpgroup whose turn it is and the one before it.
-inline constexpr uint32_t kTurnThreads = 2 * 128;
-__device__ __forceinline__ uint32_t turn_barrier(int g) { return g == 2 ? 9u : 1u + static_cast<uint32_t>(g); }
-
 // One consumer warpgroup's part of the work: its 64 query rows against the work's KV tiles, then
 // their O and LSE (packed decode with several splits: the split's fp32 partials).
-// Traits::kPersistent: flips and qn as in produce(); first_work: the CTA's first work with KV tiles
-// (the GEMM turns start there and run on across works: see turn_end); persistent_inv_cap: the
-// softcap quotient below, from the host (PrefillSchedule::inv_cap).
 template <class Traits>
 __device__ void consume(const KernelParams& p, const Work& w, const Smem<Traits>& sm, int wg, int warp_in_wg,
-                        int lane, uint32_t flips = 0, int qn = 0, bool first_work = true,
-                        float persistent_inv_cap = 0.f) {
-  if constexpr (!Traits::kPersistent) flips = 0;
-  const uint32_t q_phase = Traits::kPersistent ? static_cast<uint32_t>(qn) & 1u : 0u;
-  const bool pre_arrive = !Traits::kPersistent || first_work;
+                        int lane) {
   const SeqInfo& s = w.s;
   const int m0 = w.m0, blk_begin = w.blk_begin, blk_end = w.blk_end;
   using T = typename Traits::Element;
@@ -786,13 +696,7 @@ __device__ void consume(const KernelParams& p, const Work& w, const Smem<Traits>
   // 160 registers (three consumer warpgroups, D 64).
   float scale = p.scale;
   if constexpr (Traits::kFp8Kv) scale *= k_scale;
-  float inv_cap;
-  if constexpr (Traits::kPersistent) {
-    inv_cap = persistent_inv_cap;
-  } else {
-    (void)persistent_inv_cap;
-    inv_cap = p.softcap > 0.f ? scale / p.softcap : 0.f;
-  }
+  const float inv_cap = p.softcap > 0.f ? scale / p.softcap : 0.f;
 
   // Softmax of one tile's scores (sacc, in place: scores -> probabilities), updating the running
   // max and sum; alpha: how much the rows' earlier O must shrink (applied by the caller, once the
@@ -853,13 +757,10 @@ __device__ void consume(const KernelParams& p, const Work& w, const Smem<Traits>
   // warpgroup takes T = tiles + 1 turns (S of the first tile; S and the previous O; the last O).
   // Warpgroup 0 goes first: the last warpgroup pre-arrives once on warpgroup 0's barrier and skips
   // its arrive after its last turn, so every barrier gets exactly T releases and none is left
-  // half-arrived when the CTA exits. Traits::kPersistent: the turns run on across the CTA's works
-  // (the pre-arrive only before its first work, the last arrive of every work made), so warpgroup
-  // 0 starts the next work's S products while the last one still finishes its O; warpgroup 0
-  // takes one more turn after the CTA's last work (prefill_persistent_cta) to meet that arrive.
-  // Named barrier ids of the kernel: 0 __syncthreads, 1 / 2 / 9 the turns of warpgroups 0 / 1 / 2,
-  // 3 kBarZeroV, 4 + wg packed decode's Q, 6 + wg the epilogue.
-  auto turn_bar = [](int g) { return turn_barrier(g); };
+  // half-arrived when the CTA exits. Named barrier ids of the kernel: 0 __syncthreads, 1 / 2 / 9
+  // the turns of warpgroups 0 / 1 / 2, 3 kBarZeroV, 4 + wg packed decode's Q, 6 + wg the epilogue.
+  constexpr uint32_t kTurnThreads = 2 * 128;  // the warpgroup whose turn it is + the one before it
+  auto turn_bar = [](int g) { return g == 2 ? 9u : 1u + static_cast<uint32_t>(g); };
   // (Measured at a552d4d: +0.7 to +4.2 % over no turns on five shapes, docs/PREFILL_SM90.md.)
   // Packed decode with one warpgroup taking part: no turns.
   const bool pingpong = !Traits::kPackedDecode || w.wgs == 2;
@@ -868,8 +769,7 @@ __device__ void consume(const KernelParams& p, const Work& w, const Smem<Traits>
     if (pingpong) hw::named_bar_sync(turn_bar(wg), kTurnThreads);
   };
   auto turn_end = [&](bool last) {
-    if (pingpong && !(last && !Traits::kPersistent && wg == last_wg))
-      hw::named_bar_arrive(turn_bar(wg == last_wg ? 0 : wg + 1), kTurnThreads);
+    if (pingpong && !(last && wg == last_wg)) hw::named_bar_arrive(turn_bar(wg == last_wg ? 0 : wg + 1), kTurnThreads);
   };
   // The tile holding the sequence's last key also holds rows past it: the next sequence's keys
   // (varlen) or stale cache rows (seqlens_k) -- zeros only where the map itself ends. Their scores
@@ -905,15 +805,15 @@ __device__ void consume(const KernelParams& p, const Work& w, const Smem<Traits>
   auto wait_k = [&](int blk, int it, int stage) {
     if constexpr (Traits::kFp8Kv || Traits::kSplitKv) {
       (void)blk;
-      hw::mbar_wait(sm.k_full(stage), ring_phase<Traits>(it, flips));
+      hw::mbar_wait(sm.k_full(stage), static_cast<uint32_t>(it / Traits::kStages) & 1u);
     } else {
-      hw::mbar_wait(sm.full(stage), ring_phase<Traits>(it, flips));
+      hw::mbar_wait(sm.full(stage), static_cast<uint32_t>(it / Traits::kStages) & 1u);
       zero_stale_v(blk, stage);
     }
   };
   auto wait_v = [&](int blk, int it, int stage) {
     if constexpr (Traits::kFp8Kv || Traits::kSplitKv)
-      hw::mbar_wait(sm.full(stage), ring_phase<Traits>(it, flips));
+      hw::mbar_wait(sm.full(stage), static_cast<uint32_t>(it / Traits::kStages) & 1u);
     if constexpr (Traits::kSplitKv) zero_stale_v(blk, stage);
     (void)blk;
     (void)it;
@@ -938,11 +838,11 @@ __device__ void consume(const KernelParams& p, const Work& w, const Smem<Traits>
       load_packed_q<Traits>(p, w, sm, wg, 32 * warp_in_wg + lane);
       hw::named_bar_sync(kBarQ + wg, 128);
     } else {
-      hw::mbar_wait(sm.q_full(), q_phase);
+      hw::mbar_wait(sm.q_full(), 0u);
     }
     uint32_t pfrag[Traits::kBlockN / 16][4];
     float alpha[2];
-    if (pingpong && wg == last_wg && pre_arrive) hw::named_bar_arrive(turn_bar(0), kTurnThreads);
+    if (pingpong && wg == last_wg) hw::named_bar_arrive(turn_bar(0), kTurnThreads);
     int prev_stage = 0;
     wait_k(blk_begin, 0, 0);
     hw::fence_regs(sacc);
@@ -990,10 +890,6 @@ __device__ void consume(const KernelParams& p, const Work& w, const Smem<Traits>
         for (int i = 0; i < 32; ++i) o[hh][i] *= alpha[acc_half(i)];
       pack_p(pfrag);  // after the wait: P(it-1)'s registers are free again
       prev_stage = stage;
-    }
-    if constexpr (Traits::kPersistent) {  // every S product of this work is done: Q may be reloaded
-      __syncwarp();
-      if (lane == 0) hw::mbar_arrive(sm.q_empty());
     }
     wait_v(own_end - 1, own_end - blk_begin - 1, prev_stage);
     // Passed tiles (Traits::kSkipUnseenTiles) keep every warpgroup's sequence of barriers the same:
@@ -1052,9 +948,7 @@ __device__ void consume(const KernelParams& p, const Work& w, const Smem<Traits>
       if (row >= w.rows) continue;
       const int tok = row_token<Traits>(row, p.group);
       const int h = Traits::kPackedDecode ? w.kv_group * p.group + row % p.group : w.h;  // query head
-      // no visible key: O = 0. (Persistent: reciprocal_of_row_sum, the same bits without the
-      // division's slow-path call, around which the works loop's counter was spilled at D 64.)
-      float inv = l > 0.f ? (Traits::kPersistent ? reciprocal_of_row_sum(l) : 1.f / l) : 0.f;
+      float inv = l > 0.f ? 1.f / l : 0.f;  // no visible key: O = 0
       if constexpr (Traits::kFp8Kv) inv *= v_scale;
       if constexpr (Traits::kPackedDecode) {
         if (p.num_splits > 1) {
@@ -1095,34 +989,6 @@ __device__ void consume(const KernelParams& p, const Work& w, const Smem<Traits>
   }
 }
 
-// The mbarriers of the CTA (one thread; the caller fences and syncs). wgs: the consumer warpgroups
-// taking part.
-template <class Traits>
-__device__ __forceinline__ void init_barriers(const Smem<Traits>& sm, int wgs) {
-  hw::mbar_init(sm.q_full(), 1);
-  // full: one TMA arrival (+ bytes); fp8: the converted V tile's, one arrival per converter warp.
-  const uint32_t full_count = Traits::kFp8Kv ? Traits::kConverterWarps : 1;
-  for (int st = 0; st < Traits::kStages; ++st) {
-    hw::mbar_init(sm.full(st), full_count);
-    hw::mbar_init(sm.empty(st), 4 * wgs);  // every warp of the consumer warpgroups taking part
-    if constexpr (Traits::kSplitKv) {      // the stage's K half: one TMA arrival, every warp
-      hw::mbar_init(sm.k_full(st), 1);
-      hw::mbar_init(sm.k_empty(st), 4 * wgs);
-    }
-  }
-  if constexpr (Traits::kFp8Kv) {
-    for (int st = 0; st < Traits::kKSlots; ++st) {
-      hw::mbar_init(sm.k_full(st), Traits::kConverterWarps);
-      hw::mbar_init(sm.k_empty(st), 4 * wgs);
-    }
-    for (int st = 0; st < Traits::kFp8Stages; ++st) {
-      hw::mbar_init(sm.fp8_full(st), 1);
-      hw::mbar_init(sm.fp8_empty(st), Traits::kConverterWarps);
-    }
-  }
-  if constexpr (Traits::kPersistent) hw::mbar_init(sm.q_empty(), 4 * wgs);
-}
-
 template <class Traits>
 __device__ void prefill_cta(const KernelParams& p, const CUtensorMap* tq, const CUtensorMap* tk, const CUtensorMap* tv,
                             bool heads_fastest) {
@@ -1133,7 +999,27 @@ __device__ void prefill_cta(const KernelParams& p, const CUtensorMap* tq, const 
 
   const int tid = static_cast<int>(threadIdx.x), warp = tid / 32, lane = tid % 32;
   if (tid == 0) {
-    init_barriers<Traits>(sm, w.wgs);
+    hw::mbar_init(sm.q_full(), 1);
+    // full: one TMA arrival (+ bytes); fp8: the converted V tile's, one arrival per converter warp.
+    const uint32_t full_count = Traits::kFp8Kv ? Traits::kConverterWarps : 1;
+    for (int st = 0; st < Traits::kStages; ++st) {
+      hw::mbar_init(sm.full(st), full_count);
+      hw::mbar_init(sm.empty(st), 4 * w.wgs);  // every warp of the consumer warpgroups taking part
+      if constexpr (Traits::kSplitKv) {        // the stage's K half: one TMA arrival, every warp
+        hw::mbar_init(sm.k_full(st), 1);
+        hw::mbar_init(sm.k_empty(st), 4 * w.wgs);
+      }
+    }
+    if constexpr (Traits::kFp8Kv) {
+      for (int st = 0; st < Traits::kKSlots; ++st) {
+        hw::mbar_init(sm.k_full(st), Traits::kConverterWarps);
+        hw::mbar_init(sm.k_empty(st), 4 * w.wgs);
+      }
+      for (int st = 0; st < Traits::kFp8Stages; ++st) {
+        hw::mbar_init(sm.fp8_full(st), 1);
+        hw::mbar_init(sm.fp8_empty(st), Traits::kConverterWarps);
+      }
+    }
     hw::mbar_init_fence();
   }
   if (warp == Traits::kProducerWarp && lane == 0) {
@@ -1168,87 +1054,23 @@ __device__ void prefill_cta(const KernelParams& p, const CUtensorMap* tq, const 
   }
 }
 
-// threadIdx.x through a volatile asm: not hoisted out of a loop (so not kept live across it).
-__device__ __forceinline__ int opaque_tid() {
-  int t;
-  asm volatile("mov.u32 %0, %%tid.x;" : "=r"(t));
-  return t;
-}
-
-// Traits::kPersistent: one CTA per SM over its works (for_each_work, `sched`). The ring's phases
-// (flips) and the Q loads (qn) run on across works on both sides; works without KV tiles load
-// nothing and take no turns (their rows get O = 0, LSE = -inf).
-template <class Traits>
-__device__ void prefill_persistent_cta(const KernelParams& p, const CUtensorMap* tq, const CUtensorMap* tk,
-                                       const CUtensorMap* tv, const PrefillSchedule& sched) {
-  extern __shared__ __align__(128) unsigned char smem_raw[];
-  const Smem<Traits> sm{hw::align_1024(smem_raw)};
-  const int tid = static_cast<int>(threadIdx.x), warp = tid / 32, lane = tid % 32;
-  if (tid == 0) {
-    init_barriers<Traits>(sm, Traits::kConsumerWgs);
-    hw::mbar_init_fence();
-  }
-  if (warp == Traits::kProducerWarp && lane == 0) {
-    hw::prefetch_tensormap(tq);
-    hw::prefetch_tensormap(tk);
-    hw::prefetch_tensormap(tv);
-  }
-  __syncthreads();
-
-  uint32_t flips = 0;  // the ring's phases after the works so far (ring_phase)
-  int qn = 0;          // Q loads so far
-  if (warp >= Traits::kProducerWarp) {
-    hw::setmaxnreg_dec<Traits::kProducerRegs>();
-    if (warp == Traits::kProducerWarp && lane == 0) {
-      for_each_work<Traits>(p, sched, [&](const Work& w) {
-        if (!w.has_tiles()) return;
-        produce<Traits>(p, sm, tq, tk, tv, w, flips, qn);
-        flips = ring_flips_after<Traits>(flips, w.blk_end - w.blk_begin);
-        ++qn;
-      });
-    }
-  } else {
-    hw::setmaxnreg_inc<Traits::kConsumerRegs>();
-    const int wg = warp / 4;
-    for_each_work<Traits>(p, sched, [&](const Work& w) {
-      if (!w.has_rows) return;
-      // The thread's position re-read per work (opaque_tid): hoisted out of the works loop it is
-      // live across the whole KV-tile loop, and ptxas spilled it at 240 (D 64: 160) registers.
-      const int t = opaque_tid();
-      consume<Traits>(p, w, sm, t / 128, (t / 32) % 4, t % 32, flips, qn, qn == 0, sched.inv_cap);
-      if (w.has_tiles()) {
-        flips = ring_flips_after<Traits>(flips, w.blk_end - w.blk_begin);
-        ++qn;
-      }
-    });
-    // The last warpgroup's arrive after its last turn (consume's turn_end: made after every work's
-    // last turn in this form) is met here, so no turn barrier is left half-arrived at exit.
-    if (qn > 0 && wg == 0) hw::named_bar_sync(turn_barrier(0), kTurnThreads);
-  }
-}
-
 }  // namespace prefill_detail
 #endif  // __CUDA_ARCH_FEAT_SM90_ALL
 
-// schedule (PrefillSchedule): the plain grid is (Hq, m_blocks, B) instead of (m_blocks, Hq, B) when
-// its order is 1 (PrefillLaunch's heads_fastest); Traits::kPersistent: the units and their order.
+// heads_fastest: the grid is (Hq, m_blocks, B) instead of (m_blocks, Hq, B) (PrefillLaunch).
 template <class Traits>
 __global__ void __launch_bounds__(Traits::kThreads, 1)
     sm90_prefill_kernel(const cuda_engine::KernelParams p, const __grid_constant__ CUtensorMap tmap_q,
                         const __grid_constant__ CUtensorMap tmap_k, const __grid_constant__ CUtensorMap tmap_v,
-                        const PrefillSchedule schedule) {
+                        const int heads_fastest) {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
-  if constexpr (Traits::kPersistent) {
-    prefill_detail::prefill_persistent_cta<Traits>(p, &tmap_q, &tmap_k, &tmap_v, schedule);
-  } else {
-    prefill_detail::prefill_cta<Traits>(p, &tmap_q, &tmap_k, &tmap_v, schedule.order != 0);
-  }
+  prefill_detail::prefill_cta<Traits>(p, &tmap_q, &tmap_k, &tmap_v, heads_fastest != 0);
 #else
   (void)p;
   (void)tmap_q;
   (void)tmap_k;
   (void)tmap_v;
-  (void)schedule;
+  (void)heads_fastest;
 #endif
 }
 
@@ -1262,34 +1084,13 @@ Status launch_prefill_traits(const cuda_engine::KernelParams& p, const PrefillLa
                   static_cast<unsigned>(p.batch));
   kernel<<<grid, Traits::kThreads, Traits::kSmemBytes, stream>>>(
       p, *static_cast<const CUtensorMap*>(l.q_tmap), *static_cast<const CUtensorMap*>(l.k_tmap),
-      *static_cast<const CUtensorMap*>(l.v_tmap), PrefillSchedule{l.heads_fastest ? 1 : 0, 0, 0});
+      *static_cast<const CUtensorMap*>(l.v_tmap), l.heads_fastest ? 1 : 0);
   return cuda::last_launch_status("sm90_prefill_kernel");
-}
-
-// The persistent form (PrefillLaunch::persistent): l.persistent_ctas CTAs over the units of
-// for_each_work.
-template <class Traits>
-Status launch_prefill_persistent(const cuda_engine::KernelParams& p, const PrefillLaunch& l, cudaStream_t stream) {
-  GA_RETURN_IF_ERROR(
-      cuda::set_max_dynamic_smem_once<sm90_prefill_kernel<Traits>>(static_cast<int>(Traits::kSmemBytes)));
-  PrefillSchedule sched;
-  sched.order = l.causal_pairs ? kPersistCausalPairs : kPersistTiles;
-  sched.per_seq = (l.causal_pairs ? (p.m_blocks + 1) / 2 : p.m_blocks) * p.heads_q;  // the host checked int32
-  sched.units = sched.per_seq * p.batch;
-  sched.inv_cap = p.softcap > 0.f ? p.scale / p.softcap : 0.f;
-  sm90_prefill_kernel<Traits><<<static_cast<unsigned>(l.persistent_ctas), Traits::kThreads, Traits::kSmemBytes,
-                                 stream>>>(p, *static_cast<const CUtensorMap*>(l.q_tmap),
-                                           *static_cast<const CUtensorMap*>(l.k_tmap),
-                                           *static_cast<const CUtensorMap*>(l.v_tmap), sched);
-  return cuda::last_launch_status("sm90_prefill_kernel (persistent)");
 }
 
 template <class T, int kHeadDim>
 Status launch_prefill_head_dim(const cuda_engine::KernelParams& p, const PrefillLaunch& l,
                                cudaStream_t stream) {
-  if (l.persistent) {
-    return launch_prefill_persistent<PrefillTraits<T, kHeadDim, false, false, /*kPersistent=*/true>>(p, l, stream);
-  }
   return launch_prefill_traits<PrefillTraits<T, kHeadDim>>(p, l, stream);
 }
 
@@ -1320,8 +1121,7 @@ Status launch_decode_packed_kv(const cuda_engine::KernelParams& p, const DecodeL
                   static_cast<unsigned>(p.batch));
   const auto& k_map = *static_cast<const CUtensorMap*>(l.k_tmap);
   kernel<<<grid, Traits::kThreads, Traits::kSmemBytes, stream>>>(p, k_map, k_map,
-                                                                  *static_cast<const CUtensorMap*>(l.v_tmap),
-                                                                  PrefillSchedule{});
+                                                                  *static_cast<const CUtensorMap*>(l.v_tmap), 0);
   GA_RETURN_IF_ERROR(cuda::last_launch_status(kFp8 ? "sm90_prefill_kernel (packed decode, fp8 K/V)"
                                                    : "sm90_prefill_kernel (packed decode)"));
   if (p.num_splits == 1) return Status::Ok();

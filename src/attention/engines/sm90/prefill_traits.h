@@ -60,24 +60,6 @@ constexpr PrefillTile prefill_tile(int head_dim) {
                           : PrefillTile{kPrefillBlockM, 128, 3, false};
 }
 
-// The persistent prefill form's unit orders (PrefillTraits::kPersistent; prefill_kernel.cuh,
-// for_each_work): one query tile per unit, or (causal) query tiles m_blocks - 1 - i and i.
-inline constexpr int kPersistTiles = 0;
-inline constexpr int kPersistCausalPairs = 1;
-// The prefill kernel's last argument. Plain grid: order 1 = the grid is (Hq, m_blocks, B)
-// (PrefillLaunch::heads_fastest), else 0. Persistent: the unit order, the units per sequence and
-// in all (host-computed, so that the loop bounds stay in the parameter space instead of registers:
-// computed in the kernel they were spilled at D 64's 160 registers).
-// inv_cap (persistent): the softcap quotient scale / softcap (0 without softcap), IEEE on the host --
-// the same bits as the kernel's division, whose slow path is a subroutine call that spilled the
-// works loop's registers.
-struct PrefillSchedule {
-  int order = 0;
-  int per_seq = 0;
-  int units = 0;
-  float inv_cap = 0.f;
-};
-
 // The KV tile of the packed-decode mode (the sm90 decode engine's multi-token form), chosen apart
 // from prefill_tile: decode streams the cache once, so what counts is the bytes in flight per SM
 // (one CTA per SM), not the prefill's arithmetic per tile (docs/DECODE_SM90.md sections 12, 16).
@@ -114,18 +96,9 @@ constexpr PrefillTile packed_decode_tile(int head_dim) {
 // S(t) was done, and the consumers' next S waited for the widening on every tile.
 //   shared memory: Q 32 KB + converted K 2 x 32 KB + converted V 2 x 32 KB + fp8 2 x 32 KB = 224 KB
 // The producer warpgroup then needs registers to convert: 56 / 224 instead of 24 / 240.
-// kPersistent_ (prefill only): one CTA per SM walks a static list of works (launch: grid =
-// min(units, SMs), unit u = CTA u, u + grid, ...; prefill_kernel.cuh, for_each_work), the ring and
-// the GEMM turns running on across works. The producer loads the next work's Q as soon as every
-// consumer warp's last S product of the current work is done (q_empty) and its K/V tiles as
-// stages free up, so the loads, and the other warpgroup's first products, run under a work's
-// last O products and epilogue instead of after the CTA exits (docs/PREFILL_SM90.md, "Short
-// shapes: the per-CTA prologue and epilogue"). O then leaves from registers: the staged epilogue
-// writes into the Q rows the next work's Q is loading into.
-template <class T, int kHeadDim_ = 128, bool kPackedDecode_ = false, bool kFp8Kv_ = false, bool kPersistent_ = false>
+template <class T, int kHeadDim_ = 128, bool kPackedDecode_ = false, bool kFp8Kv_ = false>
 struct PrefillTraits {
   using Element = T;
-  static constexpr bool kPersistent = kPersistent_;
   static constexpr bool kPackedDecode = kPackedDecode_;
   static constexpr bool kFp8Kv = kFp8Kv_;
   static constexpr int kHeadDim = kHeadDim_;
@@ -142,9 +115,7 @@ struct PrefillTraits {
   // stored directly gives 4-byte stores that half-fill their 32-byte sectors (ncu at d 128 / 256:
   // 50 % excess sectors). Prefill only: packed decode writes rows of several heads (and fp32
   // partials) and keeps the direct stores.
-  // Persistent: the staged form's rows are the Q rows the next work's Q loads into once the last S
-  // product is done; the direct stores leave Q free from then on.
-  static constexpr bool kStagedEpilogue = !kPackedDecode && !kPersistent;
+  static constexpr bool kStagedEpilogue = !kPackedDecode;
   // Where the consumer waits for the next tile's K: between tile i's softmax and the
   // wgmma_wait<0> of tile i-1's O product (instead of at the top of the next iteration). The wait
   // loop is a basic-block boundary, and ptxas (nvcc 13) schedules WARPGROUP.DEPBAR at the top of
@@ -168,7 +139,7 @@ struct PrefillTraits {
   static constexpr int kThreads = kConsumerThreads + 128;  // + the producer warpgroup
   static constexpr int kProducerWarp = kConsumerWarps;     // its first warp
   // Registers after setmaxnreg (multiples of 8); at entry every thread has kEntryRegs.
-  static constexpr uint32_t kProducerRegs = kFp8Kv ? 56 : (kPersistent && kConsumerWgs == 3) ? 32 : 24;
+  static constexpr uint32_t kProducerRegs = kFp8Kv ? 56 : 24;
   static constexpr uint32_t kConsumerRegs = kFp8Kv ? 224 : kConsumerWgs == 3 ? 160 : 240;
   static constexpr uint32_t kEntryRegs = (65536 / kThreads) / 8 * 8;  // 168 at 384 threads, 128 at 512
 
@@ -219,8 +190,7 @@ struct PrefillTraits {
   static constexpr int kBarOffset = kFp8Offset + kFp8Stages * kFp8StageBytes;
   // q_full, full[], empty[]; fp8 and kSplitKv: full[] / empty[] are the V tiles', then
   // k_full[kKSlots], k_empty[kKSlots]; fp8: then fp8_full[], fp8_empty[].
-  // kPersistent: then q_empty.
-  static constexpr int kBarBytes = (1 + 2 * kStages + 2 * kKSlots + 2 * kFp8Stages + (kPersistent ? 1 : 0)) * 8;
+  static constexpr int kBarBytes = (1 + 2 * kStages + 2 * kKSlots + 2 * kFp8Stages) * 8;
   static constexpr size_t kSmemBytes = static_cast<size_t>(kBarOffset + kBarBytes) + 1024;  // + alignment slack
   // fp8: the converter warps (the whole producer warpgroup; thread u widens key row u of a tile).
   static constexpr int kConverterWarps = kFp8Kv ? 4 : 0;
@@ -237,7 +207,6 @@ struct PrefillTraits {
   static_assert(kStages >= 2, "the overlapped loop holds two stages at once: tile i's K, tile i-1's V");
   static_assert(!kSkipUnseenTiles || (!kSplitKv && !kFp8Kv),
                 "passed tiles: one wait (wait_k) and one release per tile, the combined 16-bit stage");
-  static_assert(!kPersistent || (!kPackedDecode && !kFp8Kv), "persistent: the prefill kernel (16-bit Q from its map)");
   static_assert(!kSplitKv || !kFp8Kv, "split K/V barriers: 16-bit K/V (the fp8 path has its own K slot)");
   static_assert(kConsumerWgs == 2 || (kConsumerWgs == 3 && !kPackedDecode),
                 "two consumer warpgroups, or three for prefill (turns: round robin, barrier ids in consume)");

@@ -9,11 +9,7 @@
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
 
-#include <algorithm>
-#include <atomic>
 #include <cstdint>
-#include <cstdlib>
-#include <cstring>
 #include <limits>
 #include <string>
 #include <utility>
@@ -31,37 +27,6 @@ namespace {
 
 using sm90_engine::kMaxGridYZ;
 using sm90_engine::kMaxNewTokens;
-
-// The persistent form (PrefillTraits::kPersistent, docs/PREFILL_SM90.md "Short shapes: the per-CTA
-// prologue and epilogue") for short sequences: the plain grid pays each CTA's prologue (barrier
-// init, Q and first K/V loads, the first softmax outside the overlap) and epilogue (the last O
-// products, O and LSE stores) in series with the next CTA on the SM, about two KV tiles' time
-// (the S2048 shapes ran 7-13 % below S8192 at the same CTA count, integ9 a8f83ec), which 16 KV
-// tiles per CTA do not hide and 64 do. Batched Q and K/V without seqlens_k and without a window
-// only, where the static split of the units is even (equal query tiles; causal: pairs of tiles);
-// longer sequences keep the plain grid, which measured faster there (a552d4d / f335989).
-constexpr int64_t kPersistentMaxKvTiles = 32;
-
-std::atomic<int> g_persistent_mode{-2};  // -2: not read from the environment yet
-
-Status choose_persistent(const cuda_engine::KernelParams& kp, int64_t seq_k, int block_n,
-                         sm90_engine::PrefillLaunch* launch) {
-  const int mode = sm90_engine::prefill_persistent_mode();
-  const bool even = kp.cu_seqlens_q == nullptr && kp.cu_seqlens_k == nullptr && kp.seqlens_k == nullptr &&
-                    kp.window_left < 0 && kp.window_right < 0;
-  const int64_t kv_tiles = (seq_k + block_n - 1) / block_n;
-  if (mode == 0 || (mode < 0 && !(even && kv_tiles <= kPersistentMaxKvTiles))) return Status::Ok();
-  const int64_t per_seq = (kp.causal ? (kp.m_blocks + 1) / 2 : kp.m_blocks) * int64_t{kp.heads_q};
-  const int64_t units = per_seq * kp.batch;
-  if (units <= 0 || units > std::numeric_limits<int32_t>::max()) return Status::Ok();
-  int sm_count = 0, cc = 0;
-  GA_RETURN_IF_ERROR(cuda_device_properties(&sm_count, &cc));
-  if (sm_count <= 0) return Status::Ok();
-  launch->persistent = true;
-  launch->causal_pairs = kp.causal;
-  launch->persistent_ctas = static_cast<int>(std::min<int64_t>(units, sm_count));
-  return Status::Ok();
-}
 
 class Sm90PrefillAttention final : public AttentionEngine {
  public:
@@ -148,7 +113,6 @@ class Sm90PrefillAttention final : public AttentionEngine {
                                                             : p.k.size(1);
     const int64_t kv_seq_bytes = 2 * seq_k * kp.heads_kv * head_dim * 2;
     launch.heads_fastest = varying && kv_seq_bytes <= (int64_t{16} << 20) && kp.m_blocks <= kMaxGridYZ;
-    GA_RETURN_IF_ERROR(choose_persistent(kp, seq_k, sm90_engine::prefill_tile(head_dim).block_n, &launch));
     const auto s = static_cast<cudaStream_t>(stream);
     if (p.q.dtype == DType::kBF16) return sm90_engine::launch_prefill<__nv_bfloat16>(kp, launch, s);
     return sm90_engine::launch_prefill<__half>(kp, launch, s);
@@ -156,24 +120,6 @@ class Sm90PrefillAttention final : public AttentionEngine {
 };
 
 }  // namespace
-
-namespace sm90_engine {
-
-void set_prefill_persistent_mode(int mode) { g_persistent_mode.store(mode < 0 ? -1 : (mode > 0 ? 1 : 0)); }
-
-int prefill_persistent_mode() {
-  int mode = g_persistent_mode.load(std::memory_order_relaxed);
-  if (mode == -2) {
-    const char* env = std::getenv("GROUPATTN_SM90_PREFILL_PERSISTENT");
-    const int from_env = env == nullptr ? -1 : std::strcmp(env, "1") == 0 ? 1 : std::strcmp(env, "0") == 0 ? 0 : -1;
-    int expected = -2;
-    g_persistent_mode.compare_exchange_strong(expected, from_env);
-    mode = g_persistent_mode.load(std::memory_order_relaxed);
-  }
-  return mode;
-}
-
-}  // namespace sm90_engine
 
 const AttentionEngine& attention_sm90_prefill_engine() {
   static const Sm90PrefillAttention engine;
