@@ -48,45 +48,46 @@ TEST(KdaCudaPath, VarlenBoundaryOnTheAverage) {
   EXPECT_FALSE(use_recurrent_path((int64_t{16} << 31) + 1, int64_t{1} << 31, true));
 }
 
-static_assert(kFusedMaxTokens == 64, "docs/HOST_COST.md's model and the GPU boundary cases assume 4 chunks");
+static_assert(kFusedMaxTokens == 32, "docs/HOST_COST.md's measured bound and the GPU boundary cases assume 2 chunks");
 
 constexpr int64_t kH200Sms = 132;
 
 TEST(KdaCudaPath, FusedForSmallChunkedProblems) {
-  // Issue 11's chunk_kda: T = 64, H = HV = 4, V = 128, B = 1: 32 CTAs.
+  // H = HV = 4, V = 128, B = 1: 32 CTAs. Issue 11's chunk_kda (T = 64) is past the bound.
   EXPECT_EQ(fused_ctas(1, 4, 128), 32);
-  EXPECT_TRUE(use_fused_path(64, 1, false, 4, 128, kH200Sms));
-  // Dense: 17..64 tokens fused, 16 recurrent (not fused), 65 two-kernel.
+  EXPECT_TRUE(use_fused_path(32, 1, false, 4, 128, kH200Sms));
+  EXPECT_FALSE(use_fused_path(64, 1, false, 4, 128, kH200Sms));
+  // Dense: 17..32 tokens fused, 16 recurrent (not fused), 33 two-kernel.
   EXPECT_FALSE(use_fused_path(16, 1, false, 4, 128, kH200Sms));
   EXPECT_TRUE(use_fused_path(17, 1, false, 4, 128, kH200Sms));
-  EXPECT_TRUE(use_fused_path(33, 2, false, 4, 128, kH200Sms));
-  EXPECT_FALSE(use_fused_path(65, 1, false, 4, 128, kH200Sms));
+  EXPECT_TRUE(use_fused_path(32, 2, false, 4, 128, kH200Sms));
+  EXPECT_FALSE(use_fused_path(33, 1, false, 4, 128, kH200Sms));
   EXPECT_FALSE(use_fused_path(1000, 1, false, 1, 64, kH200Sms));
   // The grid bound: N x HV x V / 16 <= SMs, inclusive.
   EXPECT_EQ(fused_ctas(1, 16, 128), 128);
-  EXPECT_TRUE(use_fused_path(64, 1, false, 16, 128, kH200Sms));    // 128 CTAs
-  EXPECT_TRUE(use_fused_path(64, 33, false, 1, 64, kH200Sms));     // 33 x 4 = 132 CTAs
-  EXPECT_FALSE(use_fused_path(64, 34, false, 1, 64, kH200Sms));    // 136
-  EXPECT_FALSE(use_fused_path(64, 3, false, 8, 128, kH200Sms));    // 192
-  EXPECT_FALSE(use_fused_path(64, 1, false, 32, 128, kH200Sms));   // 256
-  EXPECT_TRUE(use_fused_path(64, 2, false, 8, 128, 128));          // a smaller GPU: 128 of 128
-  EXPECT_FALSE(use_fused_path(64, 2, false, 8, 128, 127));
+  EXPECT_TRUE(use_fused_path(32, 1, false, 16, 128, kH200Sms));    // 128 CTAs
+  EXPECT_TRUE(use_fused_path(32, 33, false, 1, 64, kH200Sms));     // 33 x 4 = 132 CTAs
+  EXPECT_FALSE(use_fused_path(32, 34, false, 1, 64, kH200Sms));    // 136
+  EXPECT_FALSE(use_fused_path(32, 3, false, 8, 128, kH200Sms));    // 192
+  EXPECT_FALSE(use_fused_path(32, 1, false, 32, 128, kH200Sms));   // 256
+  EXPECT_TRUE(use_fused_path(32, 2, false, 8, 128, 128));          // a smaller GPU: 128 of 128
+  EXPECT_FALSE(use_fused_path(32, 2, false, 8, 128, 127));
   // Unknown SM count: never.
-  EXPECT_FALSE(use_fused_path(64, 1, false, 4, 128, 0));
-  EXPECT_FALSE(use_fused_path(64, 1, false, 4, 128, -1));
+  EXPECT_FALSE(use_fused_path(32, 1, false, 4, 128, 0));
+  EXPECT_FALSE(use_fused_path(32, 1, false, 4, 128, -1));
 }
 
 TEST(KdaCudaPath, FusedVarlenBoundedByTotalTokens) {
-  // Varlen: the lengths are on the device, the total T bounds each; fused while T <= 64 and the
+  // Varlen: the lengths are on the device, the total T bounds each; fused while T <= 32 and the
   // average is above 16 (else recurrent).
-  EXPECT_TRUE(use_fused_path(33, 2, true, 4, 128, kH200Sms));    // {10, 23}
+  EXPECT_TRUE(use_fused_path(31, 1, true, 4, 128, kH200Sms));    // {31}
   EXPECT_FALSE(use_fused_path(32, 2, true, 4, 128, kH200Sms));   // {10, 22}: recurrent
-  EXPECT_TRUE(use_fused_path(64, 3, true, 4, 128, kH200Sms));    // {0, 30, 34}
-  EXPECT_FALSE(use_fused_path(65, 3, true, 4, 128, kH200Sms));   // {0, 30, 35}: two-kernel
+  EXPECT_TRUE(use_fused_path(32, 1, true, 4, 128, kH200Sms));    // {32}
+  EXPECT_FALSE(use_fused_path(33, 2, true, 4, 128, kH200Sms));   // {10, 23}: two-kernel
   EXPECT_FALSE(use_fused_path(48, 3, true, 4, 128, kH200Sms));   // average 16: recurrent
   EXPECT_FALSE(use_fused_path(0, 3, true, 4, 128, kH200Sms));    // all empty: recurrent
   // Large counts: no overflow of N x HV x V / 16 for any N the engine accepts.
-  EXPECT_FALSE(use_fused_path(64, int64_t{1} << 31, true, 65535, 128, kH200Sms));
+  EXPECT_FALSE(use_fused_path(32, int64_t{1} << 31, true, 65535, 128, kH200Sms));
   EXPECT_EQ(fused_ctas(int64_t{1} << 31, 65535, 128), (int64_t{1} << 31) * 65535 * 8);
 }
 

@@ -45,7 +45,6 @@ const char* path_name(KdaCudaPath p) {
          : p == KdaCudaPath::kChunked       ? "chunked"
          : p == KdaCudaPath::kChunked64     ? "chunked64"
          : p == KdaCudaPath::kChunked64Vt32 ? "chunked64-vt32"
-         : p == KdaCudaPath::kChunkedPortable ? "chunked-portable"
                                             : "auto";
 }
 
@@ -282,15 +281,16 @@ TEST_F(KdaCuda, AutoPathAtThreshold) {
       {2, 16, {}, -1, KdaStateLayout::kVFirst, 2},
       {2, 17, {}, -1, KdaStateLayout::kVFirst, 2},
       {1, 17, {}, -1, KdaStateLayout::kKFirst, 2},
-      {1, 64, {}, -1, KdaStateLayout::kVFirst, 4},   // issue 11's length, 64 CTAs: fused on the H200
-      {1, 65, {}, -1, KdaStateLayout::kKFirst, 4},   // 5 chunks: two-kernel path
-      {3, 64, {}, -1, KdaStateLayout::kVFirst, 8},   // 3 x 16 x 8 = 384 CTAs: over the SM count
+      {1, 32, {}, -1, KdaStateLayout::kVFirst, 4},   // 2 chunks, 64 CTAs: fused on the H200
+      {1, 33, {}, -1, KdaStateLayout::kKFirst, 4},   // 3 chunks: two-kernel path
+      {1, 64, {}, -1, KdaStateLayout::kVFirst, 4},   // issue 11's length: two-kernel path
+      {3, 32, {}, -1, KdaStateLayout::kVFirst, 8},   // 3 x 16 x 8 = 384 CTAs: over the SM count
       {1, 0, {0, 10, 32}, -1, KdaStateLayout::kVFirst, 2},     // average 16 (10, 22)
       {1, 0, {0, 10, 33}, -1, KdaStateLayout::kVFirst, 2},     // average 16.5 (10, 23)
       {1, 0, {0, 0, 17, 48}, 3, KdaStateLayout::kKFirst, 2},   // average 16 (0, 17, 31), pool
       {1, 0, {0, 0, 17, 49}, 3, KdaStateLayout::kKFirst, 2},   // average 16.3 (0, 17, 32), pool
-      {1, 0, {0, 0, 30, 64}, 3, KdaStateLayout::kVFirst, 2},   // T = 64 over 3 sequences, pool
-      {1, 0, {0, 0, 30, 65}, 3, KdaStateLayout::kVFirst, 2},   // T = 65: two-kernel path
+      {1, 0, {0, 32}, 3, KdaStateLayout::kVFirst, 2},          // T = 32, one sequence, pool: fused
+      {1, 0, {0, 0, 30, 64}, 3, KdaStateLayout::kVFirst, 2},   // T = 64 over 3 sequences: two-kernel
   };
   int sms = 0;
   cuda_check(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0), "cudaDeviceGetAttribute");
@@ -709,56 +709,6 @@ TEST_F(KdaCuda, ChunkedLengthsAround64) {
   }
 }
 
-// The 16-token path's sm90a cluster state pass (kda_state_multicast.cuh; on other GPUs kChunked is
-// the portable pass and this compares it with itself) against the portable pass: the same products
-// in the same order, so out and final states must agree bit for bit, besides both passing the fp64
-// check. Boundaries of the cluster pass: clusters of 8 (V = 128) and 4 (V = 64) CTAs, K != V, GVA,
-// zero-length sequences (a cluster with no chunk), 1 and 2 chunks (no prefetch / one), lengths that
-// wrap the 3-stage ring many times (parities), a K-first pool in place, a grid of 128 CTAs (16
-// sequence-heads: clusters of 8, or 4 or 2 where those do not all fit on the GPU at once) and one of
-// 256 CTAs (no cluster size fits the whole grid at one CTA per SM: kChunked falls back to the
-// portable pass, so that case checks the choice, not the cluster kernel).
-TEST_F(KdaCuda, ChunkedClusterMatchesPortable) {
-  struct Shape {
-    int64_t B, T, H, HV, K, V;
-    std::vector<int64_t> cu;
-    KdaStateLayout layout;
-    int pool_extra;
-  };
-  const Shape shapes[] = {
-      {2, 77, 2, 4, 128, 128, {}, KdaStateLayout::kVFirst, -1},
-      {1, 16, 1, 2, 128, 128, {}, KdaStateLayout::kVFirst, -1},
-      {1, 17, 1, 2, 128, 128, {}, KdaStateLayout::kVFirst, -1},
-      {1, 1000, 2, 2, 128, 128, {}, KdaStateLayout::kVFirst, -1},
-      {2, 201, 2, 4, 64, 64, {}, KdaStateLayout::kVFirst, -1},
-      {2, 95, 2, 2, 128, 64, {}, KdaStateLayout::kVFirst, -1},
-      {2, 95, 1, 3, 64, 128, {}, KdaStateLayout::kVFirst, -1},
-      {1, 0, 2, 4, 128, 128, {0, 0, 1, 17, 33, 33, 250}, KdaStateLayout::kKFirst, 3},
-      {1, 300, 4, 16, 128, 128, {}, KdaStateLayout::kVFirst, -1},  // 128 CTAs
-      {4, 120, 4, 8, 128, 128, {}, KdaStateLayout::kVFirst, -1},   // 256 CTAs: the portable pass
-  };
-  for (const Shape& sh : shapes) {
-    KdaRun r;
-    r.c = base_case();
-    r.c.B = sh.B, r.c.T = sh.T, r.c.H = sh.H, r.c.HV = sh.HV, r.c.K = sh.K, r.c.V = sh.V;
-    r.c.lower_bound = -8.f;
-    if (!sh.cu.empty()) r.c.cu = sh.cu, r.c.T = sh.cu.back();
-    r.c.layout = sh.layout;
-    r.setup(600 + static_cast<uint64_t>(sh.T + sh.K + sh.HV), sh.pool_extra);
-    HostTensor out[2] = {r.c.out, r.c.out};
-    std::vector<double> state[2];
-    const KdaCudaPath paths[2] = {KdaCudaPath::kChunked, KdaCudaPath::kChunkedPortable};
-    for (int i = 0; i < 2; ++i) {
-      check_run(r, paths[i], " cluster vs portable");
-      r.dout->download(&out[i]);
-      state[i] = r.final_states();
-    }
-    const std::string label = describe(r.c, KdaCudaPath::kChunked, "");
-    EXPECT_TRUE(bitwise_equal(out[0], out[1])) << label << ": out differs from the portable pass";
-    EXPECT_TRUE(state[0] == state[1]) << label << ": final states differ from the portable pass";
-  }
-}
-
 // The "cuda-c64" engine through the public entry point (pinned; the library's workspace): GVA 1 -> 3
 // and 2 -> 6 with a custom scale, initial and final states, a length over several 64-token chunks
 // with a partial last one, and varlen with a zero-length sequence; automatic selection stays "cuda".
@@ -1031,11 +981,6 @@ TEST_F(KdaCuda, DISABLED_Timing) {
     const double c64w = graph_time_us(p, KdaCudaPath::kChunked64Vt32);
     std::printf("[kda-time] prefill T=%lld H=HV=%lld lb=-5: chunked64 %.1f us, chunked64 VT 32 %.1f us\n",
                 static_cast<long long>(T), static_cast<long long>(H), c64, c64w);
-    // The 16-token path with the sm90a cluster state pass (kChunked on an H100/H200) and without it.
-    const double c16 = graph_time_us(p, KdaCudaPath::kChunked);
-    const double c16p = graph_time_us(p, KdaCudaPath::kChunkedPortable);
-    std::printf("[kda-time] prefill T=%lld H=HV=%lld lb=-5: chunked (graph) %.1f us, chunked portable pass %.1f us\n",
-                static_cast<long long>(T), static_cast<long long>(H), c16, c16p);
     cuda_check(cudaFree(o.workspace), "cudaFree");
   }
   // Short prefills, both paths (the recurrent / chunked threshold, docs/HOST_COST.md "KDA path

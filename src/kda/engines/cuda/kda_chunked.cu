@@ -20,16 +20,12 @@
 //     cores with tf32 operands rounded once where they are produced (kTf32Passes: 1 = plain tf32,
 //     the default; 3 = 3xTF32, about fp32; kda_tf32_mma.cuh), S in fp32 registers, and the next
 //     chunk's block prefetched into a second shared-memory stage (cp.async) during each step.
-//     On sm90a (16-column V-tiles) the V-tile CTAs of a (sequence, value head) run as a cluster that
-//     fetches each chunk's W / Qt / Kh / Aqk / exp(Gamma_C) from L2 once, multicast into a 3-stage
-//     ring (kda_state_multicast.cuh); same math, bitwise the same results.
 // The state pass is one serial chain per (sequence, value head, V-tile): few heads and long
 // sequences leave SMs idle (splitting it is a later step, issue 4).
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
 
-#include <atomic>
 #include <cmath>
 #include <cstdint>
 #include <type_traits>
@@ -40,7 +36,6 @@
 #include "kda/engines/cuda/kda_chunk_prep.cuh"
 #include "kda/engines/cuda/kda_cuda_common.cuh"
 #include "kda/engines/cuda/kda_cuda_launch.h"
-#include "kda/engines/cuda/kda_state_multicast.cuh"
 #include "kda/engines/cuda/kda_tf32_mma.cuh"
 
 namespace groupattn::kda_cuda {
@@ -102,9 +97,7 @@ __global__ void __launch_bounds__(kThreads, kPrepMinBlocks)
 // distinct banks: W / Qt rows are read as A (row g, column t) -> stride = 4 mod 32; Kh is read
 // transposed (row t, column g) -> stride = 8 mod 32; S and D are read as B (row t, column g) ->
 // stride VT + 8 (24 or 40: t * stride + g spans the 32 banks).
-// kStages: 2 for the portable pass; 3 for the sm90a cluster pass (kda_state_multicast.cuh says why),
-// which also keeps one mbarrier per stage after the floats.
-template <int K, int VT, int kStages = 2>
+template <int K, int VT>
 struct StatePlan {
   static constexpr int kQuarters = 4;   // phase 1 splits K over 4 warps per product
   static constexpr int kRowWQ = K + 4;  // W, Qt row stride
@@ -120,15 +113,13 @@ struct StatePlan {
   static constexpr int kA = kU + kChunk * VT;
   static constexpr int kEc = kA + kChunk * kChunk;
   static constexpr int kStage = kEc + K;
-  // After the stages.
-  static constexpr int kS = kStages * kStage;
+  // After the two stages.
+  static constexpr int kS = 2 * kStage;
   static constexpr int kP = kS + K * kRowS;  // partial W S and Qt S [2 products][4 K-quarters][16][kRowS]
   static constexpr int kD = kP + 2 * kQuarters * kChunk * kRowS;  // D (fp32, for the output rows)
   static constexpr int kDm = kD + kChunk * kRowS;                 // D as an mma operand
   static constexpr int kFloats = kDm + kChunk * kRowS;
-  static constexpr int kBar = (kFloats + 1) / 2 * 2;  // 8-byte aligned: the stages' full barriers (3-stage plan)
-  static constexpr int kBytes = kStages == 2 ? kFloats * static_cast<int>(sizeof(float))
-                                             : kBar * static_cast<int>(sizeof(float)) + kStages * 8;
+  static constexpr int kBytes = kFloats * static_cast<int>(sizeof(float));
   // The S update: (K / 16) x kNt output tiles of m16n8, a warp taking kTilesPerWarp column tiles of
   // one 16-row tile (so they share its A fragments).
   static constexpr int kTilesPerWarp = K / 16 * kNt / kWarps;
@@ -143,7 +134,6 @@ struct StatePlan {
   static_assert(kWarps == 2 * kQuarters, "phase 1: 2 products x 4 K-quarters, one warp each");
   static_assert(K / kQuarters % 8 == 0, "whole k-steps per quarter");
   static_assert((VT == 16 || VT == 32) && kCols * kThreads == kChunk * VT, "whole columns per thread");
-  static_assert(kStages == 2 || kStages == 3, "double buffer (portable) or triple buffer (cluster)");
 };
 
 // Issues the cp.async copies of chunk block `blk` (this CTA's V columns e0..e0+VT-1) into `stage`.
@@ -191,16 +181,10 @@ __device__ __forceinline__ void load_stage(float* stage, const float* blk, const
 // once per 16: half the L2 traffic and half the CTAs (launch_chunked_t picks it when there are
 // enough CTAs to fill the GPU).
 // VT = 32 runs 2 CTAs per SM (102 KiB of shared memory each at K = 128): at most 128 registers.
-// kMulticast (sm90a only; kda_state_multicast.cuh): consecutive V-tile CTAs of a (sequence, value head)
-// form clusters (all V / VT of them, or a half or a quarter where that is what fits the GPU at once;
-// the launch picks), W / Qt / Kh / Aqk / exp(Gamma_C) arrive once per cluster by multicast
-// bulk copies into three stages, each CTA copying only its own U columns; the math is the same
-// instruction for instruction, so the results are bitwise those of the portable pass.
-template <class T, int K, int VT, bool kMulticast>
+template <class T, int K, int VT>
 __global__ void __launch_bounds__(kThreads, VT == 32 ? 2 : 1)
     kda_chunk_state_kernel(const DeviceParams p, const int64_t* chunk_offsets, const float* blocks, const ChunkLayout l) {
-  constexpr int kStages = kMulticast ? 3 : 2;
-  using P = StatePlan<K, VT, kStages>;
+  using P = StatePlan<K, VT>;
   extern __shared__ __align__(16) float smem[];
   // blockIdx.x = sequence * (V / VT) + V-tile: the V / VT CTAs of one (sequence, value head) are
   // adjacent in launch order, so they run together and read each chunk block from L2 once it has
@@ -219,41 +203,18 @@ __global__ void __launch_bounds__(kThreads, VT == 32 ? 2 : 1)
   float* Pp = smem + P::kP;
   float* D = smem + P::kD;
   float* Dm = smem + P::kDm;
-  // Cluster pass: the stages' full barriers; the cluster is this (sequence, value head)'s V-tiles.
-  uint64_t* full = reinterpret_cast<uint64_t*>(smem + P::kBar);
-  uint32_t rank = 0, cluster = 1;  // cluster pass: this CTA's rank, and the CTAs (consecutive V-tiles) per cluster
-  if constexpr (kMulticast) multicast_rank(&rank, &cluster);
-  uint32_t parities = 0;  // bit s: parity of stage s's next phase
-  // Chunk block `blk` into stage s; then waiting for stage s (this thread's copies, and in the
-  // cluster pass every peer's multicast part).
-  const auto issue = [&](int s, const float* blk) {
-    if constexpr (kMulticast) {
-      multicast_stage<P, K, VT, kThreads>(smem + s * P::kStage, full + s, blk, l, p.V, e0, tid, rank, cluster);
-    } else {
-      load_stage<K, VT>(smem + s * P::kStage, blk, l, p.V, e0, tid);
-    }
-  };
-  const auto landed = [&](int s) {
-    if constexpr (kMulticast) {
-      multicast_wait(full + s, (parities >> s) & 1u);
-      parities ^= 1u << s;
-    } else {
-      cp_async_wait_all();
-    }
-  };
-  if constexpr (kMulticast) multicast_begin<kStages>(full, tid);
 
   const int64_t c0 = chunk_offset(p, chunk_offsets, n), nc = chunk_offset(p, chunk_offsets, n + 1) - c0;
   const int64_t block_step = static_cast<int64_t>(p.HV) * l.block_floats;  // chunk c -> c + 1
   const float* next_block = blocks + (c0 * p.HV + hv) * l.block_floats;   // chunk j + 1's, in the loop
-  if (nc > 0) issue(0, next_block);
+  if (nc > 0) load_stage<K, VT>(smem, next_block, l, p.V, e0, tid);
   for (int i = tid; i < K * VT; i += kThreads) {
     // V-first rows are K-contiguous: d fastest; K-first rows are V-contiguous: column fastest.
     const int d = p.v_first ? i % K : i / VT, ee = p.v_first ? i / K : i % VT;
     const int64_t at = state_offset(p.v_first, p.si_sn, p.si_sh, p.si_sr, rows.in, hv, d, e0 + ee);
     S[d * P::kRowS + ee] = rows.in >= 0 ? p.s_in[at] : 0.f;
   }
-  if (nc > 0) landed(0);
+  cp_async_wait_all();
   __syncthreads();
 
   // Phase 3's tiles of this warp: tile i = warp * kTilesPerWarp + jj covers S rows 16 (i / kNt) ..
@@ -282,15 +243,12 @@ __global__ void __launch_bounds__(kThreads, VT == 32 ? 2 : 1)
   T* orow = static_cast<T*>(p.out) + sq.batch * p.o_sb + hv * p.o_sh + (sq.bos + r) * p.o_st + e0 + e;
   const int64_t orow_step = kChunk * p.o_st;
   int64_t rows_left = sq.len - r;  // tokens of the sequence from this row of chunk j on
-  int cur = 0;  // chunk j's stage: j % kStages
   for (int64_t j = 0; j < nc; ++j) {
-    const float* st = smem + cur * P::kStage;
-    const int nxt = cur + 1 == kStages ? 0 : cur + 1;
-    // The next stage was last read before the previous chunk's final barrier (portable), or by every
-    // CTA of the cluster two chunks ago (cluster pass; kda_state_multicast.cuh).
+    const float* st = smem + (j & 1) * P::kStage;
+    // The other stage was last read before the previous chunk's final barrier.
     if (j + 1 < nc) {
       next_block += block_step;
-      issue(nxt, next_block);
+      load_stage<K, VT>(smem + ((j + 1) & 1) * P::kStage, next_block, l, p.V, e0, tid);
     }
 
     {  // Phase 1: warp = (product, K-quarter), all 8-column tiles (sharing the A fragments).
@@ -391,9 +349,8 @@ __global__ void __launch_bounds__(kThreads, VT == 32 ? 2 : 1)
         *reinterpret_cast<float2*>(srow + 8 * P::kRowS) = make_float2(mma_operand(s[jj][2]), mma_operand(s[jj][3]));
       }
     }
-    if (j + 1 < nc) landed(nxt);
+    cp_async_wait_all();
     __syncthreads();  // next stage landed; S, D and the partials may be reused
-    cur = nxt;
   }
   if (const StateRows rows_end = state_rows(p, n); rows_end.out >= 0) {
     // The mirror holds the stored mma operands: the fp32 state comes from the register tiles (the
@@ -413,14 +370,13 @@ __global__ void __launch_bounds__(kThreads, VT == 32 ? 2 : 1)
       p.s_out[at] = S[d * P::kRowS + ee];
     }
   }
-  if constexpr (kMulticast) multicast_end();
 }
 
 template <class T, int K, int VT>
 Status launch_state(const DeviceParams& p, const int64_t* offsets, const float* blocks, const ChunkLayout& l,
                     cudaStream_t stream) {
   using P = StatePlan<K, VT>;
-  constexpr auto state_kernel = kda_chunk_state_kernel<T, K, VT, false>;
+  constexpr auto state_kernel = kda_chunk_state_kernel<T, K, VT>;
   GA_RETURN_IF_ERROR(cuda::set_max_dynamic_smem_once<state_kernel>(P::kBytes));
   // x = sequence * (V / VT) + V-tile (the engine declines N * V / 16 >= 2^31).
   const dim3 grid(static_cast<unsigned>(p.N * (p.V / VT)), static_cast<unsigned>(p.HV));
@@ -428,91 +384,6 @@ Status launch_state(const DeviceParams& p, const int64_t* offsets, const float* 
   state_kernel<<<grid, kThreads, P::kBytes, stream>>>(p, offsets, blocks, l);
   const Status launched = cuda::last_launch_status("kda_chunk_state_kernel");
   host_timing::mark("launch kda_chunk_state_kernel");
-  return launched;
-}
-
-// The cluster pass (VT = 16, clusters of V / 16 CTAs). Dynamic shared memory that keeps a CTA alone on
-// its SM (2 x (this + 1 KiB reserved) > 228 KiB); the pass needs ~110 KiB at K = V = 128, so two
-// CTAs of a cluster may otherwise share an SM and halve its throughput.
-constexpr int kMulticastVt = 16;
-constexpr int kSoloSmemBytes = 114 * 1024;
-
-// Per device (0..63) and cluster size (2, 4, 8): how many clusters of the kernel the device holds at
-// once with the solo request, plus one (0: not asked yet; 1: none, also when the kernel's image was
-// not built from sm_90a code: then it is the trap stub, an sm_80 PTX JIT-compiled for this GPU).
-template <auto kKernel>
-inline std::atomic<int> solo_clusters_plus1[64][MulticastBlock<128>::kMaxCluster + 1] = {};
-
-cudaLaunchConfig_t cluster_launch_config(dim3 grid, int smem_bytes, cudaStream_t stream, int cluster,
-                                         cudaLaunchAttribute* attribute) {
-  cudaLaunchConfig_t config = {};
-  config.gridDim = grid;
-  config.blockDim = dim3(kThreads, 1, 1);
-  config.dynamicSmemBytes = static_cast<size_t>(smem_bytes);
-  config.stream = stream;
-  attribute->id = cudaLaunchAttributeClusterDimension;
-  attribute->val.clusterDim.x = static_cast<unsigned>(cluster);
-  attribute->val.clusterDim.y = 1;
-  attribute->val.clusterDim.z = 1;
-  config.attrs = attribute;
-  config.numAttrs = 1;
-  return config;
-}
-
-// The cluster size of the cluster pass on this launch (a compute capability 9.0 device was checked by
-// the caller), 0 for none: the largest of V / 16, V / 32, .., 2 CTAs whose clusters all fit on the GPU
-// at once with one CTA per SM (a cluster is placed inside one GPC, and the GPCs' SM counts need not
-// be multiples of 8, so clusters of 8 may not all fit where clusters of 4 do; each (sequence, value
-// head) then has V / 16 / cluster clusters, each fetching the chunk blocks once). 0 when the kernel is
-// not sm_90a code or no size fits the whole grid: the portable pass then runs (its CTAs need no
-// co-scheduling). Asked of the runtime once per device and size.
-template <class T, int K>
-Status plan_multicast(const DeviceParams& p, int* cluster_out) {
-  constexpr auto kernel = kda_chunk_state_kernel<T, K, kMulticastVt, true>;
-  static_assert(StatePlan<K, kMulticastVt, 3>::kBytes <= kSoloSmemBytes, "the solo request covers the plan");
-  *cluster_out = 0;
-  const int tiles = p.V / kMulticastVt;
-  int dev = 0;
-  GA_CUDA_RETURN_IF_ERROR(cudaGetDevice(&dev));
-  if (dev < 0 || dev >= 64) return Status::Ok();
-  const int64_t ctas = p.N * p.HV * tiles;
-  for (int cluster = tiles; cluster >= 2; cluster /= 2) {
-    std::atomic<int>& known = solo_clusters_plus1<kernel>[dev][cluster];
-    int fit = known.load(std::memory_order_acquire) - 1;
-    if (fit < 0) {
-      fit = 0;
-      cudaFuncAttributes a = {};
-      GA_CUDA_RETURN_IF_ERROR(cudaFuncGetAttributes(&a, kernel));
-      if (a.ptxVersion >= 90) {
-        GA_RETURN_IF_ERROR(cuda::set_max_dynamic_smem_once<kernel>(kSoloSmemBytes));
-        cudaLaunchAttribute attribute;
-        const cudaLaunchConfig_t config = cluster_launch_config(dim3(static_cast<unsigned>(cluster), 1, 1),
-                                                                kSoloSmemBytes, nullptr, cluster, &attribute);
-        GA_CUDA_RETURN_IF_ERROR(cudaOccupancyMaxActiveClusters(&fit, kernel, &config));
-      }
-      known.store(fit + 1, std::memory_order_release);
-    }
-    if (static_cast<int64_t>(fit) * cluster >= ctas) {
-      *cluster_out = cluster;
-      return Status::Ok();
-    }
-  }
-  return Status::Ok();
-}
-
-template <class T, int K>
-Status launch_state_multicast(const DeviceParams& p, const int64_t* offsets, const float* blocks,
-                              const ChunkLayout& l, int cluster, cudaStream_t stream) {
-  constexpr auto kernel = kda_chunk_state_kernel<T, K, kMulticastVt, true>;
-  GA_RETURN_IF_ERROR(cuda::set_max_dynamic_smem_once<kernel>(kSoloSmemBytes));
-  // x = sequence * (V / 16) + V-tile: cluster x covers `cluster` consecutive V-tiles of one sequence.
-  const dim3 grid(static_cast<unsigned>(p.N * (p.V / kMulticastVt)), static_cast<unsigned>(p.HV));
-  host_timing::mark("kda state launch plan (device properties, cluster plan)");
-  cudaLaunchAttribute attribute;
-  const cudaLaunchConfig_t config = cluster_launch_config(grid, kSoloSmemBytes, stream, cluster, &attribute);
-  GA_CUDA_RETURN_IF_ERROR(cudaLaunchKernelEx(&config, kernel, p, offsets, blocks, l));
-  const Status launched = cuda::last_launch_status("kda_chunk_state_kernel (cluster)");
-  host_timing::mark("launch kda_chunk_state_kernel (cluster)");
   return launched;
 }
 
@@ -535,8 +406,7 @@ Status launch_prep_t(const DeviceParams& p, void* workspace, const ChunkLayout& 
 }
 
 template <class T, int K>
-Status launch_chunked_t(const DeviceParams& p, void* workspace, const ChunkLayout& l, bool allow_cluster,
-                        cudaStream_t stream) {
+Status launch_chunked_t(const DeviceParams& p, void* workspace, const ChunkLayout& l, cudaStream_t stream) {
   GA_RETURN_IF_ERROR((launch_prep_t<T, K>(p, workspace, l, stream)));
   auto* offsets = static_cast<int64_t*>(workspace);
   auto* blocks = reinterpret_cast<float*>(static_cast<char*>(workspace) + l.offsets_bytes);
@@ -545,13 +415,6 @@ Status launch_chunked_t(const DeviceParams& p, void* workspace, const ChunkLayou
   int sms = 0, cc = 0;
   GA_RETURN_IF_ERROR(cuda_device_properties(&sms, &cc));
   if (p.N * p.HV * (p.V / 16) > 2 * static_cast<int64_t>(sms)) return launch_state<T, K, 32>(p, offsets, blocks, l, stream);
-  // 16-column tiles: on an H100/H200 the cluster pass, which reads each chunk block from L2 once per
-  // cluster of V-tiles instead of once per V-tile, where its clusters all fit at once, one CTA per SM.
-  if (allow_cluster && cc == 90) {
-    int cluster = 0;
-    GA_RETURN_IF_ERROR((plan_multicast<T, K>(p, &cluster)));
-    if (cluster > 0) return launch_state_multicast<T, K>(p, offsets, blocks, l, cluster, stream);
-  }
   return launch_state<T, K, 16>(p, offsets, blocks, l, stream);
 }
 
@@ -569,14 +432,14 @@ Status launch_chunk_prep(const DeviceParams& p, bool bf16, void* workspace, cons
 }
 
 Status launch_chunked(const DeviceParams& p, bool bf16, void* workspace, const ChunkLayout& layout,
-                      bool allow_cluster, cudaStream_t stream) {
+                      cudaStream_t stream) {
   if (p.N == 0) return Status::Ok();
   if (bf16) {
-    return p.K == 64 ? launch_chunked_t<__nv_bfloat16, 64>(p, workspace, layout, allow_cluster, stream)
-                     : launch_chunked_t<__nv_bfloat16, 128>(p, workspace, layout, allow_cluster, stream);
+    return p.K == 64 ? launch_chunked_t<__nv_bfloat16, 64>(p, workspace, layout, stream)
+                     : launch_chunked_t<__nv_bfloat16, 128>(p, workspace, layout, stream);
   }
-  return p.K == 64 ? launch_chunked_t<__half, 64>(p, workspace, layout, allow_cluster, stream)
-                   : launch_chunked_t<__half, 128>(p, workspace, layout, allow_cluster, stream);
+  return p.K == 64 ? launch_chunked_t<__half, 64>(p, workspace, layout, stream)
+                   : launch_chunked_t<__half, 128>(p, workspace, layout, stream);
 }
 
 }  // namespace groupattn::kda_cuda

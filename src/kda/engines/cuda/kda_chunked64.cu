@@ -587,7 +587,7 @@ Status launch_chunked64_t(const DeviceParams& p, void* workspace, const Chunk64L
   GA_CUDA_RETURN_IF_ERROR(cudaGetDevice(&dev));
   GA_CUDA_RETURN_IF_ERROR(cudaDeviceGetAttribute(&smem_optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev));
   if (smem_optin < State64Plan<K, 16>::kBytes) {
-    return launch_chunked(p, std::is_same_v<T, __nv_bfloat16>, workspace, l.sub, true, stream);
+    return launch_chunked(p, std::is_same_v<T, __nv_bfloat16>, workspace, l.sub, stream);
   }
   GA_RETURN_IF_ERROR(launch_chunk_prep(p, std::is_same_v<T, __nv_bfloat16>, workspace, l.sub, stream));
   char* ws = static_cast<char*>(workspace);

@@ -209,8 +209,7 @@ class CudaKda final : public KdaEngine {
       const int value_tile = path == KdaCudaPath::kChunked64Vt32 ? 32 : 0;
       return kda_cuda::launch_chunked64(d, bf16, workspace, layout64_of(shape_of(p)), value_tile, st);
     }
-    const bool allow_cluster = path != KdaCudaPath::kChunkedPortable;
-    return kda_cuda::launch_chunked(d, bf16, workspace, layout_of(shape_of(p)), allow_cluster, st);
+    return kda_cuda::launch_chunked(d, bf16, workspace, layout_of(shape_of(p)), st);
   }
 };
 

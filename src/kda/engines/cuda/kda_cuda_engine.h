@@ -17,10 +17,9 @@ const KdaEngine& kda_cuda_engine();  // engines/cuda/kda_cuda_engine.cu
 const KdaEngine& kda_cuda_c64_engine();
 
 // kChunked64Vt32: the 64-token path with its 32-column V-tiles forced whatever the grid size (tests
-// and timing; "cuda-c64" picks the tile by grid size). kChunkedPortable: the 16-token path with the
-// portable state pass even where kChunked takes the sm90a cluster pass (tests compare them bitwise).
+// and timing; "cuda-c64" picks the tile by grid size).
 // kChunkedFused: the chunked path's one-launch kernel for small problems (no workspace).
-enum class KdaCudaPath { kAuto, kRecurrent, kChunked, kChunked64, kChunked64Vt32, kChunkedPortable, kChunkedFused };
+enum class KdaCudaPath { kAuto, kRecurrent, kChunked, kChunked64, kChunked64Vt32, kChunkedFused };
 // Checks support as the engine does, then runs `path` on `stream` (cudaStream_t as void*), with
 // a stream-ordered workspace allocation when the path needs scratch.
 Status kda_cuda_run_path(const KdaParams& p, KdaCudaPath path, void* stream);

@@ -87,11 +87,8 @@ inline Chunk64Layout chunk64_layout(int64_t B, int64_t T, int64_t N, bool varlen
 // (else f16). K is 64 or 128.
 Status launch_recurrent(const DeviceParams& p, bool bf16, cudaStream_t stream);
 // The chunked path: chunk map, per-(chunk, head) prep, then the sequential state pass and output.
-// allow_cluster: on a compute capability 9.0 device with sm_90a code, 16-column V-tiles take the
-// cluster pass (W / Qt / Kh multicast once per (sequence, value head); bitwise the same results);
-// false keeps the portable pass everywhere (tests compare the two).
 Status launch_chunked(const DeviceParams& p, bool bf16, void* workspace, const ChunkLayout& layout,
-                      bool allow_cluster, cudaStream_t stream);
+                      cudaStream_t stream);
 // The 16-token chunk map and prep alone (kda_chunked.cu), into the 16-token part of a workspace.
 Status launch_chunk_prep(const DeviceParams& p, bool bf16, void* workspace, const ChunkLayout& layout,
                          cudaStream_t stream);

@@ -21,13 +21,14 @@
 // serial path, and is recomputed by the V / 16 CTAs of each (sequence, head) -- free only while
 // those CTAs fit on idle SMs. Model (docs/HOST_COST.md, "One launch for small chunked calls"):
 // fused ~2.5 + 4-6 us per chunk (the prep of a chunk on the CTA's serial path), two-kernel
-// ~12 + 0.45-0.6 us per chunk (measured, few heads). Equal GPU time near 2 chunks; enqueue + GPU
-// time of a small synchronous call about even at 4 chunks (the criterion the recurrent rule was
-// kept with at 16 tokens, at 1.5x the GPU time). So the fused path serves sequences of at most 64
-// tokens (4 chunks: the issue-11 call, ~1.45x the GPU time at the model's centre -- the timing
-// sweep decides whether the bound stays at 64 or comes down to 48 / 32), and only while its grid
-// fits on the GPU at one CTA per SM (N x HV x V / 16 <= SMs; beyond that the recomputed prep costs
-// whole waves).
+// ~12 + 0.45-0.6 us per chunk (measured, few heads). Measured on the H200 (session 8, integ10
+// edf2b9f, KdaCuda.DISABLED_Timing, H = HV = 4): fused 10.1 / 10.3 / 17.2 / 23.8 / 30.4 us at T = 8 /
+// 16 / 32 / 48 / 64 against the two-kernel 13.1 / 13.4 / 14.4 / 15.3 / 16.3 -- ~6.7 us per chunk,
+// above the model. With the ~5-11 us of host time it saves, the fused path wins a small call up to
+// 2 chunks (+2.8 us of GPU at 32 tokens), is about even at 3 and loses at 4 (+14 us of GPU time,
+// which also bounds an asynchronous stream of calls). So it serves sequences of at most 32 tokens,
+// and only while its grid fits on the GPU at one CTA per SM (N x HV x V / 16 <= SMs; beyond that the
+// recomputed prep costs whole waves).
 #pragma once
 
 #include <cstdint>
@@ -44,8 +45,8 @@ constexpr bool use_recurrent_path(int64_t tokens, int64_t sequences, bool varlen
   return varlen ? tokens <= kRecurrentMaxAvgTokens * sequences : tokens <= kRecurrentMaxAvgTokens;
 }
 
-// Longest sequence the fused one-launch chunked kernel serves (4 chunks of 16), and its V-tile.
-inline constexpr int64_t kFusedMaxTokens = 64;
+// Longest sequence the fused one-launch chunked kernel serves (2 chunks of 16), and its V-tile.
+inline constexpr int64_t kFusedMaxTokens = 32;
 inline constexpr int64_t kFusedValueTile = 16;
 
 // CTAs of the fused kernel: one per (sequence, value head, 16 value columns).
