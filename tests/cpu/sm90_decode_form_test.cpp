@@ -31,6 +31,8 @@ TEST(Sm90DecodeForm, PackedRowsFromThirtyTwoRows16BitSixtyFourFp8) {
   EXPECT_TRUE(packed_rows_form(128, false, 5, 12));   // 40/8 x 12: 60 rows
   // f8e4m3 K/V from 64 rows (tiles widened in shared memory, DECODE_SM90.md section 13).
   EXPECT_TRUE(packed_rows_form(128, true, 8, 8));
+  EXPECT_TRUE(packed_rows_form(128, true, 8, 5));     // f8e4m3 from 33 rows (section 17's outcome)
+  EXPECT_TRUE(packed_rows_form(128, true, 8, 7));
   EXPECT_TRUE(packed_rows_form(128, true, 8, 16));
   EXPECT_TRUE(packed_rows_form(128, true, 5, 13));
 }
@@ -39,10 +41,10 @@ TEST(Sm90DecodeForm, SwapAbBelowTheThresholdsAndElsewhere) {
   EXPECT_FALSE(packed_rows_form(128, false, 8, 1));   // 64/8, one token: 8 columns
   EXPECT_FALSE(packed_rows_form(128, false, 8, 3));   // 24 columns
   EXPECT_FALSE(packed_rows_form(128, false, 4, 7));   // 32/8 x 7: 28 columns
-  EXPECT_FALSE(packed_rows_form(128, true, 8, 4));    // f8e4m3 at 32 and 56 rows: swap-AB
+  EXPECT_FALSE(packed_rows_form(128, true, 8, 4));    // f8e4m3 at 32 rows: swap-AB (one column block)
   EXPECT_FALSE(packed_rows_form(128, false, 1, 16));  // MHA: 16 columns
-  EXPECT_FALSE(packed_rows_form(128, true, 8, 1));    // f8e4m3 K/V below 64 rows: swap-AB's register
-  EXPECT_FALSE(packed_rows_form(128, true, 8, 7));    // conversion
+  EXPECT_FALSE(packed_rows_form(128, true, 8, 1));    // f8e4m3 K/V up to 32 rows: swap-AB's register
+  EXPECT_FALSE(packed_rows_form(128, true, 4, 8));    // conversion
   EXPECT_FALSE(packed_rows_form(64, true, 8, 16));    // f8e4m3 at head dims 64 and 256: not served
   EXPECT_FALSE(packed_rows_form(256, true, 8, 16));   // (the engine declines them)
   EXPECT_FALSE(packed_rows_form(32, false, 8, 16));   // not a decode head dim
@@ -65,7 +67,7 @@ TEST(Sm90DecodeForm, HeadDims64And256Thresholds) {
   EXPECT_EQ(sm90_engine::packed_decode_min_rows(64, false), 17);
   EXPECT_EQ(sm90_engine::packed_decode_min_rows(128, false), 32);
   EXPECT_EQ(sm90_engine::packed_decode_min_rows(256, false), 33);
-  EXPECT_EQ(sm90_engine::packed_decode_min_rows(128, true), 64);
+  EXPECT_EQ(sm90_engine::packed_decode_min_rows(128, true), 33);
 }
 
 // The split reduction (decode_traits.h cluster_reduction, docs/DECODE_SM90.md section 14) and the

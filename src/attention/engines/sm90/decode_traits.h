@@ -39,7 +39,7 @@ inline constexpr int kMaxNewTokens = 16;
 inline constexpr int64_t kPackedDecodeMinRows = 32;      // 16-bit K/V, head dim 128
 inline constexpr int64_t kPackedDecodeMinRowsD64 = 17;   // 16-bit K/V, head dim 64
 inline constexpr int64_t kPackedDecodeMinRowsD256 = 33;  // 16-bit K/V, head dim 256
-inline constexpr int64_t kPackedDecodeMinRowsFp8 = 64;   // f8e4m3 K/V (head dim 128)
+inline constexpr int64_t kPackedDecodeMinRowsFp8 = 33;   // f8e4m3 K/V (head dim 128)
 inline constexpr int kPackedDecodeHeadDim = 128;         // the one head dim of the fp8 packed form
 
 // The packed rows per KV head from which the packed-rows form serves a cache of head dim
@@ -57,7 +57,10 @@ inline constexpr int kPackedDecodeHeadDim = 128;         // the one head dim of 
 //          one token, measured), so the cut is where swap-AB takes a second column block and
 //          re-reads the tiles (x 4 tokens: 1.18-1.32x); the packed form's 64-key tiles and two
 //          split-barrier stages are unmeasured, so no earlier (a prediction, section 16).
-//   fp8    64: its swap-AB path was measured there, its packed path not yet lower (section 13).
+//   fp8    33: measured at 64/8 1 x 128K (section 17, session 8): swap-AB 114.9 us at 4 tokens (32
+//          columns, one block) against the packed form's 149.4, but 208.8 at 6 tokens (48 columns:
+//          two column blocks re-converting the tiles) against 149.8: the cut is where swap-AB
+//          takes its second column block, as at D 256.
 constexpr int64_t packed_decode_min_rows(int64_t head_dim, bool fp8) {
   if (fp8) return kPackedDecodeMinRowsFp8;
   if (head_dim == 64) return kPackedDecodeMinRowsD64;
