@@ -778,8 +778,8 @@ TEST_F(Sm90Decode, PackedRowsD64D256DeterministicOver20Runs) {
 }
 
 // ---- fp8 K/V in the packed-rows form (docs/DECODE_SM90.md section 13) ----
-// An f8e4m3 cache with group x new tokens >= 33 rows (kPackedDecodeMinRowsFp8): TMA brings fp8 tiles into an fp8 ring, the
-// producer warpgroup widens each into the 16-bit tiles the GEMMs read (two converted K tiles, two
+// An f8e4m3 cache with group x new tokens >= 33 rows (kPackedDecodeMinRowsFp8): TMA brings fp8
+// tiles into an fp8 ring, the producer warpgroup widens each into the 16-bit tiles the GEMMs read (two converted K tiles, two
 // converted V tiles; rows past the sequence written as zeros), the key scale joins the score
 // scale and the value scale multiplies O. Every case against the fp64 reference of the
 // dequantized cache (k x k_scale, v x v_scale; the harness draws scales in [0.25, 1)).
