@@ -43,6 +43,14 @@
 
 namespace groupattn::sm90_engine {
 
+// The decode kernel launches as a programmatic dependent (PDL) of the stream's previous kernel. Its
+// prologue (shared-memory barriers, tensor-map prefetch) runs before griddepcontrol.wait, everything
+// that reads or writes global memory after it, so the results are the same bits either way.
+inline constexpr bool kDecodePdl = true;
+// ... and its producer prefetches the split's first ring of tiles into L2 before that wait where the
+// tile range follows from the parameters alone (decode_mainloop.cuh prefetch_first_tiles).
+inline constexpr bool kDecodePrefetchFirstTiles = true;
+
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
 template <class Traits>
 __device__ void decode_cta(const KernelParams& p, const CUtensorMap* tmap_k, const CUtensorMap* tmap_v) {
@@ -68,6 +76,7 @@ __device__ void decode_cta(const KernelParams& p, const CUtensorMap* tmap_k, con
   if (warp == Traits::kProducerWarp && lane == 0) {
     hw::prefetch_tensormap(tmap_k);
     hw::prefetch_tensormap(tmap_v);
+    if constexpr (kDecodePrefetchFirstTiles) prefetch_first_tiles<Traits>(p, tmap_k, tmap_v);
   }
   // Every read of Q, K/V, the lengths or the block table and every write (out, lse, the workspace
   // partials a previous combine may still be reading) comes after this: griddepcontrol.wait returns
@@ -199,11 +208,6 @@ __global__ void __launch_bounds__(Traits::kThreads, Traits::kCtasPerSm)
 // (one per instantiation).
 template <auto kKernel>
 inline std::atomic<int> active_clusters_plus1[64][kMaxClusterSplits + 1][2] = {};
-
-// The decode kernel launches as a programmatic dependent (PDL) of the stream's previous kernel. Its
-// prologue (shared-memory barriers, tensor-map prefetch) runs before griddepcontrol.wait, everything
-// that reads or writes global memory after it, so the results are the same bits either way.
-inline constexpr bool kDecodePdl = true;
 
 // Dynamic shared memory that keeps a CTA alone on its SM (2 x (this + 1 KB reserved) > 228 KB).
 inline constexpr size_t kSoloSmemBytes = 114 * 1024;
