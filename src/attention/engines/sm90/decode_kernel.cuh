@@ -23,6 +23,9 @@
 //              registers, converts them there, arrives on empty[stage] before the softmax, and
 //              runs both GEMMs in the RS form (decode_mainloop.cuh)
 // then the epilogue (decode_epilogue.cuh: write_output, or cluster_reduce_output in cluster mode).
+// Launched as a programmatic dependent of the stream's previous kernel: barrier init, the tensor-map
+// prefetch and an L2 prefetch of the first tiles run before griddepcontrol.wait, every global access
+// after it (kDecodePdl; docs/DECODE_SM90.md section 19).
 // The mainloop's GEMM operand layouts and why they are what they are: decode_mainloop.cuh. No
 // setmaxnreg: with one consumer warpgroup of kN <= 32 columns the register file is not the limit
 // (160 threads).
