@@ -22,7 +22,9 @@
 //
 // Why (docs/ENGINES.md, "one-token decode kernel"): the tile kernel gives a decode CTA one compute
 // warp that works through 64-key tiles serially with one K and one V tile in flight; here four
-// warps each have kStages - 1 sub-tiles in flight and a quarter of the dependent MMA chain.
+// warps each have kStages - 1 to kStages sub-tiles in flight (a refill is issued before the wait for
+// the sub-tile it follows) and a quarter of the dependent MMA chain. Paged K/V: block-table rows
+// are read two refills ahead (docs/ENGINES.md, "Paged and D 256 decode: bytes in flight").
 #pragma once
 
 #include <cuda_bf16.h>
@@ -49,13 +51,14 @@ struct DecodeTraits {
   static constexpr int kRows = kMmaM;                      // packed rows per CTA (launch.h: kDecodeRows)
   static constexpr int kWarpKeys = kMmaK;                  // keys per warp step: one P V reduction step
   static constexpr int kBlockKeys = kWarps * kWarpKeys;    // keys per CTA step; splits count in these
-  // Ring depth per warp. Shared memory per CTA: D 64 5 stages 94 KB, D 128 3 stages 109 KB (two
-  // CTAs per SM on sm90: 8 warps with 16 sub-tiles = 128 KB of K/V in flight), D 256 3 stages
-  // 212 KB (one CTA: 4 warps x 2 sub-tiles of 16 KB in flight).
+  // Ring depth per warp; all kStages stages are in flight while a warp waits (kStages - 1 while it
+  // computes). Shared memory per CTA: D 64 5 stages 94 KB, D 128 3 stages 109 KB (two CTAs per SM
+  // on sm90: 8 warps x 2-3 sub-tiles of 8 KB = 128-192 KB of K/V in flight), D 256 3 stages
+  // 212 KB (one CTA: 4 warps x 2-3 sub-tiles of 16 KB = 128-192 KB).
   static constexpr int kStages = kHeadDim <= 64 ? 5 : 3;
   // Paged K/V: refills whose block-table rows are read ahead (two registers per lane each). One
-  // step is ~half a loaded latency (kStages - 1 = 2 sub-tiles in flight at D 128/256), so two steps
-  // cover a cold table line (an HBM round trip) as well as an L2 hit.
+  // step is ~a third to a half of a loaded latency (2-3 sub-tiles in flight at D 128/256), so two
+  // steps cover most of a cold table line (an HBM round trip) and all of an L2 hit.
   static constexpr int kTableAhead = 2;
   static constexpr int kChunk = 16 / static_cast<int>(sizeof(T));  // elements per 16-byte copy
   // Shared rows padded by one 16-byte chunk so the ldmatrix row addresses hit distinct banks.
@@ -255,10 +258,11 @@ struct DecodeKernel {
     // Keys [all_lo, all_hi] are visible to every row: a sub-tile inside needs no mask.
     const float mult_plain = p.scale * kLog2e;
     for (int i = 0; i < n_steps; ++i) {
-      cuda::cp_async_wait<kStages - 2>();  // sub-tile i landed (this lane's copies)
-      __syncwarp();                         // ... and every lane's; all lanes are done with step i - 1
-      // Refill the stage step i - 1 used with sub-tile i + kStages - 1 (always commit a group, so
-      // the wait above keeps counting steps).
+      // Refill the stage step i - 1 used with sub-tile i + kStages - 1 *before* waiting for
+      // sub-tile i, so kStages sub-tiles (not kStages - 1) are in flight during the wait. The
+      // stage is free once every lane is past step i - 1 (its ldmatrix reads fed step i - 1's
+      // MMAs). Always commit a group, so the wait below keeps counting steps.
+      __syncwarp();
       if (i + kStages - 1 < n_steps) {
         T* dst = stage_k(i + kStages - 1);
         load_sub_tile(p, s, kvh, u_of(i + kStages - 1), lane, ahead[0], dst, dst + Traits::kSubTileElems);
@@ -269,6 +273,8 @@ struct DecodeKernel {
 #pragma unroll
       for (int a = 0; a + 1 < Traits::kTableAhead; ++a) ahead[a] = ahead[a + 1];
       ahead[Traits::kTableAhead - 1] = page_row(p, s, b, u_of(i + kStages - 1 + Traits::kTableAhead), lane);
+      cuda::cp_async_wait<kStages - 1>();  // sub-tile i landed (this lane's copies; i + 1 .. i + kStages - 1 may not)
+      __syncwarp();                         // ... and every lane's
 
       const T* k_s = stage_k(i);
       const T* v_s = k_s + Traits::kSubTileElems;
