@@ -115,7 +115,8 @@ struct DecodeKernel {
     int page = 0;
     int slot = 0;
   };
-  static __device__ __forceinline__ PageRow page_row(const KernelParams& p, const SeqInfo& s, int b, int u, int lane) {
+  static __device__ __forceinline__ PageRow page_row(const KernelParams& p, const SeqInfo& s, int b, int u,
+                                                     int lane) {
     PageRow pr;
     const int j = u * kWarpKeys + lane % kWarpKeys;
     if (p.block_table != nullptr && j < s.k_len) {
@@ -129,8 +130,8 @@ struct DecodeKernel {
   // Copies keys [u * 16, +16) of KV head `kvh` into the K and V sub-tiles of one ring stage, by
   // the 32 lanes of one warp (warp-uniform call: paged rows are shuffled from lane r's `pr`, which
   // page_row filled for this u); keys past the sequence are zero-filled (their scores are masked).
-  static __device__ __forceinline__ void load_sub_tile(const KernelParams& p, const SeqInfo& s, int kvh, int u,
-                                                       int lane, PageRow pr, T* k_dst, T* v_dst) {
+  static __device__ __forceinline__ void load_sub_tile(const KernelParams& p, const SeqInfo& s, int kvh,
+                                                       int u, int lane, PageRow pr, T* k_dst, T* v_dst) {
     const T* k = static_cast<const T*>(p.k);
     const T* v = static_cast<const T*>(p.v);
     const bool paged = p.block_table != nullptr;
@@ -224,7 +225,8 @@ struct DecodeKernel {
     for (int i = 0; i < kStages - 1; ++i) {
       if (i < n_steps) {
         T* dst = stage_k(i);
-        load_sub_tile(p, s, kvh, u_of(i), lane, page_row(p, s, b, u_of(i), lane), dst, dst + Traits::kSubTileElems);
+        load_sub_tile(p, s, kvh, u_of(i), lane, page_row(p, s, b, u_of(i), lane), dst,
+                      dst + Traits::kSubTileElems);
       }
       cuda::cp_async_commit();
     }
@@ -273,8 +275,10 @@ struct DecodeKernel {
 #pragma unroll
       for (int a = 0; a + 1 < Traits::kTableAhead; ++a) ahead[a] = ahead[a + 1];
       ahead[Traits::kTableAhead - 1] = page_row(p, s, b, u_of(i + kStages - 1 + Traits::kTableAhead), lane);
-      cuda::cp_async_wait<kStages - 1>();  // sub-tile i landed (this lane's copies; i + 1 .. i + kStages - 1 may not)
-      __syncwarp();                         // ... and every lane's
+      // Sub-tile i landed (this lane's copies; i + 1 .. i + kStages - 1 may still be in flight),
+      // then every lane's.
+      cuda::cp_async_wait<kStages - 1>();
+      __syncwarp();
 
       const T* k_s = stage_k(i);
       const T* v_s = k_s + Traits::kSubTileElems;
