@@ -24,7 +24,7 @@
 // warp that works through 64-key tiles serially with one K and one V tile in flight; here four
 // warps each have kStages - 1 to kStages sub-tiles in flight (a refill is issued before the wait for
 // the sub-tile it follows) and a quarter of the dependent MMA chain. Paged K/V: block-table rows
-// are read two refills ahead (docs/ENGINES.md, "Paged and D 256 decode: bytes in flight").
+// are read kStages + 1 refills ahead (docs/ENGINES.md, "Paged and D 256 decode: bytes in flight").
 #pragma once
 
 #include <cuda_bf16.h>
@@ -56,10 +56,11 @@ struct DecodeTraits {
   // on sm90: 8 warps x 2-3 sub-tiles of 8 KB = 128-192 KB of K/V in flight), D 256 3 stages
   // 212 KB (one CTA: 4 warps x 2-3 sub-tiles of 16 KB = 128-192 KB).
   static constexpr int kStages = kHeadDim <= 64 ? 5 : 3;
-  // Paged K/V: refills whose block-table rows are read ahead (two registers per lane each). One
-  // step is ~a third to a half of a loaded latency (2-3 sub-tiles in flight at D 128/256), so two
-  // steps cover most of a cold table line (an HBM round trip) and all of an L2 hit.
-  static constexpr int kTableAhead = 2;
+  // Paged K/V: refills whose block-table rows are read ahead (two registers per lane each). A
+  // table read queues behind the SM's in-flight copies, so it takes about a loaded latency even
+  // when it hits L2; with kStages sub-tiles in flight a step is ~1 / kStages of that latency, so
+  // kStages steps cover it, and one more is margin.
+  static constexpr int kTableAhead = kStages + 1;
   static constexpr int kChunk = 16 / static_cast<int>(sizeof(T));  // elements per 16-byte copy
   // Shared rows padded by one 16-byte chunk so the ldmatrix row addresses hit distinct banks.
   static constexpr int kRowStride = kHeadDim + kChunk;
