@@ -221,21 +221,25 @@ struct DecodeKernel {
     T* warp_ring = ring + warp * kStages * Traits::kStageElems;
     auto stage_k = [&](int i) { return warp_ring + (i % kStages) * Traits::kStageElems; };
     auto u_of = [&](int i) { return u_first + i * kWarps; };  // sub-tile of this warp's step i
+    // Paged: the table rows of the prologue's sub-tiles and of the next kTableAhead refills (steps
+    // kStages - 1 + a; ahead[0] is the next one), all read before the first copy so their round
+    // trips overlap. Past the warp's last step they are unused (page_row reads nothing past k_len).
+    PageRow first[kStages - 1];
+#pragma unroll
+    for (int i = 0; i < kStages - 1; ++i) first[i] = page_row(p, s, b, u_of(i), lane);
+    PageRow ahead[Traits::kTableAhead];
+#pragma unroll
+    for (int a = 0; a < Traits::kTableAhead; ++a) ahead[a] = page_row(p, s, b, u_of(kStages - 1 + a), lane);
+
     // Prologue: sub-tiles 0 .. kStages - 2 in flight, one group each (empty past the warp's last).
 #pragma unroll
     for (int i = 0; i < kStages - 1; ++i) {
       if (i < n_steps) {
         T* dst = stage_k(i);
-        load_sub_tile(p, s, kvh, u_of(i), lane, page_row(p, s, b, u_of(i), lane), dst,
-                      dst + Traits::kSubTileElems);
+        load_sub_tile(p, s, kvh, u_of(i), lane, first[i], dst, dst + Traits::kSubTileElems);
       }
       cuda::cp_async_commit();
     }
-    // Paged: the table rows of the next kTableAhead refills (steps kStages - 1 + a); ahead[0] is
-    // the next one. Past the warp's last step they are unused (page_row reads nothing past k_len).
-    PageRow ahead[Traits::kTableAhead];
-#pragma unroll
-    for (int a = 0; a < Traits::kTableAhead; ++a) ahead[a] = page_row(p, s, b, u_of(kStages - 1 + a), lane);
     cuda::cp_async_wait<kStages - 1>();  // Q landed (this thread's copies); the sub-tiles may not have
     __syncthreads();                     // every thread's Q copies are visible
 
