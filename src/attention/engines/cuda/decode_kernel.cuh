@@ -229,8 +229,9 @@ struct DecodeKernel {
     for (int i = 0; i < kStages - 1; ++i) first[i] = page_row(p, s, b, u_of(i), lane);
     PageRow ahead[Traits::kTableAhead];
 #pragma unroll
-    for (int a = 0; a < Traits::kTableAhead; ++a) ahead[a] = page_row(p, s, b, u_of(kStages - 1 + a), lane);
-
+    for (int a = 0; a < Traits::kTableAhead; ++a) {
+      ahead[a] = page_row(p, s, b, u_of(kStages - 1 + a), lane);
+    }
     // Prologue: sub-tiles 0 .. kStages - 2 in flight, one group each (empty past the warp's last).
 #pragma unroll
     for (int i = 0; i < kStages - 1; ++i) {
