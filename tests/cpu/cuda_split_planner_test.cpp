@@ -58,6 +58,27 @@ TEST(CudaSplitPlanner, WaveCountsResidentCtas) {
   EXPECT_EQ(auto_num_splits(full), 1);
 }
 
+// The decode kernel's fuller waves (kDecodeWaveSlack) on the one-token B1 shapes of issue 10: every
+// SM busy where the tile kernel's slack left some idle; a shape whose best wave is far from full
+// (8/1 B1 8K) keeps its count.
+TEST(CudaSplitPlanner, DecodeSlackFillsTheWave) {
+  auto with = [](SplitProblem p, int ctas_per_sm, double slack) {
+    p.ctas_per_sm = ctas_per_sm;
+    p.wave_slack = slack;
+    return auto_num_splits(p);
+  };
+  // 32/2 d256 B1 x 128K (one CTA per SM): 56 splits (112 CTAs, 37 tiles) -> 61 (122 CTAs, 34).
+  EXPECT_EQ(with(decode(1, 2, 2048), 1, kTileWaveSlack), 56);
+  EXPECT_EQ(with(decode(1, 2, 2048), 1, kDecodeWaveSlack), 61);
+  // 64/8 d128 B1 x 128K (two CTAs per SM): 29 splits (232 CTAs, 71 tiles) -> 32 (256 CTAs, 64).
+  EXPECT_EQ(with(decode(1, 8, 2048), 2, kTileWaveSlack), 29);
+  EXPECT_EQ(with(decode(1, 8, 2048), 2, kDecodeWaveSlack), 32);
+  // 8/1 d128 B32 x 32K: 7 splits (224 CTAs, 74 tiles) -> 8 (256 CTAs, 64).
+  EXPECT_EQ(with(decode(32, 1, 512), 2, kTileWaveSlack), 7);
+  EXPECT_EQ(with(decode(32, 1, 512), 2, kDecodeWaveSlack), 8);
+  EXPECT_EQ(with(decode(1, 1, 128), 2, kTileWaveSlack), with(decode(1, 1, 128), 2, kDecodeWaveSlack));
+}
+
 // The sm90 engine's planner, on the shapes of the H200 split sweep (bench/results/decode-splits-a552d4d.txt):
 // the fastest measured count or one within 2 % of it, and 8/1 B2 32K as it stands (10 % off the best).
 TEST(CudaSplitPlanner, BalancedPicksTheMeasuredBest) {

@@ -164,6 +164,7 @@ int num_splits_for(const AttentionParams& p, const Geometry& g, int sm_count) {
   const bool bf16 = p.q.dtype == DType::kBF16;
   if (g.decode) {
     sp.ctas_per_sm = decode_ctas_per_sm_for(p, g.head_dim);
+    sp.wave_slack = cuda_engine::kDecodeWaveSlack;
   } else {
     sp.ctas_per_sm = bf16 ? ctas_per_sm_for<__nv_bfloat16>(g.head_dim, g.tile_rows)
                           : ctas_per_sm_for<__half>(g.head_dim, g.tile_rows);

@@ -22,7 +22,9 @@
 //
 // Why (docs/ENGINES.md, "one-token decode kernel"): the tile kernel gives a decode CTA one compute
 // warp that works through 64-key tiles serially with one K and one V tile in flight; here four
-// warps each have kStages - 1 sub-tiles in flight and a quarter of the dependent MMA chain.
+// warps each have kStages - 1 to kStages sub-tiles in flight (a refill is issued before the wait for
+// the sub-tile it follows) and a quarter of the dependent MMA chain. Paged K/V: block-table rows
+// are read kStages + 1 refills ahead (docs/ENGINES.md, "Paged and D 256 decode: bytes in flight").
 #pragma once
 
 #include <cuda_bf16.h>
@@ -49,10 +51,16 @@ struct DecodeTraits {
   static constexpr int kRows = kMmaM;                      // packed rows per CTA (launch.h: kDecodeRows)
   static constexpr int kWarpKeys = kMmaK;                  // keys per warp step: one P V reduction step
   static constexpr int kBlockKeys = kWarps * kWarpKeys;    // keys per CTA step; splits count in these
-  // Ring depth per warp. Shared memory per CTA: D 64 5 stages 94 KB, D 128 3 stages 109 KB (two
-  // CTAs per SM on sm90: 8 warps with 16 sub-tiles = 128 KB of K/V in flight), D 256 3 stages
-  // 212 KB (one CTA: 4 warps x 2 sub-tiles of 16 KB in flight).
+  // Ring depth per warp; all kStages stages are in flight while a warp waits (kStages - 1 while it
+  // computes). Shared memory per CTA: D 64 5 stages 94 KB, D 128 3 stages 109 KB (two CTAs per SM
+  // on sm90: 8 warps x 2-3 sub-tiles of 8 KB = 128-192 KB of K/V in flight), D 256 3 stages
+  // 212 KB (one CTA: 4 warps x 2-3 sub-tiles of 16 KB = 128-192 KB).
   static constexpr int kStages = kHeadDim <= 64 ? 5 : 3;
+  // Paged K/V: refills whose block-table rows are read ahead (two registers per lane each). A
+  // table read queues behind the SM's in-flight copies, so it takes about a loaded latency even
+  // when it hits L2; with kStages sub-tiles in flight a step is ~1 / kStages of that latency, so
+  // kStages steps cover it, and one more is margin.
+  static constexpr int kTableAhead = kStages + 1;
   static constexpr int kChunk = 16 / static_cast<int>(sizeof(T));  // elements per 16-byte copy
   // Shared rows padded by one 16-byte chunk so the ldmatrix row addresses hit distinct banks.
   static constexpr int kRowStride = kHeadDim + kChunk;
@@ -86,6 +94,8 @@ struct DecodeTraits {
   static_assert(kThreads % kRows == 0 && kMergeCols % 2 == 0, "the merge writes pairs of O columns");
   static_assert(kSmemBytes <= 227 * 1024, "one CTA must fit an sm90 SM's shared memory");
   static_assert(kStages >= 2, "the ring needs a stage in flight while one is consumed");
+  static_assert(kTableAhead >= 1, "the table queue holds at least the next refill");
+  static_assert(kWarpKeys <= cuda::kWarpSize, "page_row: one lane per sub-tile row");
 };
 
 template <class Traits>
@@ -99,12 +109,33 @@ struct DecodeKernel {
   static constexpr float kLog2e = 1.4426950408889634f;
   static constexpr float kLn2 = 0.6931471805599453f;
 
+  // Paged K/V: where row `lane % 16` of sub-tile u lives (block-table entry and slot in the page);
+  // {0, 0} when not paged or past the sequence. Read kTableAhead sub-tiles before the copies that
+  // use it, so the table's round trip overlaps the ring instead of sitting in front of every refill.
+  struct PageRow {
+    int page = 0;
+    int slot = 0;
+  };
+  static __device__ __forceinline__ PageRow page_row(const KernelParams& p, const SeqInfo& s, int b, int u,
+                                                     int lane) {
+    PageRow pr;
+    const int j = u * kWarpKeys + lane % kWarpKeys;
+    if (p.block_table != nullptr && j < s.k_len) {
+      const int page_idx = j / p.page_size;  // key j: page block_table[b][j / page_size], slot j % page_size
+      pr.page = p.block_table[b * p.block_table_stride + page_idx];
+      pr.slot = j - page_idx * p.page_size;
+    }
+    return pr;
+  }
+
   // Copies keys [u * 16, +16) of KV head `kvh` into the K and V sub-tiles of one ring stage, by
-  // the 32 lanes of one warp; keys past the sequence are zero-filled (their scores are masked).
-  static __device__ __forceinline__ void load_sub_tile(const KernelParams& p, const SeqInfo& s, int b, int kvh,
-                                                       int u, int lane, T* k_dst, T* v_dst) {
+  // the 32 lanes of one warp (warp-uniform call: paged rows are shuffled from lane r's `pr`, which
+  // page_row filled for this u); keys past the sequence are zero-filled (their scores are masked).
+  static __device__ __forceinline__ void load_sub_tile(const KernelParams& p, const SeqInfo& s, int kvh,
+                                                       int u, int lane, PageRow pr, T* k_dst, T* v_dst) {
     const T* k = static_cast<const T*>(p.k);
     const T* v = static_cast<const T*>(p.v);
+    const bool paged = p.block_table != nullptr;
     const int ch = lane % kChunksPerRow;  // each lane copies one fixed 16-byte column
 #pragma unroll
     for (int pass = 0; pass < kWarpKeys / Traits::kRowsPerPass; ++pass) {
@@ -112,17 +143,14 @@ struct DecodeKernel {
       const int j = u * kWarpKeys + r;
       const bool valid = j < s.k_len;
       int64_t k_row = 0, v_row = 0;
-      if (valid) {
-        if (p.block_table != nullptr) {
-          // paged: key j lives in page block_table[b][j / page_size], slot j % page_size
-          const int64_t page = p.block_table[b * p.block_table_stride + j / p.page_size];
-          const int64_t slot = j % p.page_size;
-          k_row = page * p.k_batch_stride + slot * p.k_row_stride;
-          v_row = page * p.v_batch_stride + slot * p.v_row_stride;
-        } else {
-          k_row = s.k_offset + static_cast<int64_t>(j) * p.k_row_stride;
-          v_row = s.v_offset + static_cast<int64_t>(j) * p.v_row_stride;
-        }
+      if (paged) {  // uniform over the warp: every lane takes part in the shuffles
+        const int64_t page = __shfl_sync(cuda::kFullWarpMask, pr.page, r);
+        const int64_t slot = __shfl_sync(cuda::kFullWarpMask, pr.slot, r);
+        k_row = page * p.k_batch_stride + slot * p.k_row_stride;
+        v_row = page * p.v_batch_stride + slot * p.v_row_stride;
+      } else {
+        k_row = s.k_offset + static_cast<int64_t>(j) * p.k_row_stride;
+        v_row = s.v_offset + static_cast<int64_t>(j) * p.v_row_stride;
       }
       const T* k_src = valid ? k + k_row + kvh * p.k_head_stride + ch * kChunk : k;
       const T* v_src = valid ? v + v_row + kvh * p.v_head_stride + ch * kChunk : v;
@@ -192,12 +220,24 @@ struct DecodeKernel {
 
     T* warp_ring = ring + warp * kStages * Traits::kStageElems;
     auto stage_k = [&](int i) { return warp_ring + (i % kStages) * Traits::kStageElems; };
+    auto u_of = [&](int i) { return u_first + i * kWarps; };  // sub-tile of this warp's step i
+    // Paged: the table rows of the prologue's sub-tiles and of the next kTableAhead refills (steps
+    // kStages - 1 + a; ahead[0] is the next one), all read before the first copy so their round
+    // trips overlap. Past the warp's last step they are unused (page_row reads nothing past k_len).
+    PageRow first[kStages - 1];
+#pragma unroll
+    for (int i = 0; i < kStages - 1; ++i) first[i] = page_row(p, s, b, u_of(i), lane);
+    PageRow ahead[Traits::kTableAhead];
+#pragma unroll
+    for (int a = 0; a < Traits::kTableAhead; ++a) {
+      ahead[a] = page_row(p, s, b, u_of(kStages - 1 + a), lane);
+    }
     // Prologue: sub-tiles 0 .. kStages - 2 in flight, one group each (empty past the warp's last).
 #pragma unroll
     for (int i = 0; i < kStages - 1; ++i) {
       if (i < n_steps) {
         T* dst = stage_k(i);
-        load_sub_tile(p, s, b, kvh, u_first + i * kWarps, lane, dst, dst + Traits::kSubTileElems);
+        load_sub_tile(p, s, kvh, u_of(i), lane, first[i], dst, dst + Traits::kSubTileElems);
       }
       cuda::cp_async_commit();
     }
@@ -226,15 +266,25 @@ struct DecodeKernel {
     // Keys [all_lo, all_hi] are visible to every row: a sub-tile inside needs no mask.
     const float mult_plain = p.scale * kLog2e;
     for (int i = 0; i < n_steps; ++i) {
-      cuda::cp_async_wait<kStages - 2>();  // sub-tile i landed (this lane's copies)
-      __syncwarp();                         // ... and every lane's; all lanes are done with step i - 1
-      // Refill the stage step i - 1 used with sub-tile i + kStages - 1 (always commit a group, so
-      // the wait above keeps counting steps).
+      // Refill the stage step i - 1 used with sub-tile i + kStages - 1 *before* waiting for
+      // sub-tile i, so kStages sub-tiles (not kStages - 1) are in flight during the wait. The
+      // stage is free once every lane is past step i - 1 (its ldmatrix reads fed step i - 1's
+      // MMAs). Always commit a group, so the wait below keeps counting steps.
+      __syncwarp();
       if (i + kStages - 1 < n_steps) {
         T* dst = stage_k(i + kStages - 1);
-        load_sub_tile(p, s, b, kvh, u_first + (i + kStages - 1) * kWarps, lane, dst, dst + Traits::kSubTileElems);
+        load_sub_tile(p, s, kvh, u_of(i + kStages - 1), lane, ahead[0], dst, dst + Traits::kSubTileElems);
       }
       cuda::cp_async_commit();
+      // Shift the table queue and read the entry kTableAhead refills ahead; its first use is then
+      // that many steps away.
+#pragma unroll
+      for (int a = 0; a + 1 < Traits::kTableAhead; ++a) ahead[a] = ahead[a + 1];
+      ahead[Traits::kTableAhead - 1] = page_row(p, s, b, u_of(i + kStages - 1 + Traits::kTableAhead), lane);
+      // Sub-tile i landed (this lane's copies; i + 1 .. i + kStages - 1 may still be in flight),
+      // then every lane's.
+      cuda::cp_async_wait<kStages - 1>();
+      __syncwarp();
 
       const T* k_s = stage_k(i);
       const T* v_s = k_s + Traits::kSubTileElems;

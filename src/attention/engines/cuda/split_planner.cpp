@@ -11,8 +11,6 @@ namespace {
 constexpr double kFullMachineFraction = 0.8;
 // KV this short (in tiles) is not worth the partial-output traffic of splitting.
 constexpr int kMinBlocksToSplit = 4;
-// Take the smallest split count within this fraction of the best wave efficiency.
-constexpr double kEfficiencySlack = 0.85;
 }  // namespace
 
 int auto_num_splits(const SplitProblem& p) {
@@ -33,7 +31,7 @@ int auto_num_splits(const SplitProblem& p) {
     if (eligible(s)) best = std::max(best, efficiency(s));
   }
   for (int s = 1; s <= most; ++s) {
-    if (eligible(s) && efficiency(s) >= kEfficiencySlack * best) return s;
+    if (eligible(s) && efficiency(s) >= p.wave_slack * best) return s;
   }
   return 1;
 }

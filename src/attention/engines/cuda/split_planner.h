@@ -8,6 +8,15 @@ namespace groupattn::cuda_engine {
 // Most splits one problem may use (bounds the combine kernel's loop and the workspace).
 inline constexpr int kMaxSplits = 128;
 
+// The tile kernel's slack (SplitProblem's default).
+inline constexpr double kTileWaveSlack = 0.85;
+// The decode kernel's: a decode CTA streams its split at a roughly fixed rate, so the kernel takes
+// as long as the longest split, and a wave 85 % full leaves up to 15 % of the CTA slots idle for
+// the whole kernel (32/2 d256 B1 x 128K: 56 splits, 112 CTAs on 132 SMs). A few more splits cost
+// only partial-output traffic (splits x Hq x D x 4 bytes: ~2 MB there against 256 MiB of K/V) and
+// each CTA's ramp-up (~2 us of ~60-120). docs/ENGINES.md, "Paged and D 256 decode: bytes in flight".
+inline constexpr double kDecodeWaveSlack = 0.95;
+
 struct SplitProblem {
   int sm_count = 0;     // multiprocessors of the device
   int batch = 0;        // sequences
@@ -15,12 +24,15 @@ struct SplitProblem {
   int m_blocks = 0;     // query tiles per (sequence, KV head) at the longest query length
   int n_blocks = 0;     // KV tiles of the longest KV sequence
   int ctas_per_sm = 1;  // tile-kernel CTAs one SM holds at once (occupancy); a wave is SMs x this
+  // auto_num_splits takes the smallest split count whose wave efficiency is at least this fraction
+  // of the best one's (kTileWaveSlack or kDecodeWaveSlack).
+  double wave_slack = kTileWaveSlack;
 };
 
 // Automatic split count (FlashAttention's wave-efficiency idea): no split when the query tiles
 // already fill most of the machine or the KV is only a few tiles long; otherwise the smallest
-// split count whose last wave is nearly as full as the best one's. A wave is sm_count x
-// ctas_per_sm CTAs: a memory-bound decode tile wants several CTAs per SM in flight.
+// split count whose last wave is nearly (p.wave_slack) as full as the best one's. A wave is
+// sm_count x ctas_per_sm CTAs: a memory-bound decode tile wants several CTAs per SM in flight.
 int auto_num_splits(const SplitProblem& p);
 
 // Split count for a decode kernel whose small splits cost more than the wave arithmetic says (the
