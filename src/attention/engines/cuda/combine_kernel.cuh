@@ -93,9 +93,6 @@ __global__ void __launch_bounds__(Traits::kThreads) combine_kernel(const KernelP
   using T = typename Traits::Element;
   using Store = cuda::MmaType<T>;
   cuda::wait_for_primary();
-  // The next kernel may launch now (the sm90 decode kernel of the next call is a programmatic
-  // dependent): its own griddepcontrol.wait still waits for this grid's completion and writes.
-  cuda::allow_dependent_launch();
 
   const int b = blockIdx.y;
   const SeqInfo s = seq_info(p, b);
@@ -154,9 +151,6 @@ __global__ void __launch_bounds__(kWideWarps * cuda::kWarpSize) combine_wide_ker
   __shared__ float red[kWideWarps];
   __shared__ float part[kWideWarps][Traits::kHeadDimV];
   cuda::wait_for_primary();
-  // The next kernel may launch now (the sm90 decode kernel of the next call is a programmatic
-  // dependent): its own griddepcontrol.wait still waits for this grid's completion and writes.
-  cuda::allow_dependent_launch();
 
   const int b = blockIdx.y;
   const SeqInfo s = seq_info(p, b);

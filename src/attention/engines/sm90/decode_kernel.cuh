@@ -23,9 +23,6 @@
 //              registers, converts them there, arrives on empty[stage] before the softmax, and
 //              runs both GEMMs in the RS form (decode_mainloop.cuh)
 // then the epilogue (decode_epilogue.cuh: write_output, or cluster_reduce_output in cluster mode).
-// Launched as a programmatic dependent of the stream's previous kernel: barrier init, the tensor-map
-// prefetch and an L2 prefetch of the first tiles run before griddepcontrol.wait, every global access
-// after it (kDecodePdl; docs/DECODE_SM90.md section 19).
 // The mainloop's GEMM operand layouts and why they are what they are: decode_mainloop.cuh. No
 // setmaxnreg: with one consumer warpgroup of kN <= 32 columns the register file is not the limit
 // (160 threads).
@@ -46,45 +43,12 @@
 
 namespace groupattn::sm90_engine {
 
-// The decode kernel launches as a programmatic dependent (PDL) of the stream's previous kernel. Its
-// prologue (shared-memory barriers, tensor-map prefetch) runs before griddepcontrol.wait, everything
-// that reads or writes global memory after it, so the results are the same bits either way.
-inline constexpr bool kDecodePdl = true;
-// ... and its producer prefetches the split's first ring of tiles into L2 before that wait where the
-// tile range follows from the parameters alone (decode_mainloop.cuh prefetch_first_tiles).
-inline constexpr bool kDecodePrefetchFirstTiles = true;
-
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
 template <class Traits>
 __device__ void decode_cta(const KernelParams& p, const CUtensorMap* tmap_k, const CUtensorMap* tmap_v) {
   constexpr int kN = Traits::kN, kBlockKV = Traits::kBlockKV;
   extern __shared__ __align__(128) unsigned char smem_raw[];
   const SmemMap<Traits> sm{hw::align_1024(smem_raw)};
-  const int tid = static_cast<int>(threadIdx.x), warp = tid / 32, lane = tid % 32;
-
-  // Prologue before the programmatic wait (the kernel is a PDL secondary of whatever kernel precedes
-  // it in the stream, launch_decode_n): only shared memory and the kernel's parameters (the tensor
-  // maps are __grid_constant__ parameters, encoded on the host) are touched here, so it overlaps the
-  // previous kernel's tail -- the previous call's combine or cluster epilogue in a decode loop.
-  // Small pages: the producer warp gathers the tiles with cp.async (produce(), gather_tile()),
-  // every lane arriving on full[]; otherwise lane 0's expect_tx arrival and the TMA bytes.
-  const bool gather = p.block_table != nullptr && paged_gather(p.page_size);
-  if (tid == 0) {
-    for (int st = 0; st < Traits::kStages; ++st) {
-      hw::mbar_init(sm.full(st), gather ? kProducerLanes : 1);
-      hw::mbar_init(sm.empty(st), Traits::kConsumerWarps);
-    }
-    hw::mbar_init_fence();
-  }
-  if (warp == Traits::kProducerWarp && lane == 0) {
-    hw::prefetch_tensormap(tmap_k);
-    hw::prefetch_tensormap(tmap_v);
-    if constexpr (kDecodePrefetchFirstTiles) prefetch_first_tiles<Traits>(p, tmap_k, tmap_v);
-  }
-  // Every read of Q, K/V, the lengths or the block table and every write (out, lse, the workspace
-  // partials a previous combine may still be reading) comes after this: griddepcontrol.wait returns
-  // once the preceding grid has completed and its writes are visible (a no-op without PDL).
-  cuda::wait_for_primary();
 
   CtaWork w;
   const int m_block = static_cast<int>(blockIdx.x) / p.num_splits;
@@ -113,7 +77,23 @@ __device__ void decode_cta(const KernelParams& p, const CUtensorMap* tmap_k, con
   }
   w.common_lo = last_vis.lo;
   w.common_hi = first_vis.hi;
-  __syncthreads();  // the barriers' initialisation, before any thread uses them
+
+  const int tid = static_cast<int>(threadIdx.x), warp = tid / 32, lane = tid % 32;
+  // Small pages: the producer warp gathers the tiles with cp.async (produce(), gather_tile()),
+  // every lane arriving on full[]; otherwise lane 0's expect_tx arrival and the TMA bytes.
+  const bool gather = p.block_table != nullptr && paged_gather(p.page_size);
+  if (tid == 0) {
+    for (int st = 0; st < Traits::kStages; ++st) {
+      hw::mbar_init(sm.full(st), gather ? kProducerLanes : 1);
+      hw::mbar_init(sm.empty(st), Traits::kConsumerWarps);
+    }
+    hw::mbar_init_fence();
+  }
+  if (warp == Traits::kProducerWarp && lane == 0) {
+    hw::prefetch_tensormap(tmap_k);
+    hw::prefetch_tensormap(tmap_v);
+  }
+  __syncthreads();
 
   if (warp == Traits::kProducerWarp) {
     produce<Traits>(p, w, sm, tmap_k, tmap_v, lane);
@@ -215,32 +195,20 @@ inline std::atomic<int> active_clusters_plus1[64][kMaxClusterSplits + 1][2] = {}
 // Dynamic shared memory that keeps a CTA alone on its SM (2 x (this + 1 KB reserved) > 228 KB).
 inline constexpr size_t kSoloSmemBytes = 114 * 1024;
 
-// Launch configuration of `grid`: in clusters of (size, 1, 1) when size >= 2, and as a programmatic
-// dependent launch of the stream's previous kernel when `pdl` (the kernel waits for it with
-// griddepcontrol.wait before touching global memory, decode_cta). `attributes` (two) must outlive the
-// config.
-inline cudaLaunchConfig_t decode_config(dim3 grid, int threads, size_t smem_bytes, cudaStream_t stream, int size,
-                                        bool pdl, cudaLaunchAttribute* attributes) {
+// Launch configuration of `grid` in clusters of (size, 1, 1); `attribute` must outlive the config.
+inline cudaLaunchConfig_t cluster_config(dim3 grid, int threads, size_t smem_bytes, cudaStream_t stream, int size,
+                                         cudaLaunchAttribute* attribute) {
   cudaLaunchConfig_t config = {};
   config.gridDim = grid;
   config.blockDim = dim3(static_cast<unsigned>(threads), 1, 1);
   config.dynamicSmemBytes = smem_bytes;
   config.stream = stream;
-  unsigned n = 0;
-  if (size >= 2) {
-    attributes[n].id = cudaLaunchAttributeClusterDimension;
-    attributes[n].val.clusterDim.x = static_cast<unsigned>(size);
-    attributes[n].val.clusterDim.y = 1;
-    attributes[n].val.clusterDim.z = 1;
-    ++n;
-  }
-  if (pdl) {
-    attributes[n].id = cudaLaunchAttributeProgrammaticStreamSerialization;
-    attributes[n].val.programmaticStreamSerializationAllowed = 1;
-    ++n;
-  }
-  config.attrs = attributes;
-  config.numAttrs = n;
+  attribute->id = cudaLaunchAttributeClusterDimension;
+  attribute->val.clusterDim.x = static_cast<unsigned>(size);
+  attribute->val.clusterDim.y = 1;
+  attribute->val.clusterDim.z = 1;
+  config.attrs = attribute;
+  config.numAttrs = 1;
   return config;
 }
 
@@ -261,9 +229,9 @@ Status max_active_clusters(int size, int threads, size_t smem_bytes, bool solo, 
   if (size > 8) {
     GA_CUDA_RETURN_IF_ERROR(cudaFuncSetAttribute(kKernel, cudaFuncAttributeNonPortableClusterSizeAllowed, 1));
   }
-  cudaLaunchAttribute attributes[2];
-  const cudaLaunchConfig_t config = decode_config(dim3(static_cast<unsigned>(size), 1, 1), threads, smem_bytes,
-                                                  nullptr, size, /*pdl=*/false, attributes);
+  cudaLaunchAttribute attribute;
+  const cudaLaunchConfig_t config =
+      cluster_config(dim3(static_cast<unsigned>(size), 1, 1), threads, smem_bytes, nullptr, size, &attribute);
   GA_CUDA_RETURN_IF_ERROR(cudaOccupancyMaxActiveClusters(clusters, kKernel, &config));
   known.store(*clusters + 1, std::memory_order_release);
   return Status::Ok();
@@ -314,12 +282,9 @@ Status launch_decode_n(const cuda_engine::KernelParams& params, const DecodeLaun
                   static_cast<unsigned>(p.batch));
   const CUtensorMap& k_map = *static_cast<const CUtensorMap*>(l.k_tmap);
   const CUtensorMap& v_map = *static_cast<const CUtensorMap*>(l.v_tmap);
-  // Both modes launch as a programmatic dependent of the stream's previous kernel (kDecodePdl): the
-  // CTAs' launch and prologue overlap that kernel's tail (docs/DECODE_SM90.md section 19).
-  cudaLaunchAttribute attributes[2];
   if (p.cluster_reduce) {
-    const cudaLaunchConfig_t config =
-        decode_config(grid, Traits::kThreads, smem, stream, p.num_splits, kDecodePdl, attributes);
+    cudaLaunchAttribute attribute;
+    const cudaLaunchConfig_t config = cluster_config(grid, Traits::kThreads, smem, stream, p.num_splits, &attribute);
     const Status launched = cuda::to_status(cudaLaunchKernelEx(&config, kernel, p, k_map, v_map),
                                             "launching sm90_decode_kernel (cluster)");
     host_timing::mark("launch sm90_decode_kernel (cluster)");
@@ -329,10 +294,8 @@ Status launch_decode_n(const cuda_engine::KernelParams& params, const DecodeLaun
     // The engine reserves no workspace where its plan (the same code above) said cluster mode.
     return Status(StatusCode::kInternal, "sm90 engine: workspace-mode split without workspace");
   }
-  const cudaLaunchConfig_t config =
-      decode_config(grid, Traits::kThreads, Traits::kSmemBytes, stream, /*size=*/1, kDecodePdl, attributes);
-  GA_RETURN_IF_ERROR(
-      cuda::to_status(cudaLaunchKernelEx(&config, kernel, p, k_map, v_map), "launching sm90_decode_kernel"));
+  kernel<<<grid, Traits::kThreads, Traits::kSmemBytes, stream>>>(p, k_map, v_map);
+  GA_RETURN_IF_ERROR(cuda::last_launch_status("sm90_decode_kernel"));
   host_timing::mark("launch sm90_decode_kernel");
   if (p.num_splits == 1) return Status::Ok();
   const Status combined = launch_split_combine<T, kHeadDim>(p, stream);

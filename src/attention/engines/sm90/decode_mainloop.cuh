@@ -164,39 +164,6 @@ __device__ __forceinline__ void prefetch_l2(const void* ptr) {
   asm volatile("prefetch.global.L2 [%0];" ::"l"(reinterpret_cast<uint64_t>(ptr)) : "memory");
 }
 
-// Before the programmatic wait (decode_kernel.cuh): the split's first tiles (up to one ring's worth)
-// brought into L2 while the previous kernel in the stream drains, so the producer's first TMA loads
-// after the wait read L2 instead of paying the HBM round trip. Only where the tile range follows
-// from the kernel's parameters alone (batched K/V and Q, no per-sequence lengths, no window, no
-// partial-output shift): no global memory is read before the wait. A hint: L2 is the GPU's point of
-// coherence, so a line the previous kernel writes after its prefetch is still read current.
-template <class Traits>
-__device__ __forceinline__ void prefetch_first_tiles(const KernelParams& p, const CUtensorMap* tmap_k,
-                                                     const CUtensorMap* tmap_v) {
-  if (p.block_table != nullptr || p.cu_seqlens_k != nullptr || p.seqlens_k != nullptr ||
-      p.cu_seqlens_q != nullptr || p.kv_total_len != nullptr || p.window_left >= 0) {
-    return;
-  }
-  constexpr int kDBoxes = Traits::kFp8 ? 1 : Traits::kDBlocks;  // boxes across d per tile (produce())
-  constexpr int kDElems = Traits::kFp8 ? 0 : Traits::kSwizzleElems;
-  const int m_block = static_cast<int>(blockIdx.x) / p.num_splits;
-  const int split = static_cast<int>(blockIdx.x) % p.num_splits;
-  if (m_block * Traits::kN >= p.seqlen_q * p.group) return;  // the CTA returns before any tile
-  const int kvh = cuda_engine::kv_head_of(static_cast<int>(blockIdx.y) * p.group, p.group, p.heads_kv);
-  const int b = static_cast<int>(blockIdx.z);
-  const int n_blocks = (p.seqlen_k + Traits::kBlockKV - 1) / Traits::kBlockKV;
-  int begin = 0, end = 0;
-  cuda_engine::split_range(n_blocks, split, p.num_splits, &begin, &end);
-  end = min(end, begin + Traits::kStages);
-  for (int blk = begin; blk < end; ++blk) {
-#pragma unroll
-    for (int db = 0; db < kDBoxes; ++db) {
-      hw::tma_prefetch_l2_4d(tmap_k, db * kDElems, kvh, blk * Traits::kBlockKV, b);
-      hw::tma_prefetch_l2_4d(tmap_v, db * kDElems, kvh, blk * Traits::kBlockKV, b);
-    }
-  }
-}
-
 // Tiles ahead of the producer whose block-table line is prefetched into L2 (paged K/V). A 128-byte
 // line holds 32 entries, i.e. 8 tiles at page 16 and 32 at page 64; each line is read by the
 // CTAs of one (sequence, split) only, so without the prefetch every 8th tile at page 16 waited for
