@@ -3,8 +3,12 @@
 # package (pip, Release, sm_90a), install fla from .whl/ when present, run the suites, write the
 # results JSON, the report and its plots. Everything goes to $OUT (else bench/results/gpu-bench).
 #
-#   GROUPATTN_BENCH_COMMIT=$(git rev-parse HEAD) bash bench/gpu-bench.sh [--quick] [--suite S]
+#   GROUPATTN_BENCH_COMMIT=<commit> bash bench/gpu-bench.sh [--quick] [--suite S]
 #       [--suite-minutes prefill=1.5,decode=2.5,kda=2]
+#
+# <commit>: the hash of the tree being run, typed in from the machine that holds the repository.
+# Not `git rev-parse HEAD` on the GPU machine: its copy of .git can be stale (session 8: it reported
+# the session's first HEAD for three later trees); the results' tree digest is the cross-check.
 #
 # Output (<= 8 files, as the device tool returns): build.log, run.log, bench.json, PERFORMANCE.md,
 # perf/prefill_tflops.png, perf/decode_gbps.png, perf/kda_time.png.
