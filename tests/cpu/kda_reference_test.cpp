@@ -255,8 +255,7 @@ TEST(KdaReference, StateChainingFp64) {
       std::vector<double> o_whole, s_whole, o_a, s_a, o_b, s_b;
       ASSERT_TRUE(f.fn(whole, &o_whole, &s_whole).ok());
 
-      KdaParams a = whole;
-      for (TensorView* t : {&a.q, &a.k, &a.v, &a.g, &a.beta, &a.out}) *t = slice_tokens(*t, 0, split);
+      const KdaParams a = slice_problem_tokens(whole, 0, split);
       ASSERT_TRUE(f.fn(a, &o_a, &s_a).ok());
 
       // B starts from A's final state, kept in fp64 (an f64 K-first tensor: the fp64 functions do
@@ -264,8 +263,7 @@ TEST(KdaReference, StateChainingFp64) {
       HostTensor s_mid(DType::kF64, {c.B, c.HV, c.K, c.V});
       int64_t i = 0;
       for_each_index(s_mid.shape(), [&](const std::vector<int64_t>& idx) { s_mid.set(idx, s_a[i++]); });
-      KdaParams b = whole;
-      for (TensorView* t : {&b.q, &b.k, &b.v, &b.g, &b.beta, &b.out}) *t = slice_tokens(*t, split, c.T - split);
+      KdaParams b = slice_problem_tokens(whole, split, c.T - split);
       b.initial_state = s_mid.view();
       b.state_layout = KdaStateLayout::kKFirst;
       b.final_state = TensorView{};
@@ -318,8 +316,7 @@ TEST(KdaReference, StateChainingThroughInPlacePool) {
 
     const int64_t split = 17;
     for (auto [start, len] : {std::pair<int64_t, int64_t>{0, split}, {split, c.T - split}}) {
-      KdaParams p = c.params();
-      for (TensorView* t : {&p.q, &p.k, &p.v, &p.g, &p.beta, &p.out}) *t = slice_tokens(*t, start, len);
+      KdaParams p = slice_problem_tokens(c.params(), start, len);
       p.initial_state = pool.view();
       p.final_state = pool.view();  // in place
       p.state_indices = idx.view();
@@ -407,9 +404,8 @@ TEST(KdaReference, VarlenEqualsPerSequence) {
       const auto row = static_cast<size_t>(c.HV * c.V), srow = static_cast<size_t>(c.HV * c.K * c.V);
       for (size_t n = 0; n + 1 < c.cu.size(); ++n) {
         const int64_t bos = c.cu[n], len = c.cu[n + 1] - c.cu[n];
-        KdaParams one = packed;
+        KdaParams one = slice_problem_tokens(packed, bos, len);
         one.cu_seqlens = TensorView{};
-        for (TensorView* t : {&one.q, &one.k, &one.v, &one.g, &one.beta, &one.out}) *t = slice_tokens(*t, bos, len);
         one.initial_state = slice_rows(packed.initial_state, static_cast<int64_t>(n), 1);
         one.final_state = slice_rows(packed.final_state, static_cast<int64_t>(n), 1);
         std::vector<double> o, s;

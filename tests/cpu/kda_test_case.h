@@ -110,6 +110,13 @@ inline TensorView slice_tokens(TensorView t, int64_t start, int64_t len) {
   return t;
 }
 
+// The same problem on tokens [start, start + len): q, k, v, g, beta and out sliced along T; states,
+// indices and options as they are.
+inline KdaParams slice_problem_tokens(KdaParams p, int64_t start, int64_t len) {
+  for (TensorView* t : {&p.q, &p.k, &p.v, &p.g, &p.beta, &p.out}) *t = slice_tokens(*t, start, len);
+  return p;
+}
+
 // A view of rows [start, start + len) along dim 0.
 inline TensorView slice_rows(TensorView t, int64_t start, int64_t len) {
   t.data = static_cast<char*>(t.data) + start * t.stride[0] * static_cast<int64_t>(dtype_size(t.dtype));

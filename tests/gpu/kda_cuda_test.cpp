@@ -607,20 +607,15 @@ TEST_F(KdaCuda, StateChaining) {
   r.dout->poison();
   r.dfinal->poison();
   const KdaParams full = r.device_params();
-  auto sliced = [&](int64_t t0, int64_t len) {
-    KdaParams p = full;
-    for (TensorView* t : {&p.q, &p.k, &p.v, &p.g, &p.beta, &p.out}) *t = slice_tokens(*t, t0, len);
-    return p;
-  };
-  KdaParams p1 = sliced(0, a);
+  KdaParams p1 = slice_problem_tokens(full, 0, a);
   p1.final_state = dmid.view();
   ASSERT_TRUE(kda_cuda_run_path(p1, KdaCudaPath::kChunked, nullptr).ok());
-  KdaParams p2 = sliced(a, b_end - a);
+  KdaParams p2 = slice_problem_tokens(full, a, b_end - a);
   p2.initial_state = dmid.view();
   p2.final_state = dmid.view();  // in place
   ASSERT_TRUE(kda_cuda_run_path(p2, KdaCudaPath::kChunked, nullptr).ok());
   for (int64_t t = b_end; t < r.c.T; ++t) {
-    KdaParams p3 = sliced(t, 1);
+    KdaParams p3 = slice_problem_tokens(full, t, 1);
     p3.initial_state = dmid.view();
     p3.final_state = t + 1 == r.c.T ? r.dfinal->view() : dmid.view();
     ASSERT_TRUE(kda_cuda_run_path(p3, KdaCudaPath::kRecurrent, nullptr).ok());
@@ -683,15 +678,10 @@ TEST_F(KdaCuda, ChunkedLengthsAround64) {
       r.dout->poison();
       r.dfinal->poison();
       const KdaParams full = r.device_params();
-      auto sliced = [&](int64_t t0, int64_t len) {
-        KdaParams p = full;
-        for (TensorView* t : {&p.q, &p.k, &p.v, &p.g, &p.beta, &p.out}) *t = slice_tokens(*t, t0, len);
-        return p;
-      };
-      KdaParams p1 = sliced(0, a);
+      KdaParams p1 = slice_problem_tokens(full, 0, a);
       p1.final_state = dmid.view();
       ASSERT_TRUE(kda_cuda_run_path(p1, path, nullptr).ok());
-      KdaParams p2 = sliced(a, r.c.T - a);
+      KdaParams p2 = slice_problem_tokens(full, a, r.c.T - a);
       p2.initial_state = dmid.view();
       ASSERT_TRUE(kda_cuda_run_path(p2, path, nullptr).ok());
       cuda_check(cudaDeviceSynchronize(), "cudaDeviceSynchronize");
