@@ -58,6 +58,7 @@ __device__ void decode_cta(const KernelParams& p, const CUtensorMap* tmap_k, con
   w.b = static_cast<int>(blockIdx.z);
   int list_begin = 0, list_end = 0;
   if (p.work_list != nullptr) {  // work-list mode: slot w.split of the plane names the sequence and tiles
+    cuda::wait_for_primary();     // the planning kernel (this grid is its programmatic dependent)
     const int* e = p.work_list + w.split * kListEntryInts;
     w.b = e[0];
     if (w.b < 0) return;  // a slot past the plan's last (the grid is sized for the bound)
@@ -311,8 +312,16 @@ Status launch_decode_n(const cuda_engine::KernelParams& params, const DecodeLaun
     return Status(StatusCode::kInternal, "sm90 engine: workspace-mode split without workspace");
   }
   if (p.work_list != nullptr) {
+    // The planner, then the decode grid as its programmatic dependent (decode_work_list.cuh).
     GA_RETURN_IF_ERROR(launch_decode_work_list(p, l.list_plane_wave, stream));
     host_timing::mark("launch decode_work_list_kernel");
+    GA_RETURN_IF_ERROR(cuda::launch_maybe_pdl(kernel, grid, dim3(Traits::kThreads), Traits::kSmemBytes, stream,
+                                              /*use_pdl=*/true, "launching sm90_decode_kernel (work list)", p,
+                                              k_map, v_map));
+    host_timing::mark("launch sm90_decode_kernel (work list)");
+    const Status combined = launch_split_combine<T, kHeadDim>(p, stream);
+    host_timing::mark("launch combine_kernel");
+    return combined;
   }
   kernel<<<grid, Traits::kThreads, Traits::kSmemBytes, stream>>>(p, k_map, v_map);
   GA_RETURN_IF_ERROR(cuda::last_launch_status("sm90_decode_kernel"));

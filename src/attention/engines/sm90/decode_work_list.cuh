@@ -9,7 +9,9 @@
 //   work_list[sum s .. slots)    = {-1, 0, 0, 0}                                  (CTAs with no work)
 //
 // Every entry and count is written on every call, so nothing needs a memset and a replayed graph
-// follows new lengths. Ordinary stream order: the decode kernel starts after this one finished.
+// follows new lengths. This kernel is an ordinary launch (it starts after the previous call's
+// combine finished); the decode kernel is its programmatic dependent and waits for it before
+// reading its entry.
 #pragma once
 
 #include <cuda_runtime.h>
@@ -21,6 +23,7 @@
 #include "attention/engines/sm90/decode_traits.h"
 #include "attention/engines/sm90/decode_work_list.h"
 #include "cuda/cuda_check.h"
+#include "cuda/pdl.cuh"
 #include "groupattn/status.h"
 
 namespace groupattn::sm90_engine {
@@ -59,6 +62,10 @@ __device__ __forceinline__ long long block_max(long long x, long long* red) {
 template <int kThreads>
 __global__ void __launch_bounds__(kThreads) decode_work_list_kernel(const cuda_engine::KernelParams p, int plane_wave) {
   static_assert(kThreads == kListMaxBatch, "one thread per sequence");
+  // The decode grid (a programmatic dependent) may launch now: its CTAs become resident on the
+  // other SMs and wait in griddepcontrol.wait for this grid to complete, so its launch latency
+  // overlaps the plan. (The previous call is already complete: this kernel is an ordinary launch.)
+  cuda::allow_dependent_launch();
   __shared__ long long red[kThreads / 32];
   const int b = static_cast<int>(threadIdx.x);
   const bool live = b < p.batch;
