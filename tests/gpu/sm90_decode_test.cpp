@@ -426,7 +426,7 @@ TEST_F(Sm90Decode, WorkListUniformAndNearlyEmpty) {
   c.page_size = 64;
   c.num_splits = 0;
   check_case(c, kEngine);
-  std::vector<int> lens(16, 0);
+  std::vector<int> lens(24, 0);
   lens[9] = 32768;
   c = decode_case(8, 1, 1, lens);
   c.kv = KvKind::kPaged;
