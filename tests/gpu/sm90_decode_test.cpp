@@ -14,7 +14,10 @@
 #include <utility>
 #include <vector>
 
+#include "attention/engines/cuda/host_params.h"
+#include "attention/engines/sm90/decode_work_list.h"
 #include "gpu/cuda_attention_harness.h"
+#include "groupattn/attention.h"
 
 namespace groupattn::test {
 namespace {
@@ -378,6 +381,99 @@ TEST_F(Sm90Decode, MixedLengthsWithEmptySequences) {
       }
     }
   }
+}
+
+// The device-side work list (sm90/decode_work_list.h, docs/DECODE_SM90.md section 20) is taken
+// only above kListMinKvBytes of K/V (from the longest length) and where the ordinary plan has at
+// most kListMaxPlanSplits splits (>= 17 sequence x KV head rows on 132 SMs): these batches of 24
+// hold two long sequences (32K keys; 16K at D 256, 8K for 64/8) among short and empty ones, so the
+// bound is 384-768 MiB. Lengths end mid-tile, on a tile (64, 2048) and on one key; a sequence of
+// 0 keys gives O = 0, LSE = -inf.
+std::vector<std::tuple<int64_t, int64_t, int64_t, int, int>> work_list_shapes() {
+  // hq, hkv, d, new tokens, longest length
+  return {{8, 1, 128, 1, 32768}, {32, 2, 64, 1, 32768}, {32, 2, 256, 1, 16384}, {64, 8, 128, 1, 8192},
+          {8, 2, 128, 2, 32768}};
+}
+std::vector<int> work_list_lens(int longest) {
+  return {longest, 0, 1, 100, 4099, 0, 65, 700, 2048, 64, longest / 3 + 5, 5,
+          3, 999, 0, 128, 63, longest - 1, 1500, 2, 0, 257, 4096, 31};
+}
+
+TEST_F(Sm90Decode, WorkListMixedLengths) {
+  for (auto [hq, hkv, d, tokens, longest] : work_list_shapes()) {
+    for (KvKind kv : {KvKind::kBatched, KvKind::kPaged}) {
+      for (int page : kv == KvKind::kPaged ? std::vector<int>{16, 64} : std::vector<int>{64}) {
+        Case c = decode_case(hq, hkv, tokens, work_list_lens(longest), d);
+        c.kv = kv;
+        c.page_size = page;
+        c.num_splits = 0;  // automatic: the list (a forced count never takes it)
+        c.seed = static_cast<uint64_t>(d + page + tokens);
+        if (kv == KvKind::kPaged) {
+          expect_paged_ignores_stale_rows(c);
+        } else {
+          check_case(c, kEngine);
+        }
+      }
+    }
+  }
+}
+
+// Uniform lengths through the list (seqlens_k all equal: the host cannot tell), and every
+// sequence empty but one.
+TEST_F(Sm90Decode, WorkListUniformAndNearlyEmpty) {
+  Case c = decode_case(8, 1, 1, std::vector<int>(24, 16384));
+  c.kv = KvKind::kPaged;
+  c.page_size = 64;
+  c.num_splits = 0;
+  check_case(c, kEngine);
+  std::vector<int> lens(24, 0);
+  lens[9] = 32768;
+  c = decode_case(8, 1, 1, lens);
+  c.kv = KvKind::kPaged;
+  c.page_size = 16;
+  c.num_splits = 0;
+  expect_paged_ignores_stale_rows(c);
+}
+
+// Bitwise the same O and LSE over 20 runs (fixed chunk, fixed slot order, fixed combine order).
+TEST_F(Sm90Decode, WorkListDeterministicOver20Runs) {
+  for (int64_t d : kHeadDims) {
+    Case c = decode_case(d == 128 ? 8 : 32, d == 128 ? 1 : 2, 1, work_list_lens(d == 256 ? 16384 : 32768), d);
+    c.kv = KvKind::kPaged;
+    c.page_size = 64;
+    c.num_splits = 0;
+    expect_repeatable(c, 20);
+    c.kv = KvKind::kBatched;
+    expect_repeatable(c, 20);
+  }
+}
+
+// The list is what ran: the engine asks for the list's workspace (partials of kListWaves x P + B
+// slots of one sequence's rows, then the list and the per-sequence counts), which no split count
+// of the ordinary plan gives.
+TEST_F(Sm90Decode, WorkListIsTaken) {
+  Case c = decode_case(8, 1, 1, work_list_lens(32768));
+  c.kv = KvKind::kPaged;
+  c.page_size = 64;
+  c.num_splits = 0;
+  auto p = make_problem(c);
+  RunOptions opt;
+  opt.engine = kEngine;
+  size_t bytes = 0;
+  ASSERT_TRUE(attention_workspace_bytes(p->device_params(), opt, &bytes).ok());
+  int dev = 0, sms = 0;
+  ASSERT_EQ(cudaGetDevice(&dev), cudaSuccess);
+  ASSERT_EQ(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev), cudaSuccess);
+  const int64_t batch = static_cast<int64_t>(c.k_lens.size());
+  const int64_t slots = sm90_engine::list_slot_bound(sm90_engine::list_plane_wave(sms, 1, 1, 1), batch);
+  const size_t partials = (cuda_engine::split_workspace_bytes(static_cast<int>(slots), 1, 8, 128) + 255) / 256 * 256;
+  EXPECT_EQ(bytes, partials + sizeof(int32_t) * static_cast<size_t>(slots * sm90_engine::kListEntryInts + 2 * batch));
+  // A forced count keeps the ordinary plan (on sm90-split: sm90 would reduce 3 splits in clusters).
+  c.num_splits = 3;
+  auto q = make_problem(c);
+  opt.engine = "sm90-split";
+  ASSERT_TRUE(attention_workspace_bytes(q->device_params(), opt, &bytes).ok());
+  EXPECT_EQ(bytes, cuda_engine::split_workspace_bytes(3, batch, 8, 128));
 }
 
 // Outside the engine's scope it declines with a reason (pinned: an error).

@@ -88,6 +88,18 @@ __device__ __forceinline__ void accumulate_splits(const KernelParams& p, const f
   }
 }
 
+// A row's splits: p.num_splits of them at its own global query token, or in the sm90 decode's
+// work-list mode (p.seq_splits) the sequence's own count, at rows token of slots first.. (the
+// partials hold slot x seqlen_q + token rows of Hq heads).
+struct RowSplits {
+  int count;
+  int64_t part_token;  // the row's token index in the partials' row stride
+};
+__device__ __forceinline__ RowSplits row_splits(const KernelParams& p, int b, int token, int64_t q_token) {
+  if (p.seq_splits == nullptr) return RowSplits{p.num_splits, q_token};
+  return RowSplits{p.seq_splits[2 * b], static_cast<int64_t>(p.seq_splits[2 * b + 1]) * p.seqlen_q + token};
+}
+
 template <class Traits>
 __global__ void __launch_bounds__(Traits::kThreads) combine_kernel(const KernelParams p) {
   using T = typename Traits::Element;
@@ -101,18 +113,20 @@ __global__ void __launch_bounds__(Traits::kThreads) combine_kernel(const KernelP
   if (row >= s.q_len * p.heads_q) return;
   const int token = row / p.heads_q, head = row % p.heads_q;
   const int64_t q_token = s.q_token0 + token;  // global query token
-  const float* lse_row = p.lse_partial + q_token * p.part_lse_row_stride + head * p.part_lse_head_stride;
+  const RowSplits rs = row_splits(p, b, token, q_token);
+  const int num_splits = rs.count;
+  const float* lse_row = p.lse_partial + rs.part_token * p.part_lse_row_stride + head * p.part_lse_head_stride;
   const auto* o_row = static_cast<const typename Traits::Partial*>(p.o_partial_in) +
-                      q_token * p.part_o_row_stride + head * p.part_o_head_stride;
+                      rs.part_token * p.part_o_row_stride + head * p.part_o_head_stride;
 
   float mx = -INFINITY;
-  for (int sp = lane; sp < p.num_splits; sp += cuda::kWarpSize)
+  for (int sp = lane; sp < num_splits; sp += cuda::kWarpSize)
     mx = fmaxf(mx, lse_row[sp * p.part_lse_split_stride]);
   mx = warp_max(mx);
   float lse = -INFINITY;
   if (mx != -INFINITY) {
     float sum = 0.f;
-    for (int sp = lane; sp < p.num_splits; sp += cuda::kWarpSize) {
+    for (int sp = lane; sp < num_splits; sp += cuda::kWarpSize) {
       const float x = lse_row[sp * p.part_lse_split_stride];
       if (x != -INFINITY) sum += expf(x - mx);
     }
@@ -122,7 +136,7 @@ __global__ void __launch_bounds__(Traits::kThreads) combine_kernel(const KernelP
   float acc[Traits::kElemsPerLane];
   for (int e = 0; e < Traits::kElemsPerLane; ++e) acc[e] = 0.f;
   if (lse != -INFINITY) {
-    accumulate_splits<Traits>(p, lse_row, o_row, 0, p.num_splits, lse, lane, acc);
+    accumulate_splits<Traits>(p, lse_row, o_row, 0, num_splits, lse, lane, acc);
   }
   T* out = static_cast<T*>(p.out) + s.o_offset + token * p.o_row_stride + head * p.o_head_stride +
            lane * Traits::kElemsPerLane;
@@ -159,14 +173,16 @@ __global__ void __launch_bounds__(kWideWarps * cuda::kWarpSize) combine_wide_ker
   const int warp = threadIdx.x / cuda::kWarpSize, lane = threadIdx.x % cuda::kWarpSize;
   const int token = row / p.heads_q, head = row % p.heads_q;
   const int64_t q_token = s.q_token0 + token;
-  const float* lse_row = p.lse_partial + q_token * p.part_lse_row_stride + head * p.part_lse_head_stride;
+  const RowSplits rs = row_splits(p, b, token, q_token);
+  const int num_splits = rs.count;
+  const float* lse_row = p.lse_partial + rs.part_token * p.part_lse_row_stride + head * p.part_lse_head_stride;
   const auto* o_row = static_cast<const typename Traits::Partial*>(p.o_partial_in) +
-                      q_token * p.part_o_row_stride + head * p.part_o_head_stride;
+                      rs.part_token * p.part_o_row_stride + head * p.part_o_head_stride;
 
   // Max, then sum of exp, over the splits (thread t takes splits t, t + kThreads, ...); each block
   // reduction ends with every thread reading the kWideWarps partials in warp order.
   float mx = -INFINITY;
-  for (int sp = threadIdx.x; sp < p.num_splits; sp += kThreads) mx = fmaxf(mx, lse_row[sp * p.part_lse_split_stride]);
+  for (int sp = threadIdx.x; sp < num_splits; sp += kThreads) mx = fmaxf(mx, lse_row[sp * p.part_lse_split_stride]);
   mx = warp_max(mx);
   if (lane == 0) red[warp] = mx;
   __syncthreads();
@@ -176,7 +192,7 @@ __global__ void __launch_bounds__(kWideWarps * cuda::kWarpSize) combine_wide_ker
   float lse = -INFINITY;
   if (mx != -INFINITY) {
     float sum = 0.f;
-    for (int sp = threadIdx.x; sp < p.num_splits; sp += kThreads) {
+    for (int sp = threadIdx.x; sp < num_splits; sp += kThreads) {
       const float x = lse_row[sp * p.part_lse_split_stride];
       if (x != -INFINITY) sum += expf(x - mx);
     }
@@ -192,8 +208,8 @@ __global__ void __launch_bounds__(kWideWarps * cuda::kWarpSize) combine_wide_ker
   float acc[Traits::kElemsPerLane];
   for (int e = 0; e < Traits::kElemsPerLane; ++e) acc[e] = 0.f;
   if (lse != -INFINITY) {
-    const int per = (p.num_splits + kWideWarps - 1) / kWideWarps;
-    const int first = warp * per, last = min(first + per, p.num_splits);
+    const int per = (num_splits + kWideWarps - 1) / kWideWarps;
+    const int first = warp * per, last = min(first + per, num_splits);
     accumulate_splits<Traits>(p, lse_row, o_row, first, last, lse, lane, acc);
   }
   for (int e = 0; e < Traits::kElemsPerLane; ++e) part[warp][lane * Traits::kElemsPerLane + e] = acc[e];

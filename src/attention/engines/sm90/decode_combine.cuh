@@ -9,18 +9,27 @@
 #include "attention/engines/cuda/combine_kernel.cuh"
 #include "attention/engines/cuda/kernel_params.h"
 #include "attention/engines/sm90/decode_split_plan.h"
+#include "attention/engines/sm90/decode_work_list.h"
 #include "cuda/pdl.cuh"
 #include "groupattn/status.h"
 
 namespace groupattn::sm90_engine {
 
+static_assert(!cuda_engine::use_wide_combine(kListMaxSplits), "work-list rows take the one-warp combine");
 static_assert(kCombineSplitBatch == cuda_engine::kSplitBatch && kCombineWideWarps == cuda_engine::kWideWarps &&
                   kCombineWideMinSplits == cuda_engine::kWideMinSplits,
               "the split planner's combine cost counts the combine kernels' batches (decode_split_plan.h)");
 
 // p.num_splits > 1: merges the partials of every (query token, query head) row into out / lse.
+// In the work-list mode (p.seq_splits) a row has at most kListMaxSplits splits, so the combine
+// kernel is chosen by that bound (the one-warp kernel), never by the data.
 template <class T, int kHeadDim>
 Status launch_split_combine(const cuda_engine::KernelParams& p, cudaStream_t stream) {
+  if (p.seq_splits != nullptr) {
+    cuda_engine::KernelParams q = p;
+    q.num_splits = kListMaxSplits;
+    return cuda_engine::launch_combine<T, kHeadDim>(q, stream, /*use_pdl=*/true);
+  }
   return cuda_engine::launch_combine<T, kHeadDim>(p, stream, /*use_pdl=*/true);  // D == Dv
 }
 

@@ -84,7 +84,8 @@ __device__ void write_output(const KernelParams& p, const CtaWork& w, ColumnSoft
       if (p.num_splits == 1) {
         if (p.lse != nullptr) p.lse[head * p.lse_head_stride + q_token * p.lse_row_stride] = lse;
       } else {
-        p.lse_partial[static_cast<int64_t>(w.split) * p.partial_rows + q_token * p.heads_q + head] = lse;
+        p.lse_partial[static_cast<int64_t>(w.split) * p.partial_rows + (w.part_token0 + token) * p.heads_q + head] =
+            lse;
       }
     }
   }
@@ -106,7 +107,7 @@ __device__ void write_output(const KernelParams& p, const CtaWork& w, ColumnSoft
                  static_cast<int64_t>(head) * p.o_head_stride + d;
         store_element(out, val);
       } else if (sm_state.l_run[c] > 0.f) {  // the combine reads O only of splits with a finite LSE
-        const int64_t prow = static_cast<int64_t>(w.split) * p.partial_rows + (w.s.q_token0 + token) * p.heads_q + head;
+        const int64_t prow = static_cast<int64_t>(w.split) * p.partial_rows + (w.part_token0 + token) * p.heads_q + head;
         p.o_partial[prow * Traits::kHeadDim + d] = val;
       }
     }

@@ -36,6 +36,7 @@
 #include "attention/engines/sm90/decode_combine.cuh"
 #include "attention/engines/sm90/decode_epilogue.cuh"
 #include "attention/engines/sm90/decode_traits.h"
+#include "attention/engines/sm90/decode_work_list.cuh"
 #include "attention/engines/sm90/launch.h"
 #include "core/host_timing.h"
 #include "cuda/cuda_check.h"
@@ -55,7 +56,17 @@ __device__ void decode_cta(const KernelParams& p, const CUtensorMap* tmap_k, con
   w.split = static_cast<int>(blockIdx.x) % p.num_splits;
   w.kv_group = static_cast<int>(blockIdx.y);
   w.b = static_cast<int>(blockIdx.z);
+  int list_begin = 0, list_end = 0;
+  if (p.work_list != nullptr) {  // work-list mode: slot w.split of the plane names the sequence and tiles
+    cuda::wait_for_primary();     // the planning kernel (this grid is its programmatic dependent)
+    const int* e = p.work_list + w.split * kListEntryInts;
+    w.b = e[0];
+    if (w.b < 0) return;  // a slot past the plan's last (the grid is sized for the bound)
+    list_begin = e[2];
+    list_end = e[3];
+  }
   w.s = cuda_engine::seq_info(p, w.b);
+  w.part_token0 = p.work_list != nullptr ? 0 : w.s.q_token0;
   const int total_cols = w.s.q_len * p.group;
   w.col0 = m_block * kN;
   // The whole CTA, before any barrier (in cluster mode every split of the column block, i.e. the
@@ -68,7 +79,12 @@ __device__ void decode_cta(const KernelParams& p, const CUtensorMap* tmap_k, con
   const KeyInterval first_vis = cuda_engine::visible_keys(p, w.s, w.col0 / p.group);
   const KeyInterval last_vis = cuda_engine::visible_keys(p, w.s, (w.col0 + w.cols - 1) / p.group);
   const int n_blocks = (w.s.k_len + kBlockKV - 1) / kBlockKV;
-  cuda_engine::split_range(n_blocks, w.split, p.num_splits, &w.blk_begin, &w.blk_end);
+  if (p.work_list != nullptr) {
+    w.blk_begin = list_begin;
+    w.blk_end = min(list_end, n_blocks);
+  } else {
+    cuda_engine::split_range(n_blocks, w.split, p.num_splits, &w.blk_begin, &w.blk_end);
+  }
   if (first_vis.lo <= last_vis.hi) {
     w.blk_begin = max(w.blk_begin, first_vis.lo / kBlockKV);
     w.blk_end = min(w.blk_end, last_vis.hi / kBlockKV + 1);
@@ -278,8 +294,9 @@ Status launch_decode_n(const cuda_engine::KernelParams& params, const DecodeLaun
     return Status::Ok();
   }
   host_timing::mark("decode launch plan (smem attribute, cluster occupancy)");
+  // Work-list mode: num_splits slots per (column block, KV head) plane, the sequence from the list.
   const dim3 grid(static_cast<unsigned>(p.m_blocks * p.num_splits), static_cast<unsigned>(p.heads_kv),
-                  static_cast<unsigned>(p.batch));
+                  static_cast<unsigned>(p.work_list != nullptr ? 1 : p.batch));
   const CUtensorMap& k_map = *static_cast<const CUtensorMap*>(l.k_tmap);
   const CUtensorMap& v_map = *static_cast<const CUtensorMap*>(l.v_tmap);
   if (p.cluster_reduce) {
@@ -293,6 +310,18 @@ Status launch_decode_n(const cuda_engine::KernelParams& params, const DecodeLaun
   if (p.num_splits > 1 && p.o_partial == nullptr) {
     // The engine reserves no workspace where its plan (the same code above) said cluster mode.
     return Status(StatusCode::kInternal, "sm90 engine: workspace-mode split without workspace");
+  }
+  if (p.work_list != nullptr) {
+    // The planner, then the decode grid as its programmatic dependent (decode_work_list.cuh).
+    GA_RETURN_IF_ERROR(launch_decode_work_list(p, l.list_plane_wave, stream));
+    host_timing::mark("launch decode_work_list_kernel");
+    GA_RETURN_IF_ERROR(cuda::launch_maybe_pdl(kernel, grid, dim3(Traits::kThreads), Traits::kSmemBytes, stream,
+                                              /*use_pdl=*/true, "launching sm90_decode_kernel (work list)", p,
+                                              k_map, v_map));
+    host_timing::mark("launch sm90_decode_kernel (work list)");
+    const Status combined = launch_split_combine<T, kHeadDim>(p, stream);
+    host_timing::mark("launch combine_kernel");
+    return combined;
   }
   kernel<<<grid, Traits::kThreads, Traits::kSmemBytes, stream>>>(p, k_map, v_map);
   GA_RETURN_IF_ERROR(cuda::last_launch_status("sm90_decode_kernel"));

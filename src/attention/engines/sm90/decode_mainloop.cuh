@@ -69,6 +69,9 @@ struct CtaWork {
   int b = 0, kv_group = 0, kvh = 0, split = 0;
   int col0 = 0, cols = 0;
   int blk_begin = 0, blk_end = 0;
+  // Global query token of the sequence's first row in the split partials: q_token0, or 0 in the
+  // work-list mode (partials per slot of the sequence's own rows).
+  int64_t part_token0 = 0;
   // Keys every column of the CTA sees ([lo of the last token, hi of the first]): tiles inside need
   // no per-element mask.
   int common_lo = 0, common_hi = -1;

@@ -35,6 +35,7 @@
 #include "attention/engines/cuda/split_planner.h"
 #include "attention/engines/sm90/decode_split_plan.h"
 #include "attention/engines/sm90/decode_traits.h"
+#include "attention/engines/sm90/decode_work_list.h"
 #include "attention/engines/sm90/engine_checks.h"
 #include "attention/engines/sm90/launch.h"
 #include "attention/engines/sm90/prefill_traits.h"
@@ -158,6 +159,51 @@ bool use_cluster_reduction(const AttentionParams& p, const Geometry& g, int num_
                                         p.num_splits > 0);
 }
 
+// The device-side work list for batches of mixed lengths (decode_work_list.h; docs/DECODE_SM90.md
+// section 20), or none (use false). Only where it can win and stay exact: the swap-AB kernel in the
+// workspace mode with the automatic split count (a forced count keeps its meaning), per-sequence
+// lengths the host cannot see (seqlens_k, or paged), no sliding window (the list balances whole
+// sequences), 2..kListMaxBatch sequences, an ordinary plan of at most kListMaxPlanSplits splits
+// (above that the planner already cuts every sequence finely), and a K/V upper bound of at least
+// kListMinKvBytes (the planning launch's few us). Depends only on shapes and flags, never on data.
+struct ListPlan {
+  bool use = false;
+  int plane_wave = 0;  // P
+  int64_t slots = 0;   // list_slot_bound(P, B)
+};
+
+ListPlan list_plan(const AttentionParams& p, const Geometry& g, int num_splits, int sm_count, Form form) {
+  ListPlan l;
+  if (form == Form::kPackedRows || g.packed_rows || p.num_splits > 0) return l;
+  const KernelParams kp = cuda_engine::kernel_params_from(p);
+  if (kp.seqlens_k == nullptr || kp.window_left >= 0) return l;
+  if (g.batch < 2 || g.batch > sm90_engine::kListMaxBatch || num_splits > sm90_engine::kListMaxPlanSplits) return l;
+  if (use_cluster_reduction(p, g, num_splits, sm_count, form)) return l;
+  const int64_t elem = kv_is_fp8(p) ? 1 : 2;
+  const int64_t kv_bytes = 2 * g.batch * g.max_k * g.heads_kv * g.head_dim * elem;
+  if (kv_bytes < sm90_engine::kListMinKvBytes) return l;
+  sm90_engine::DecodeSplitShape shape;
+  shape.head_dim = static_cast<int>(g.head_dim);
+  shape.fp8 = kv_is_fp8(p);
+  shape.small_pages = kv_layout(p) == KvLayout::kPaged &&
+                      sm90_engine::paged_box_rows(p.k.size(1)) < sm90_engine::kBlockKV;
+  l.plane_wave = sm90_engine::list_plane_wave(sm_count, sm90_engine::split_wave_of(shape), g.heads_kv, g.m_blocks);
+  l.slots = sm90_engine::list_slot_bound(l.plane_wave, g.batch);
+  l.use = l.slots * g.m_blocks <= std::numeric_limits<int32_t>::max();
+  return l;
+}
+
+// Work-list workspace: the split partials of `slots` slots of max_q x Hq rows (the portable
+// layout), then at a 256-byte boundary the list [slots][4] and the per-sequence {count, first slot}.
+size_t list_partials_bytes(const ListPlan& l, const Geometry& g) {
+  const size_t b = cuda_engine::split_workspace_bytes(static_cast<int>(l.slots), g.max_q, g.heads_q, g.head_dim);
+  return (b + 255) / 256 * 256;
+}
+size_t list_workspace_bytes(const ListPlan& l, const Geometry& g) {
+  return list_partials_bytes(l, g) +
+         sizeof(int32_t) * static_cast<size_t>(l.slots * sm90_engine::kListEntryInts + 2 * g.batch);
+}
+
 class Sm90Attention final : public AttentionEngine {
  public:
   explicit Sm90Attention(Form form) : form_(form) {}
@@ -257,6 +303,7 @@ class Sm90Attention final : public AttentionEngine {
     if (!cuda_device_properties(&sms, &cc).ok()) return 0;
     const Geometry g = geometry(p, form_);
     const int splits = num_splits_for(p, g, sms);
+    if (const ListPlan l = list_plan(p, g, splits, sms, form_); l.use) return list_workspace_bytes(l, g);
     if (splits <= 1) return 0;
     if (g.batch > 0 && g.max_q > 0 && g.heads_kv > 0 && use_cluster_reduction(p, g, splits, sms, form_)) {
       KernelParams kp = cuda_engine::kernel_params_from(p);
@@ -282,9 +329,19 @@ class Sm90Attention final : public AttentionEngine {
     kp.num_splits = num_splits_for(p, g, sms);
     if (g.batch == 0 || g.max_q == 0 || g.heads_kv == 0) return Status::Ok();
     kp.cluster_reduce = use_cluster_reduction(p, g, kp.num_splits, sms, form_);
+    const ListPlan list = list_plan(p, g, kp.num_splits, sms, form_);
+    if (list.use) {
+      if (workspace == nullptr) return Status(StatusCode::kInternal, "sm90 engine: work-list run without workspace");
+      kp.num_splits = static_cast<int>(list.slots);
+      kp.cluster_reduce = false;
+      cuda_engine::set_split_workspace(&kp, workspace, g.max_q, g.head_dim);  // partial_rows = max_q x Hq
+      auto* ints = reinterpret_cast<int32_t*>(static_cast<char*>(workspace) + list_partials_bytes(list, g));
+      kp.work_list = ints;
+      kp.seq_splits = ints + list.slots * sm90_engine::kListEntryInts;
+    }
     // A split run has a workspace unless workspace_bytes planned the cluster mode (the launcher
     // takes it then; its workspace-mode fallback checks for the partials' buffers itself).
-    if (kp.num_splits > 1) {
+    if (kp.num_splits > 1 && !list.use) {
       if (workspace != nullptr) {
         cuda_engine::set_split_workspace(&kp, workspace, g.total_q, g.head_dim);
       } else if (!kp.cluster_reduce) {
@@ -304,6 +361,7 @@ class Sm90Attention final : public AttentionEngine {
     GA_RETURN_IF_ERROR(sm90_engine::encode_map_of(p.v, box_rows, &v_map));
     host_timing::mark("tensor maps (2x cuTensorMapEncodeTiled)");
     sm90_engine::DecodeLaunch launch = decode_launch(p, g);
+    launch.list_plane_wave = list.plane_wave;
     launch.k_tmap = &k_map;
     launch.v_tmap = &v_map;
     const auto s = static_cast<cudaStream_t>(stream);

@@ -1,0 +1,101 @@
+// The device-side work list of the swap-AB decode kernel for batches of mixed sequence lengths
+// (docs/DECODE_SM90.md section 20). No CUDA types: the host part (when the list is used, how many
+// slots it may fill, the workspace it needs) and the chunk rule, which the planning kernel
+// (decode_work_list.cuh) runs on the device over the sequences' tile counts and the CPU tier runs
+// over arrays (tests/cpu/sm90_decode_form_test.cpp).
+//
+// Why: the host never reads the per-sequence lengths (a device sync, and the call must be
+// graph-capturable), so the split planner gives every sequence the split count of the longest, and
+// the longest sequence's CTAs finish last and run alone (section 18, group 2). The list is built on
+// the device from the lengths: sequence b of n_b 64-key tiles gets s_b = max(1, ceil(n_b / c))
+// splits of equal size (split_range), for one chunk size c of the whole batch, so every CTA holds
+// at most c tiles whatever the lengths.
+//
+// The chunk c (all integers, the same on host and device):
+//   P    = max(1, SMs x split_wave / (KV heads x column blocks))  CTAs per (KV head, column block)
+//          plane that fill one wave
+//   lo   = max(kListMinTiles, ceil(max_n / kListMaxSplits))       (>= 8 tiles a CTA; <= 16 splits)
+//   fair = ceil(total / P)                                        (a wave slot's share)
+//   one wave: the smallest c in [lo, max(lo, max_n)] with f(c) = sum_b s_b(c) <= P, taken when
+//          c <= fair + fair / 4 (the longest CTA at most 1.25x a slot's share: uniform lengths
+//          give the planner's own wave-filling plan back);
+//   else  several waves of short CTAs, dispatched by the hardware as SMs free up:
+//          c = max(lo, kListMinWaveTiles, ceil(total / (kListWaves x P))), raised to max(lo, max_n) where that is at
+//          most 1.25 c (no sequence is cut into a long and a short piece for nothing) or the
+//          lengths are near uniform (max_n <= 1.25 x the mean: one split a sequence, the ordinary
+//          plan of a batch larger than a wave).
+// Slots per plane used: f(c) <= P (one wave) or <= total / c + B <= kListWaves x P + B (else), so
+// the host sizes the grid and the workspace for list_slot_bound = kListWaves x P + B slots.
+#pragma once
+
+#include <algorithm>
+#include <cstdint>
+
+#if defined(__CUDACC__)
+#define GA_WL_HD __host__ __device__
+#else
+#define GA_WL_HD
+#endif
+
+namespace groupattn::sm90_engine {
+
+inline constexpr int kListMinTiles = 8;     // tiles a CTA at least streams (the planner's 8, section 8)
+inline constexpr int kListMaxSplits = 16;   // splits of one sequence at most: the one-warp combine, <= 2 batches
+inline constexpr int kListWaves = 8;        // waves (of P) of the several-wave plan
+// Tiles a CTA of the several-wave plan at least streams (1 MB of K/V at D 128): its ramp and
+// epilogue (~2 us) stay a small share where the next CTA on the SM does not hide them.
+inline constexpr int kListMinWaveTiles = 32;
+inline constexpr int kListMaxBatch = 1024;  // one planning thread per sequence (one CTA)
+inline constexpr int kListEntryInts = 4;    // {sequence or -1, split slot of the row, first tile, end tile}
+// Largest automatic split count of the ordinary plan for which the list is used: above it the
+// planner already cuts every sequence finely (few sequences) and the list's cap could only lose.
+inline constexpr int kListMaxPlanSplits = kListMaxSplits / 2;
+// Smallest K/V upper bound (bytes, from the host-visible longest length) for which the planning
+// kernel's extra launch (~3-4 us) is worth it.
+inline constexpr int64_t kListMinKvBytes = int64_t{128} << 20;
+
+GA_WL_HD inline int64_t list_ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
+
+// Splits of a sequence of n tiles at chunk c (an empty sequence still gets one CTA: it writes the
+// rows' empty partial, O = 0 and LSE = -inf after the combine).
+GA_WL_HD inline int list_splits_of(int64_t n, int64_t c) {
+  return n <= 0 ? 1 : static_cast<int>(list_ceil_div(n, c));
+}
+
+// CTAs per plane that fill one wave.
+inline int list_plane_wave(int sm_count, int split_wave, int64_t kv_heads, int64_t m_blocks) {
+  const int64_t planes = std::max<int64_t>(1, kv_heads * m_blocks);
+  return static_cast<int>(std::max<int64_t>(1, int64_t{sm_count} * split_wave / planes));
+}
+
+// Slots (CTAs per plane) the list may fill; the grid's x extent is m_blocks x this.
+inline int64_t list_slot_bound(int plane_wave, int64_t batch) { return int64_t{kListWaves} * plane_wave + batch; }
+
+// The chunk rule above. count(c) must return f(c) = sum_b list_splits_of(n_b, c) over the batch.
+template <class Count>
+GA_WL_HD int64_t list_chunk(int64_t total, int64_t max_n, int64_t batch, int plane_wave, Count count) {
+  const int64_t lo = std::max<int64_t>(kListMinTiles, list_ceil_div(max_n, kListMaxSplits));
+  const int64_t fair = std::max<int64_t>(1, list_ceil_div(total, plane_wave));
+  const int64_t top = std::max(lo, max_n);
+  const int64_t accept = std::min(top, fair + fair / 4);
+  if (accept >= lo && count(accept) <= plane_wave) {
+    int64_t a = lo, b = accept;  // f is non-increasing in c: the smallest c in [a, b] with f(c) <= P
+    while (a < b) {
+      const int64_t mid = a + (b - a) / 2;
+      if (count(mid) <= plane_wave) {
+        b = mid;
+      } else {
+        a = mid + 1;
+      }
+    }
+    return a;
+  }
+  int64_t c = std::max({lo, int64_t{kListMinWaveTiles}, list_ceil_div(total, int64_t{kListWaves} * plane_wave)});
+  const int64_t mean = list_ceil_div(total, std::max<int64_t>(1, batch));
+  if (top <= c + c / 4 || top <= mean + mean / 4) c = top;
+  return c;
+}
+
+}  // namespace groupattn::sm90_engine
+
+#undef GA_WL_HD
