@@ -15,7 +15,8 @@
 //     U = Tm Diag(beta) V (tensor cores, no exponential inside), Kh = k exp(Gamma_C - Gamma),
 //     Qt = scale q exp(Gamma), exp(Gamma_C). One 16-byte load per tensor per thread for the tiles.
 //     A partial last chunk is padded with k = q = v = beta = g = 0, which leaves every real row exact.
-//  3. state pass, grid (sequence x V-tile of 16, value head), sequential over the sequence's chunks:
+//  3. state pass, grid (sequence x V-tile of 16, value head), sequential over the sequence's chunks
+//     (the step: kda_state_step.cuh, shared with the fused kernel kda_chunked_fused.cu):
 //     D = U - W S;  O = Qt S + Aqk D;  S <- Diag(exp(Gamma_C)) S + Kh^T D, the products on tensor
 //     cores with tf32 operands rounded once where they are produced (kTf32Passes: 1 = plain tf32,
 //     the default; 3 = 3xTF32, about fp32; kda_tf32_mma.cuh), S in fp32 registers, and the next
