@@ -31,11 +31,11 @@ namespace groupattn::kda_cuda {
 // stride VT + 8 (24 or 40: t * stride + g spans the 32 banks).
 template <int K, int VT, int kStages>
 struct StatePlan {
-  static constexpr int kQuarters = 4;   // phase 1 splits K over 4 warps per product
-  static constexpr int kRowWQ = K + 4;  // W, Qt row stride
-  static constexpr int kRowKh = K + 8;  // Kh row stride
-  static constexpr int kRowS = VT + 8;  // S [K][VT], D and the partial products [16][VT]
-  static constexpr int kNt = VT / 8;    // n8 column tiles per CTA
+  static constexpr int kQuarters = 4;                   // phase 1 splits K over 4 warps per product
+  static constexpr int kRowWQ = K + 4;                  // W, Qt row stride
+  static constexpr int kRowKh = K + 8;                  // Kh row stride
+  static constexpr int kRowS = VT + 8;                  // S [K][VT], D and the partial products [16][VT]
+  static constexpr int kNt = VT / 8;                    // n8 column tiles per CTA
   static constexpr int kCols = kChunk * VT / kThreads;  // phase 2: columns per thread (1 or 2)
   // One stage: the chunk's prep, the slice this CTA needs.
   static constexpr int kW = 0;
@@ -155,8 +155,8 @@ __device__ __forceinline__ void tiles_from_initial_state(float* S, StateTiles<P>
 // writes). Exit: no barrier after phase 3 -- the caller's next one ends every read of the stage, the
 // mirror, D and the partials.
 template <class T, int K, int VT, class P>
-__device__ __forceinline__ void state_step(const float* st, float* smem, StateTiles<P>& s, T* orow, bool row_live,
-                                           float bad, int tid) {
+__device__ __forceinline__ void state_step(const float* st, float* smem, StateTiles<P>& s, T* orow,
+                                           bool row_live, float bad, int tid) {
   const int warp = tid / kWarp, lane = tid % kWarp;
   const int g = lane / 4, t = lane % 4;  // mma fragment coordinates
   const int r = tid / 16, e = tid % 16;  // phase 2: this thread's row and first column (then e + 16 c)
@@ -185,7 +185,8 @@ __device__ __forceinline__ void state_step(const float* st, float* smem, StateTi
 #pragma unroll
     for (int nt = 0; nt < P::kNt; ++nt) {
       *reinterpret_cast<float2*>(out + g * P::kRowS + nt * 8) = make_float2(acc[nt].sum(0), acc[nt].sum(1));
-      *reinterpret_cast<float2*>(out + (g + 8) * P::kRowS + nt * 8) = make_float2(acc[nt].sum(2), acc[nt].sum(3));
+      *reinterpret_cast<float2*>(out + (g + 8) * P::kRowS + nt * 8) =
+          make_float2(acc[nt].sum(2), acc[nt].sum(3));
     }
   }
   __syncthreads();
@@ -257,7 +258,8 @@ __device__ __forceinline__ void state_step(const float* st, float* smem, StateTi
       for (int q = 0; q < 4; ++q) s[jj][q] = acc[jj].sum(q);
       float* srow = S + (m0 + g) * P::kRowS + nt * 8 + 2 * t;
       *reinterpret_cast<float2*>(srow) = make_float2(mma_operand(s[jj][0]), mma_operand(s[jj][1]));
-      *reinterpret_cast<float2*>(srow + 8 * P::kRowS) = make_float2(mma_operand(s[jj][2]), mma_operand(s[jj][3]));
+      *reinterpret_cast<float2*>(srow + 8 * P::kRowS) =
+          make_float2(mma_operand(s[jj][2]), mma_operand(s[jj][3]));
     }
   }
 }
