@@ -1,8 +1,8 @@
 // The chunk rule of the sm90 decode work list (decode_work_list.h; docs/DECODE_SM90.md section
 // 20), run on the host over arrays of per-sequence tile counts: the planning kernel runs the same
-// integer function on the device. Pins the plan's bounds (slots within list_slot_bound, at most
-// kListMaxSplits splits a sequence, >= kListMinTiles tiles a CTA) and the plans it gives the
-// benchmark's uniform and mixed batches.
+// integer function on the device. Pins the plan's bounds (slots within list_slot_bound: P for a
+// batch of at most P, the one-wave plan; at most kListMaxSplits splits a sequence, >= kListMinTiles tiles a
+// CTA) and the plans it gives the benchmark's uniform and mixed batches.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -125,8 +125,32 @@ TEST(Sm90DecodeWorkList, BoundsHoldOverRandomBatches) {
     }
     const Plan p = plan_of(n, plane_wave);
     ASSERT_LE(p.slots, list_slot_bound(plane_wave, batch)) << trial;
+    if (batch <= plane_wave) {
+      ASSERT_LE(p.slots, plane_wave) << trial;  // one wave: the grid has P slots
+    }
     ASSERT_LE(p.max_splits, kListMaxSplits) << trial;
     ASSERT_GE(p.chunk, kListMinTiles) << trial;
+    ASSERT_LE(p.longest_cta, p.chunk) << trial;
+  }
+}
+
+// A batch of at most P sequences always gets a one-wave plan (the grid has exactly P slots),
+// however skewed the lengths.
+TEST(Sm90DecodeWorkList, BatchesWithinAWaveGetOneWave) {
+  std::mt19937 rng(23);
+  for (int trial = 0; trial < 3000; ++trial) {
+    const int plane_wave = 2 + static_cast<int>(rng() % 299);
+    const int batch = 2 + static_cast<int>(rng() % (plane_wave - 1));
+    const int64_t len = 1 + static_cast<int64_t>(rng() % 8192);
+    std::vector<int64_t> n(batch);
+    for (auto& x : n) {
+      const uint32_t kind = rng() % 4;
+      x = kind == 0 ? 0 : kind == 1 ? len : static_cast<int64_t>(rng() % (len + 1));
+    }
+    const Plan p = plan_of(n, plane_wave);
+    ASSERT_LE(p.slots, plane_wave) << trial;
+    ASSERT_EQ(list_slot_bound(plane_wave, batch), plane_wave) << trial;
+    ASSERT_LE(p.max_splits, kListMaxSplits) << trial;
     ASSERT_LE(p.longest_cta, p.chunk) << trial;
   }
 }

@@ -448,9 +448,9 @@ TEST_F(Sm90Decode, WorkListDeterministicOver20Runs) {
   }
 }
 
-// The list is what ran: the engine asks for the list's workspace (partials of kListWaves x P + B
-// slots of one sequence's rows, then the list and the per-sequence counts), which no split count
-// of the ordinary plan gives.
+// The list is what ran: the engine asks for the list's workspace (partials of list_slot_bound
+// slots of one sequence's rows -- P for this batch of 24 <= P -- then the list and the
+// per-sequence counts), which no split count of the ordinary plan gives.
 TEST_F(Sm90Decode, WorkListIsTaken) {
   Case c = decode_case(8, 1, 1, work_list_lens(32768));
   c.kv = KvKind::kPaged;

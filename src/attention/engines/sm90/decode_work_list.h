@@ -15,17 +15,19 @@
 //   P    = max(1, SMs x split_wave / (KV heads x column blocks))  CTAs per (KV head, column block)
 //          plane that fill one wave
 //   lo   = max(kListMinTiles, ceil(max_n / kListMaxSplits))       (>= 8 tiles a CTA; <= 16 splits)
-//   fair = ceil(total / P)                                        (a wave slot's share)
-//   one wave: the smallest c in [lo, max(lo, max_n)] with f(c) = sum_b s_b(c) <= P, taken when
-//          c <= fair + fair / 4 (the longest CTA at most 1.25x a slot's share: uniform lengths
-//          give the planner's own wave-filling plan back);
-//   else  several waves of short CTAs, dispatched by the hardware as SMs free up:
-//          c = max(lo, kListMinWaveTiles, ceil(total / (kListWaves x P))), raised to max(lo, max_n) where that is at
-//          most 1.25 c (no sequence is cut into a long and a short piece for nothing) or the
+//   B <= P, one wave: the smallest c in [lo, max(lo, max_n)] with f(c) = sum_b s_b(c) <= P. f is
+//          non-increasing and f(max(lo, max_n)) = B <= P, so it exists: at most P CTAs a plane,
+//          the longest of c tiles; uniform lengths give the planner's own wave-filling plan back.
+//   B > P, several waves of short CTAs, dispatched by the hardware as SMs free up:
+//          c = max(lo, kListMinWaveTiles, ceil(total / (kListWaves x P))), raised to max(lo, max_n) where
+//          that is at most 1.25 c (no sequence is cut into a long and a short piece for nothing) or the
 //          lengths are near uniform (max_n <= 1.25 x the mean: one split a sequence, the ordinary
 //          plan of a batch larger than a wave).
 // Slots per plane used: f(c) <= P (one wave) or <= total / c + B <= kListWaves x P + B (else), so
-// the host sizes the grid and the workspace for list_slot_bound = kListWaves x P + B slots.
+// the host sizes the grid and the workspace for list_slot_bound: P or kListWaves x P + B. The
+// bound is what the grid launches, so the one-wave case must not reserve the several-wave room:
+// session 9's first form did (8 P + B slots whatever B), and its ~1000 CTAs with no work cost the
+// uniform 8/1 B32 x 32K row 13 % (section 20).
 #pragma once
 
 #include <algorithm>
@@ -39,13 +41,14 @@
 
 namespace groupattn::sm90_engine {
 
-inline constexpr int kListMinTiles = 8;     // tiles a CTA at least streams (the planner's 8, section 8)
-inline constexpr int kListMaxSplits = 16;   // splits of one sequence at most: the one-warp combine, <= 2 batches
-inline constexpr int kListWaves = 8;        // waves (of P) of the several-wave plan
+inline constexpr int kListMinTiles = 8;  // tiles a CTA at least streams (the planner's 8, section 8)
+inline constexpr int kListMaxSplits =
+    16;                               // splits of one sequence at most: the one-warp combine, <= 2 batches
+inline constexpr int kListWaves = 8;  // waves (of P) of the several-wave plan
 // Tiles a CTA of the several-wave plan at least streams (1 MB of K/V at D 128): its ramp and
 // epilogue (~2 us) stay a small share where the next CTA on the SM does not hide them.
 inline constexpr int kListMinWaveTiles = 32;
-inline constexpr int kListMaxBatch = 1024;  // one planning thread per sequence (one CTA)
+inline constexpr int kListMaxBatch = 1024;  // sequences the one-warp planning kernel takes (32 a lane)
 inline constexpr int kListEntryInts = 4;    // {sequence or -1, split slot of the row, first tile, end tile}
 // Largest automatic split count of the ordinary plan for which the list is used: above it the
 // planner already cuts every sequence finely (few sequences) and the list's cap could only lose.
@@ -69,17 +72,17 @@ inline int list_plane_wave(int sm_count, int split_wave, int64_t kv_heads, int64
 }
 
 // Slots (CTAs per plane) the list may fill; the grid's x extent is m_blocks x this.
-inline int64_t list_slot_bound(int plane_wave, int64_t batch) { return int64_t{kListWaves} * plane_wave + batch; }
+inline int64_t list_slot_bound(int plane_wave, int64_t batch) {
+  return batch <= plane_wave ? plane_wave : int64_t{kListWaves} * plane_wave + batch;
+}
 
 // The chunk rule above. count(c) must return f(c) = sum_b list_splits_of(n_b, c) over the batch.
 template <class Count>
 GA_WL_HD int64_t list_chunk(int64_t total, int64_t max_n, int64_t batch, int plane_wave, Count count) {
   const int64_t lo = std::max<int64_t>(kListMinTiles, list_ceil_div(max_n, kListMaxSplits));
-  const int64_t fair = std::max<int64_t>(1, list_ceil_div(total, plane_wave));
   const int64_t top = std::max(lo, max_n);
-  const int64_t accept = std::min(top, fair + fair / 4);
-  if (accept >= lo && count(accept) <= plane_wave) {
-    int64_t a = lo, b = accept;  // f is non-increasing in c: the smallest c in [a, b] with f(c) <= P
+  if (batch <= plane_wave) {
+    int64_t a = lo, b = top;  // f is non-increasing in c: the smallest c in [a, b] with f(c) <= P
     while (a < b) {
       const int64_t mid = a + (b - a) / 2;
       if (count(mid) <= plane_wave) {
@@ -90,7 +93,8 @@ GA_WL_HD int64_t list_chunk(int64_t total, int64_t max_n, int64_t batch, int pla
     }
     return a;
   }
-  int64_t c = std::max({lo, int64_t{kListMinWaveTiles}, list_ceil_div(total, int64_t{kListWaves} * plane_wave)});
+  int64_t c =
+      std::max({lo, int64_t{kListMinWaveTiles}, list_ceil_div(total, int64_t{kListWaves} * plane_wave)});
   const int64_t mean = list_ceil_div(total, std::max<int64_t>(1, batch));
   if (top <= c + c / 4 || top <= mean + mean / 4) c = top;
   return c;

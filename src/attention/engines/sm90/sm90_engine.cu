@@ -27,6 +27,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <cstdlib>
 #include <limits>
 #include <string>
 
@@ -166,15 +167,24 @@ bool use_cluster_reduction(const AttentionParams& p, const Geometry& g, int num_
 // sequences), 2..kListMaxBatch sequences, an ordinary plan of at most kListMaxPlanSplits splits
 // (above that the planner already cuts every sequence finely), and a K/V upper bound of at least
 // kListMinKvBytes (the planning launch's few us). Depends only on shapes and flags, never on data.
+// GROUPATTN_SM90_DECODE_WORK_LIST=0 turns it off (read once): an A/B of the same tree in one process.
 struct ListPlan {
   bool use = false;
   int plane_wave = 0;  // P
-  int64_t slots = 0;   // list_slot_bound(P, B)
+  int64_t slots = 0;   // list_slot_bound(P, B): the grid's CTAs per plane and the partials' slots
 };
+
+bool work_list_enabled() {
+  static const bool on = [] {
+    const char* e = std::getenv("GROUPATTN_SM90_DECODE_WORK_LIST");
+    return e == nullptr || std::string(e) != "0";
+  }();
+  return on;
+}
 
 ListPlan list_plan(const AttentionParams& p, const Geometry& g, int num_splits, int sm_count, Form form) {
   ListPlan l;
-  if (form == Form::kPackedRows || g.packed_rows || p.num_splits > 0) return l;
+  if (form == Form::kPackedRows || g.packed_rows || p.num_splits > 0 || !work_list_enabled()) return l;
   const KernelParams kp = cuda_engine::kernel_params_from(p);
   if (kp.seqlens_k == nullptr || kp.window_left >= 0) return l;
   if (g.batch < 2 || g.batch > sm90_engine::kListMaxBatch || num_splits > sm90_engine::kListMaxPlanSplits) return l;
