@@ -150,6 +150,25 @@ TEST(Sm90DecodeWorkList, BatchesWithinAWaveGetOneWave) {
     const Plan p = plan_of(n, plane_wave);
     ASSERT_LE(p.slots, plane_wave) << trial;
     ASSERT_EQ(list_slot_bound(plane_wave, batch), plane_wave) << trial;
+    // The narrowed search finds what a search of the whole [lo, top] finds: the smallest c with
+    // f(c) <= P (f is non-increasing).
+    auto f = [&](int64_t c) {
+      int64_t s = 0;
+      for (int64_t x : n) s += list_splits_of(x, c);
+      return s;
+    };
+    const int64_t max_n = *std::max_element(n.begin(), n.end());
+    int64_t a = std::max<int64_t>(kListMinTiles, (max_n + kListMaxSplits - 1) / kListMaxSplits);
+    int64_t b = std::max(a, max_n);
+    while (a < b) {
+      const int64_t mid = a + (b - a) / 2;
+      if (f(mid) <= plane_wave) {
+        b = mid;
+      } else {
+        a = mid + 1;
+      }
+    }
+    ASSERT_EQ(p.chunk, a) << trial;
     ASSERT_LE(p.max_splits, kListMaxSplits) << trial;
     ASSERT_LE(p.longest_cta, p.chunk) << trial;
   }

@@ -192,6 +192,8 @@ ListPlan list_plan(const AttentionParams& p, const Geometry& g, int num_splits, 
   const int64_t elem = kv_is_fp8(p) ? 1 : 2;
   const int64_t kv_bytes = 2 * g.batch * g.max_k * g.heads_kv * g.head_dim * elem;
   if (kv_bytes < sm90_engine::kListMinKvBytes) return l;
+  // The planning kernel sums the batch's tile counts in 32-bit integers.
+  if (g.batch * ((g.max_k + sm90_engine::kBlockKV - 1) / sm90_engine::kBlockKV) >= std::numeric_limits<int32_t>::max()) return l;
   sm90_engine::DecodeSplitShape shape;
   shape.head_dim = static_cast<int>(g.head_dim);
   shape.fp8 = kv_is_fp8(p);
