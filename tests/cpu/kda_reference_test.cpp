@@ -469,7 +469,7 @@ TEST(KdaReference, EngineOrder) {
       EXPECT_STREQ(engines[i + 1]->name(), "reference-chunked");
     }
   }
-  // The 64-token "cuda-c64" engine was removed (1.45-1.5x slower than "cuda"'s 16-token chunks on
+  // The 64-token "cuda-c64" engine was removed (1.28-1.47x slower than "cuda"'s 16-token chunks on
   // every shape timed; docs/ENGINES.md "64-token state steps"): no engine of that name remains.
   for (const KdaEngine* e : engines) EXPECT_STRNE(e->name(), "cuda-c64");
   KdaCase c;
