@@ -15,9 +15,6 @@ const std::vector<const KdaEngine*>& kda_engines() {
     std::vector<const KdaEngine*> list;
 #if GROUPATTN_WITH_CUDA
     list.push_back(&kda_cuda_engine());  // device tensors; declines host ones, so the reference follows
-    // Same support as "cuda", which comes first and serves every device problem it accepts: reached
-    // only when pinned (the 64-token path, until the GPU tier and timings make it "cuda"'s default).
-    list.push_back(&kda_cuda_c64_engine());
 #endif
     list.push_back(&kda_reference_engine());
     list.push_back(&kda_reference_chunked_engine());  // after "reference": reached only when pinned

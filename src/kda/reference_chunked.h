@@ -14,16 +14,8 @@ namespace groupattn {
 // Tokens per chunk. The GPU engines use the same chunk so their intermediates can be compared.
 inline constexpr int64_t kKdaRefChunk = 16;
 
-// Tokens per chunk of the two-level form (kda_chunked_two_level_fp64): kKdaRefChunk-token sub-chunks.
-inline constexpr int64_t kKdaRefChunk64 = 64;
-
 // Results as kda_recurrent_fp64 (kda/reference.h): out [B, T, HV, V], final_state [N, HV, K, V].
 Status kda_chunked_fp64(const KdaParams& p, std::vector<double>* out, std::vector<double>* final_state);
-
-// The same in the two-level form: 64-token chunks whose 16-token sub-chunks are combined with
-// off-diagonal blocks anchored at sub-chunk boundaries and a blockwise-merged inverse (the planned
-// GPU state pass's blueprint). InternalError if any exponent reaching exp is positive.
-Status kda_chunked_two_level_fp64(const KdaParams& p, std::vector<double>* out, std::vector<double>* final_state);
 
 const KdaEngine& kda_reference_chunked_engine();
 

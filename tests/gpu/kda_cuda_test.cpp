@@ -41,11 +41,7 @@ class KdaCuda : public ::testing::Test {
 
 const char* path_name(KdaCudaPath p) {
   if (p == KdaCudaPath::kChunkedFused) return "chunked-fused";
-  return p == KdaCudaPath::kRecurrent       ? "recurrent"
-         : p == KdaCudaPath::kChunked       ? "chunked"
-         : p == KdaCudaPath::kChunked64     ? "chunked64"
-         : p == KdaCudaPath::kChunked64Vt32 ? "chunked64-vt32"
-                                            : "auto";
+  return p == KdaCudaPath::kRecurrent ? "recurrent" : p == KdaCudaPath::kChunked ? "chunked" : "auto";
 }
 
 std::string describe(const KdaCase& c, KdaCudaPath path, const std::string& extra) {
@@ -85,7 +81,8 @@ Errors check_run(KdaRun& r, KdaCudaPath path, const std::string& extra = "") {
     // (another path in the same loop) has already advanced its rows, and the reference starts from
     // the host's pool. Every run starts from that pool again. (Without this, the second path of
     // `for (path : kChunkedPaths)` on a pooled problem ran from the first path's final states: the
-    // session-7 "cuda-c64 fails on pools" was exactly that, see docs/ENGINES.md.)
+    // session-7 "cuda-c64 fails on pools" was exactly that, see docs/ENGINES.md; that path has since
+    // been removed.)
     pool_before = r.c.initial;
     r.dinit = std::make_unique<DeviceTensor>(r.c.initial);
   }
@@ -140,12 +137,10 @@ KdaCase base_case() {
   return c;
 }
 
-// kChunked64: the "cuda-c64" engine's 64-token path (docs/ENGINES.md "64-token state steps").
 // kChunkedFused: the one-launch kernel the engine uses for small chunked problems (kda_cuda_path.h);
 // exact at any length, so the shared cases (T = 77, 110, ...) run it pinned too.
-const KdaCudaPath kPaths[] = {KdaCudaPath::kRecurrent, KdaCudaPath::kChunked, KdaCudaPath::kChunked64,
-                              KdaCudaPath::kChunkedFused};
-const KdaCudaPath kChunkedPaths[] = {KdaCudaPath::kChunked, KdaCudaPath::kChunked64, KdaCudaPath::kChunkedFused};
+const KdaCudaPath kPaths[] = {KdaCudaPath::kRecurrent, KdaCudaPath::kChunked, KdaCudaPath::kChunkedFused};
+const KdaCudaPath kChunkedPaths[] = {KdaCudaPath::kChunked, KdaCudaPath::kChunkedFused};
 
 TEST_F(KdaCuda, LowerBoundGateStrengths) {
   for (float lb : {-1.f, -2.f, -3.f, -5.f, -8.f}) {
@@ -506,14 +501,13 @@ TEST_F(KdaCuda, DecodeOnPoolInPlace) {
   }
 }
 
-// The 64-token path on state pools updated in place, each run from the fresh pool (the session-7
-// failures were runs that started from a pool the 16-token path had already advanced; check_run now
-// restores the pool before every run): several sequences reading and writing shuffled pool rows,
-// both layouts, lengths of 1 sub-chunk, a partial 64-token chunk, several chunks, each with its own
-// V-tile choice (16 columns on the H200) and with 32-column tiles forced; the 32-column tiles by grid size
-// (B 12 x HV 8) with the 64-token path run before the 16-token one and again after it; varlen with
-// empty sequences on a pool.
-TEST_F(KdaCuda, C64PooledStates) {
+// The chunked paths on state pools updated in place, each run from the fresh pool (check_run restores
+// the pool before every run): several sequences reading and writing shuffled pool rows, both
+// layouts, lengths of 1 chunk, a partial chunk, several chunks; the two-kernel path's 32-column
+// V-tiles by grid size (B 12 x HV 8 x 8 tiles of 16 columns > 2 CTAs per SM), run before the fused
+// kernel and again after it; varlen with empty sequences on a pool. (Until the removal of the
+// 64-token "cuda-c64" path this test ran that path; docs/ENGINES.md "64-token state steps".)
+TEST_F(KdaCuda, ChunkedPooledStates) {
   for (KdaStateLayout layout : {KdaStateLayout::kVFirst, KdaStateLayout::kKFirst}) {
     const char* lay = layout == KdaStateLayout::kVFirst ? " V-first" : " K-first";
     for (int64_t T : {1, 17, 70, 130}) {
@@ -522,17 +516,15 @@ TEST_F(KdaCuda, C64PooledStates) {
       r.c.layout = layout;
       r.c.B = 3, r.c.T = T;  // 3 x 4 heads x 8 tiles of 16 columns: under one CTA per SM on the H200
       r.setup(300 + static_cast<uint64_t>(T), 7);
-      for (KdaCudaPath path : {KdaCudaPath::kChunked64, KdaCudaPath::kChunked64Vt32}) {
-        check_run(r, path, std::string(" pool+7 in place") + lay);
-      }
+      for (KdaCudaPath path : kChunkedPaths) check_run(r, path, std::string(" pool+7 in place") + lay);
     }
     KdaRun w;
     w.c = base_case();
     w.c.layout = layout;
     w.c.B = 12, w.c.T = 70, w.c.H = 4, w.c.HV = 8;
     w.setup(310, 3);
-    for (KdaCudaPath path : {KdaCudaPath::kChunked64, KdaCudaPath::kChunked, KdaCudaPath::kChunked64}) {
-      check_run(w, path, std::string(" wide V-tiles pool+3, c64 first") + lay);
+    for (KdaCudaPath path : {KdaCudaPath::kChunked, KdaCudaPath::kChunkedFused, KdaCudaPath::kChunked}) {
+      check_run(w, path, std::string(" wide V-tiles pool+3") + lay);
     }
     KdaRun v;
     v.c = base_case();
@@ -541,9 +533,7 @@ TEST_F(KdaCuda, C64PooledStates) {
     v.c.cu = {0, 0, 70, 70, 71, 200, 200};
     v.c.T = v.c.cu.back();
     v.setup(320, 2);
-    for (KdaCudaPath path : {KdaCudaPath::kChunked64, KdaCudaPath::kChunked64Vt32}) {
-      check_run(v, path, std::string(" varlen pool+2") + lay);
-    }
+    for (KdaCudaPath path : kChunkedPaths) check_run(v, path, std::string(" varlen pool+2") + lay);
   }
 }
 
@@ -634,9 +624,9 @@ TEST_F(KdaCuda, StateChaining) {
               static_cast<long long>(steps));
 }
 
-// Lengths around the 64-token step of the "cuda-c64" path (issue 4, docs/ENGINES.md "64-token state
-// steps"), run on both chunked paths: 1, 15, 16, 17 (one partial 64-token chunk of 1 or 2 sub-chunks),
-// 63, 64, 65, 127, 129, 200 at the mildest and
+// Lengths around chunk boundaries (written for the 64-token "cuda-c64" path, removed since; docs/ENGINES.md
+// "64-token state steps"), run on both chunked paths: 1, 15, 16, 17 (one partial chunk, one full, one
+// full and one partial), 63, 64, 65, 127, 129, 200 at the mildest and
 // strongest lower bounds and the unbounded softplus gate, GVA 2 -> 4, initial and final states; varlen
 // with zero-length sequences first, between and last and lengths 63 / 64 / 65 / 129; and two chunked
 // prefills chained through the state at a split on, just before and just after a 64-token boundary.
@@ -699,12 +689,13 @@ TEST_F(KdaCuda, ChunkedLengthsAround64) {
   }
 }
 
-// The "cuda-c64" engine through the public entry point (pinned; the library's workspace): GVA 1 -> 3
-// and 2 -> 6 with a custom scale, initial and final states, a length over several 64-token chunks
-// with a partial last one, and varlen with a zero-length sequence; automatic selection stays "cuda".
-TEST_F(KdaCuda, C64EnginePinned) {
+// The "cuda" engine through the public entry point (the library's workspace, automatic selection and
+// pinned alike): GVA 1 -> 3 and 2 -> 6 with a custom scale, initial and final states, a length over
+// several chunks with a partial last one, and varlen with a zero-length sequence. (This test pinned the
+// 64-token "cuda-c64" engine until its removal; pinning that name is now an unknown engine.)
+TEST_F(KdaCuda, EnginePublicEntry) {
   RunOptions pin;
-  pin.engine = "cuda-c64";
+  pin.engine = "cuda";
   for (auto [H, HV] : {std::pair<int64_t, int64_t>{1, 3}, {2, 6}}) {
     for (bool varlen : {false, true}) {
       KdaRun r;
@@ -720,10 +711,11 @@ TEST_F(KdaCuda, C64EnginePinned) {
       }
       r.setup(170 + static_cast<uint64_t>(HV) + (varlen ? 1 : 0), -1);
       const char* name = nullptr;
-      ASSERT_TRUE(kda_engine_for(r.device_params(), pin, &name).ok());
-      EXPECT_STREQ(name, "cuda-c64");
       ASSERT_TRUE(kda_engine_for(r.device_params(), {}, &name).ok());
       EXPECT_STREQ(name, "cuda");
+      RunOptions gone;
+      gone.engine = "cuda-c64";
+      EXPECT_FALSE(kda_engine_for(r.device_params(), gone, &name).ok());
       std::vector<double> ref_out, ref_state;
       ASSERT_TRUE(kda_recurrent_fp64(r.host_params(), &ref_out, &ref_state).ok());
       r.dout->poison();
@@ -739,7 +731,7 @@ TEST_F(KdaCuda, C64EnginePinned) {
       const double eo = rel_error(got, ref_out), es = rel_error(st, ref_state);
       EXPECT_LT(eo, kKdaRelTol) << "GVA " << H << " -> " << HV << (varlen ? " varlen" : "");
       EXPECT_LT(es, kKdaRelTol) << "GVA " << H << " -> " << HV << (varlen ? " varlen" : "");
-      std::printf("[kda] out %.2e state %.2e  cuda-c64 pinned GVA %lld -> %lld scale 0.2%s\n", eo, es,
+      std::printf("[kda] out %.2e state %.2e  cuda pinned GVA %lld -> %lld scale 0.2%s\n", eo, es,
                   static_cast<long long>(H), static_cast<long long>(HV), varlen ? " varlen" : "");
     }
   }
@@ -965,12 +957,6 @@ TEST_F(KdaCuda, DISABLED_Timing) {
     }
     std::printf("[kda-time] prefill T=%lld H=HV=%lld lb=-5: chunked %.1f us (workspace %.0f MiB), recurrent %.1f us\n",
                 static_cast<long long>(T), static_cast<long long>(H), us, static_cast<double>(ws) / (1 << 20), rec_us);
-    // The 64-token path (docs/ENGINES.md "64-token state steps"): its own V-tile choice, and the
-    // 32-column tiles forced (half the CTAs, half the W / Qt / Kh bytes from L2 per token).
-    const double c64 = graph_time_us(p, KdaCudaPath::kChunked64);
-    const double c64w = graph_time_us(p, KdaCudaPath::kChunked64Vt32);
-    std::printf("[kda-time] prefill T=%lld H=HV=%lld lb=-5: chunked64 %.1f us, chunked64 VT 32 %.1f us\n",
-                static_cast<long long>(T), static_cast<long long>(H), c64, c64w);
     cuda_check(cudaFree(o.workspace), "cudaFree");
   }
   // Short prefills, both paths (the recurrent / chunked threshold, docs/HOST_COST.md "KDA path

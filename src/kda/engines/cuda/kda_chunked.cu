@@ -240,17 +240,6 @@ Status launch_chunked_t(const DeviceParams& p, void* workspace, const ChunkLayou
 
 }  // namespace
 
-Status launch_chunk_prep(const DeviceParams& p, bool bf16, void* workspace, const ChunkLayout& layout,
-                         cudaStream_t stream) {
-  if (p.N == 0) return Status::Ok();
-  if (bf16) {
-    return p.K == 64 ? launch_prep_t<__nv_bfloat16, 64>(p, workspace, layout, stream)
-                     : launch_prep_t<__nv_bfloat16, 128>(p, workspace, layout, stream);
-  }
-  return p.K == 64 ? launch_prep_t<__half, 64>(p, workspace, layout, stream)
-                   : launch_prep_t<__half, 128>(p, workspace, layout, stream);
-}
-
 Status launch_chunked(const DeviceParams& p, bool bf16, void* workspace, const ChunkLayout& layout,
                       cudaStream_t stream) {
   if (p.N == 0) return Status::Ok();

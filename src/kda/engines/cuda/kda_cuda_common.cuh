@@ -50,7 +50,7 @@ struct DeviceParams {
 
 // First 16-token chunk of sequence n (n = N: the chunk count): the chunk map's entry for varlen,
 // and the same value computed for dense sequences, whose map kernel is not launched (kda_chunked.cu;
-// every reader of the map -- prep, state, the 64-token merge -- goes through this).
+// every reader of the map -- prep, state -- goes through this).
 __device__ __forceinline__ int64_t chunk_offset(const DeviceParams& p, const int64_t* chunk_offsets, int64_t n) {
   return p.cu_seqlens == nullptr ? n * ((p.T + kChunk - 1) / kChunk) : chunk_offsets[n];
 }

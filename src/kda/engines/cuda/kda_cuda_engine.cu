@@ -18,7 +18,6 @@
 namespace groupattn {
 namespace {
 
-using kda_cuda::Chunk64Layout;
 using kda_cuda::ChunkLayout;
 using kda_cuda::DeviceParams;
 
@@ -47,10 +46,6 @@ Shape shape_of(const KdaParams& p) {
 
 ChunkLayout layout_of(const Shape& s) {
   return kda_cuda::chunk_layout(s.B, s.T, s.N, s.varlen, s.HV, s.K, s.V);
-}
-
-Chunk64Layout layout64_of(const Shape& s) {
-  return kda_cuda::chunk64_layout(s.B, s.T, s.N, s.varlen, s.HV, s.K, s.V);
 }
 
 // Recurrent when sequences average at most 16 tokens (the decode / fused_recurrent shape): one
@@ -205,10 +200,6 @@ class CudaKda final : public KdaEngine {
     host_timing::mark("kda plan (device params)");
     if (path == KdaCudaPath::kRecurrent) return kda_cuda::launch_recurrent(d, bf16, st);
     if (path == KdaCudaPath::kChunkedFused) return kda_cuda::launch_chunked_fused(d, bf16, st);
-    if (path == KdaCudaPath::kChunked64 || path == KdaCudaPath::kChunked64Vt32) {
-      const int value_tile = path == KdaCudaPath::kChunked64Vt32 ? 32 : 0;
-      return kda_cuda::launch_chunked64(d, bf16, workspace, layout64_of(shape_of(p)), value_tile, st);
-    }
     return kda_cuda::launch_chunked(d, bf16, workspace, layout_of(shape_of(p)), st);
   }
 };
@@ -220,40 +211,14 @@ const CudaKda& engine_instance() {
 
 size_t path_workspace_bytes(const Shape& s, KdaCudaPath path) {
   if (path == KdaCudaPath::kRecurrent || path == KdaCudaPath::kChunkedFused) return 0;
-  const bool c64 = path == KdaCudaPath::kChunked64 || path == KdaCudaPath::kChunked64Vt32;
-  return c64 ? layout64_of(s).total_bytes : layout_of(s).total_bytes;
+  return layout_of(s).total_bytes;
 }
-
-// The 64-token path at every length, with the "cuda" engine's support rules (same kernels' limits:
-// the 64-token state pass has the same grid as the 16-token one, and fewer chunks).
-class CudaKda64 final : public KdaEngine {
- public:
-  const char* name() const override { return "cuda-c64"; }
-  const char* description() const override {
-    return "portable CUDA, sm80+: chunked WY/UT prefill in 64-token state steps (16-token prep, level-2 "
-           "merge, serial pass over 64-token chunks), fp32 with tf32 tensor-core products; pinned only";
-  }
-  std::string supports() const override { return engine_instance().supports(); }
-  Status available() const override { return engine_instance().available(); }
-  Status check_support(const KdaParams& p) const override { return engine_instance().check_support(p); }
-  size_t workspace_bytes(const KdaParams& p) const override {
-    return path_workspace_bytes(shape_of(p), KdaCudaPath::kChunked64);
-  }
-  Status run(const KdaParams& p, void* workspace, void* stream) const override {
-    return CudaKda::run_path(p, KdaCudaPath::kChunked64, workspace, stream);
-  }
-};
 
 }  // namespace
 
 const KdaEngine& kda_cuda_engine() { return engine_instance(); }
 
 KdaCudaPath kda_cuda_auto_path(const KdaParams& p) { return auto_path(shape_of(p)); }
-
-const KdaEngine& kda_cuda_c64_engine() {
-  static const CudaKda64 engine;
-  return engine;
-}
 
 Status kda_cuda_run_path(const KdaParams& p, KdaCudaPath path, void* stream) {
   GA_RETURN_IF_ERROR(validate_kda(p));

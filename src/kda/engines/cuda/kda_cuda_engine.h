@@ -11,15 +11,9 @@ namespace groupattn {
 
 #if GROUPATTN_WITH_CUDA
 const KdaEngine& kda_cuda_engine();  // engines/cuda/kda_cuda_engine.cu
-// "cuda-c64": the chunked prefill in 64-token state steps at every length (docs/ENGINES.md "64-token
-// state steps"); reached only when pinned until the GPU tier and timings pass (then it becomes the
-// "cuda" engine's chunked path).
-const KdaEngine& kda_cuda_c64_engine();
 
-// kChunked64Vt32: the 64-token path with its 32-column V-tiles forced whatever the grid size (tests
-// and timing; "cuda-c64" picks the tile by grid size).
 // kChunkedFused: the chunked path's one-launch kernel for small problems (no workspace).
-enum class KdaCudaPath { kAuto, kRecurrent, kChunked, kChunked64, kChunked64Vt32, kChunkedFused };
+enum class KdaCudaPath { kAuto, kRecurrent, kChunked, kChunkedFused };
 // Checks support as the engine does, then runs `path` on `stream` (cudaStream_t as void*), with
 // a stream-ordered workspace allocation when the path needs scratch.
 Status kda_cuda_run_path(const KdaParams& p, KdaCudaPath path, void* stream);

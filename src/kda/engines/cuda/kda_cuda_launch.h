@@ -44,59 +44,12 @@ inline ChunkLayout chunk_layout(int64_t B, int64_t T, int64_t N, bool varlen, in
   return l;
 }
 
-// Workspace of the 64-token path (docs/ENGINES.md "64-token state steps"), carved from the caller's
-// buffer: the 16-token path's offsets and blocks (the prep runs unchanged on them), then
-//   chunk64 offsets int64 [N + 1]                     first 64-token chunk of each sequence
-//   blocks64        fp32  [max_chunks, HV, block]     one level-2 result per (64-chunk, value head)
-// with block = W [64,K] | Qt [64,K] | Kh [64,K] | U [64,V] | Aqk [64,64] | exp(B_4) [K].
-inline constexpr int kChunk64 = 64;
-inline constexpr int kSubChunks = kChunk64 / kChunk;  // 16-token sub-chunks per 64-token chunk
-struct Chunk64Layout {
-  ChunkLayout sub;           // the 16-token prep's part, at the start of the workspace
-  int64_t max_chunks = 0;    // upper bound on sum_n ceil(len_n / 64)
-  int64_t block_floats = 0;  // floats per (64-chunk, value head)
-  size_t offsets_at = 0;     // byte offset of the chunk64 offsets
-  size_t blocks_at = 0;      // byte offset of blocks64
-  size_t total_bytes = 0;
-  // Float offsets inside one block.
-  int64_t w = 0, qt = 0, kh = 0, u = 0, aqk = 0, ec = 0;
-};
-
-inline Chunk64Layout chunk64_layout(int64_t B, int64_t T, int64_t N, bool varlen, int64_t HV, int64_t K,
-                                    int64_t V) {
-  constexpr size_t kAlign = 256;
-  auto align = [](size_t x) { return (x + kAlign - 1) / kAlign * kAlign; };
-  Chunk64Layout l;
-  l.sub = chunk_layout(B, T, N, varlen, HV, K, V);
-  const int64_t per_seq = (T + kChunk64 - 1) / kChunk64;
-  l.max_chunks = varlen ? per_seq + N : B * per_seq;
-  l.w = 0;
-  l.qt = l.w + kChunk64 * K;
-  l.kh = l.qt + kChunk64 * K;
-  l.u = l.kh + kChunk64 * K;
-  l.aqk = l.u + kChunk64 * V;
-  l.ec = l.aqk + kChunk64 * kChunk64;
-  l.block_floats = l.ec + K;
-  l.offsets_at = align(l.sub.total_bytes);
-  l.blocks_at = l.offsets_at + align(static_cast<size_t>(N + 1) * sizeof(int64_t));
-  l.total_bytes = l.blocks_at + static_cast<size_t>(l.max_chunks * HV * l.block_floats) * sizeof(float);
-  return l;
-}
-
 // The per-token recurrence (any T; the decode path). `bf16` selects the q/k/v/out element type
 // (else f16). K is 64 or 128.
 Status launch_recurrent(const DeviceParams& p, bool bf16, cudaStream_t stream);
 // The chunked path: chunk map, per-(chunk, head) prep, then the sequential state pass and output.
 Status launch_chunked(const DeviceParams& p, bool bf16, void* workspace, const ChunkLayout& layout,
                       cudaStream_t stream);
-// The 16-token chunk map and prep alone (kda_chunked.cu), into the 16-token part of a workspace.
-Status launch_chunk_prep(const DeviceParams& p, bool bf16, void* workspace, const ChunkLayout& layout,
-                         cudaStream_t stream);
-// The 64-token path (kda_chunked64.cu): the 16-token prep, the level-2 merge of 4 sub-chunks per
-// 64-token chunk, then the sequential state pass in 64-token steps. value_tile: the state pass's
-// V-columns per CTA, 0 = picked by grid size (the engine), 16 or 32 = forced (tests and timing).
-Status launch_chunked64(const DeviceParams& p, bool bf16, void* workspace, const Chunk64Layout& layout,
-                        int value_tile, cudaStream_t stream);
 // The chunked path in one launch, no workspace (kda_chunked_fused.cu): each CTA preps its own
 // chunks in shared memory before each state step. Any length is exact; the engine uses it for small
 // problems only (kda_cuda_path.h's use_fused_path).
