@@ -43,6 +43,7 @@
 #include "attention/engines/sm90/decode_combine.cuh"
 #include "attention/engines/sm90/decode_traits.h"
 #include "attention/engines/sm90/launch.h"
+#include "attention/engines/sm90/prefill_phase_stamps.cuh"
 #include "attention/engines/sm90/prefill_traits.h"
 #include "cuda/cuda_check.h"
 #include "cuda/fast_math.cuh"
@@ -839,12 +840,14 @@ __device__ void consume(const KernelParams& p, const Work& w, const Smem<Traits>
       hw::named_bar_sync(kBarQ + wg, 128);
     } else {
       hw::mbar_wait(sm.q_full(), 0u);
+      GA_PREFILL_STAMP(wg == 0 && warp_in_wg == 0 && lane == 0, kQLanded);
     }
     uint32_t pfrag[Traits::kBlockN / 16][4];
     float alpha[2];
     if (pingpong && wg == last_wg) hw::named_bar_arrive(turn_bar(0), kTurnThreads);
     int prev_stage = 0;
     wait_k(blk_begin, 0, 0);
+    GA_PREFILL_STAMP(wg == 0 && warp_in_wg == 0 && lane == 0, kFirstK);
     hw::fence_regs(sacc);
     turn_begin();
     hw::wgmma_fence();
@@ -853,6 +856,8 @@ __device__ void consume(const KernelParams& p, const Work& w, const Smem<Traits>
     turn_end(false);
     hw::wgmma_wait<0>();
     hw::fence_regs(sacc);
+    GA_PREFILL_STAMP(wg == 0 && warp_in_wg == 0 && lane == 0, kFirstS0);
+    GA_PREFILL_STAMP(wg == 1 && warp_in_wg == 0 && lane == 0, kFirstS1);
     release_k(prev_stage);
     softmax_tile(blk_begin, alpha);  // O is still zero: nothing to rescale
     pack_p(pfrag);
@@ -916,6 +921,8 @@ __device__ void consume(const KernelParams& p, const Work& w, const Smem<Traits>
       turn_begin();
       turn_end(blk + 1 == blk_end);
     }
+    GA_PREFILL_STAMP(wg == 0 && warp_in_wg == 0 && lane == 0, kLoopEnd0);
+    GA_PREFILL_STAMP(wg == 1 && warp_in_wg == 0 && lane == 0, kLoopEnd1);
   }
 
   // Epilogue: row sums over the quad, normalise, write LSE and O (prefill: through shared memory,
@@ -938,6 +945,9 @@ __device__ void consume(const KernelParams& p, const Work& w, const Smem<Traits>
       }
     }
     store_o_staged<Traits>(p, w, sm, o, inv, wg, warp_in_wg, lane);
+    GA_PREFILL_STAMP(wg == 0 && warp_in_wg == 0 && lane == 0, kEpiEnd0);
+    GA_PREFILL_STAMP(wg == 1 && warp_in_wg == 0 && lane == 0, kEpiEnd1);
+    GA_PREFILL_STAMP_NS(wg == 0 && warp_in_wg == 0 && lane == 0, kEndNs);
   } else {
 #pragma unroll
     for (int r = 0; r < 2; ++r) {
@@ -993,8 +1003,12 @@ template <class Traits>
 __device__ void prefill_cta(const KernelParams& p, const CUtensorMap* tq, const CUtensorMap* tk, const CUtensorMap* tv,
                             bool heads_fastest) {
   extern __shared__ __align__(128) unsigned char smem_raw[];
+  GA_PREFILL_STAMP(threadIdx.x == 0, kStart);
+  GA_PREFILL_STAMP_NS(threadIdx.x == 0, kStartNs);
+  GA_PREFILL_STAMP_SMID(threadIdx.x == 0);
   const Smem<Traits> sm{hw::align_1024(smem_raw)};
   const Work w = cta_work<Traits>(p, heads_fastest);
+  GA_PREFILL_STAMP_VALUE(threadIdx.x == 0, kTiles, static_cast<unsigned long long>(w.blk_end - w.blk_begin));
   if (!w.has_rows) return;  // the whole CTA, before any barrier
 
   const int tid = static_cast<int>(threadIdx.x), warp = tid / 32, lane = tid % 32;
@@ -1043,13 +1057,16 @@ __device__ void prefill_cta(const KernelParams& p, const CUtensorMap* tq, const 
           // function of the launch and of the lengths, which nothing writes during the kernel).
           produce<Traits>(p, sm, tq, tk, tv, cta_work<Traits>(p, heads_fastest));
         } else {
+          GA_PREFILL_STAMP(true, kProducerStart);
           produce<Traits>(p, sm, tq, tk, tv, w);
+          GA_PREFILL_STAMP(true, kProducerDone);
         }
       }
     }
   } else {
     if (warp / 4 >= w.wgs) return;  // packed decode, <= 64 rows: the second warpgroup has none
     hw::setmaxnreg_inc<Traits::kConsumerRegs>();
+    GA_PREFILL_STAMP(warp == 0 && lane == 0, kReady);
     consume<Traits>(p, w, sm, warp / 4, warp % 4, lane);
   }
 }
