@@ -11,6 +11,7 @@
 //        -DGROUPATTN_PREFILL_PHASE_STAMPS scripts/prefill-phase-stamps.cu -o build-gpu/prefill-phase-stamps
 //   build-gpu/prefill-phase-stamps [--heads 64/8] [--head-dim 128|256] [--batch 8] [--seq-len 2048]
 //                                  [--mode both|causal|full] [--sms 0,1,66] [--ctas 8]
+//   GROUPATTN_SM90_PREFILL_Q_AHEAD=1 in the environment: the form that prefetches a later CTA's Q.
 #ifndef GROUPATTN_PREFILL_PHASE_STAMPS
 #error "build with -DGROUPATTN_PREFILL_PHASE_STAMPS (see the file's first lines)"
 #endif
@@ -128,6 +129,8 @@ static void run_mode(const Problem& pr, bool causal, const std::vector<int>& sho
   l.q_tmap = &qm, l.k_tmap = &km, l.v_tmap = &vm, l.head_dim = pr.d;
   const int64_t kv_seq_bytes = int64_t{2} * pr.seq * pr.hkv * pr.d * 2;  // the engine's heads_fastest rule
   l.heads_fastest = causal && kv_seq_bytes <= (int64_t{16} << 20) && kp.m_blocks <= 65535;
+  const char* ahead = std::getenv("GROUPATTN_SM90_PREFILL_Q_AHEAD");  // as the engine reads it
+  l.q_prefetch_ahead = ahead != nullptr && std::atoi(ahead) != 0;
 
   const int ctas = kp.m_blocks * pr.hq * pr.batch;
   unsigned long long* dbuf;
@@ -161,9 +164,10 @@ static void run_mode(const Problem& pr, bool causal, const std::vector<int>& sho
   int nonfinite = 0;
   for (const T& x : o_sample) nonfinite += !std::isfinite(__bfloat162float(x));
 
-  std::printf("\n== prefill bf16 %d/%d d%d B%d S%d %s: %d CTAs (%s), %d threads\n", pr.hq, pr.hkv, pr.d,
-              pr.batch, pr.seq, causal ? "causal" : "full", ctas,
-              l.heads_fastest ? "heads fastest" : "query tiles fastest", Traits::kThreads);
+  std::printf("\n== prefill bf16 %d/%d d%d B%d S%d %s: %d CTAs (%s), %d threads, Q ahead %d\n", pr.hq, pr.hkv,
+              pr.d, pr.batch, pr.seq, causal ? "causal" : "full", ctas,
+              l.heads_fastest ? "heads fastest" : "query tiles fastest", Traits::kThreads,
+              l.q_prefetch_ahead ? 1 : 0);
   std::printf(
       "kernel time: %.1f us unstamped (mean of 10), %.1f us stamped (one launch); O sample non-finite: %d\n",
       us_plain, us_stamped, nonfinite);

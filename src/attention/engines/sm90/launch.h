@@ -62,6 +62,9 @@ struct PrefillLaunch {
   // tile launches before any head's second-to-last (longest first over the whole sequence, not
   // per head). p.m_blocks must then be <= 65535 (grid y).
   bool heads_fastest = false;
+  // The producer prefetches into L2 the Q tile of the CTA one SM count later in launch order
+  // (prefill_kernel.cuh, prefetch_q_ahead; batched Q only). Results are the same either way.
+  bool q_prefetch_ahead = false;
 };
 
 // Runs the prefill kernel (grid: m_blocks, Hq, B, or Hq, m_blocks, B with l.heads_fastest);

@@ -54,6 +54,11 @@
 
 namespace groupattn::sm90_engine {
 
+// Launch flags of the prefill kernel (its last argument, from PrefillLaunch): the grid order, and
+// whether the producer prefetches a later CTA's Q into L2 (prefill_detail::prefetch_q_ahead).
+inline constexpr int kLaunchHeadsFastest = 1;
+inline constexpr int kLaunchQAhead = 2;
+
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
 namespace prefill_detail {
 
@@ -345,6 +350,32 @@ __device__ void produce(const KernelParams& p, const Smem<Traits>& sm, const CUt
       hw::tma_load_4d(sm.v(stage) + db * Traits::kKvBoxBytes, tv, db * Traits::kSwizzleElems, w.kvh, row, w.kv_outer,
                       sm.full(stage));
   }
+}
+
+// Q is the one operand a prefill CTA reads from HBM (each query tile once; K/V are L2 hits, 87.6 %
+// hit rate in ncu at 64/8 S2048, bench/results/ncu-prefill-s2048-integ11.txt), and it is waited
+// for before the first S product: an HBM latency in every CTA's prologue, which the plain grid
+// cannot hide (one CTA per SM). The producer, once its last tile is issued, brings into L2 the Q
+// tile of the CTA %nsmid places later in launch order -- about the one the block scheduler starts
+// when this CTA (or its neighbour) exits, a few tiles later -- so that CTA's own Q load reads L2.
+// Batched Q only (varlen rows would need cu_seqlens_q); a hint: nothing waits for it, results are
+// unchanged. Registers: the producer runs on 24 after setmaxnreg, so the index math stays small.
+template <class Traits>
+__device__ __forceinline__ void prefetch_q_ahead(const CUtensorMap* tq, bool heads_fastest) {
+  unsigned nsm;
+  asm("mov.u32 %0, %%nsmid;" : "=r"(nsm));
+  const uint64_t gx = gridDim.x, gy = gridDim.y;
+  const uint64_t ahead = blockIdx.x + gx * (blockIdx.y + gy * blockIdx.z) + nsm;
+  if (ahead >= gx * gy * gridDim.z) return;
+  const int bx = static_cast<int>(ahead % gx), by = static_cast<int>((ahead / gx) % gy);
+  const int bz = static_cast<int>(ahead / (gx * gy));
+  // cta_work's mapping: head, and query tile m_blocks - 1 - index (the last tiles first).
+  const int h = heads_fastest ? bx : by;
+  const int m_tiles = static_cast<int>(heads_fastest ? gy : gx);
+  const int m0 = (m_tiles - 1 - (heads_fastest ? by : bx)) * Traits::kBlockM;
+  for (int db = 0; db < Traits::kDBlocks; ++db)
+    for (int wg = 0; wg < Traits::kConsumerWgs; ++wg)
+      hw::tma_prefetch_l2_4d(tq, db * Traits::kSwizzleElems, h, m0 + wg * Traits::kRowsPerWg, bz);
 }
 
 // ---- fp8 K/V (Traits::kFp8Kv): the producer warpgroup loads fp8 tiles and widens them ----
@@ -1001,7 +1032,8 @@ __device__ void consume(const KernelParams& p, const Work& w, const Smem<Traits>
 
 template <class Traits>
 __device__ void prefill_cta(const KernelParams& p, const CUtensorMap* tq, const CUtensorMap* tk, const CUtensorMap* tv,
-                            bool heads_fastest) {
+                            int flags) {
+  const bool heads_fastest = (flags & kLaunchHeadsFastest) != 0;
   extern __shared__ __align__(128) unsigned char smem_raw[];
   GA_PREFILL_STAMP(threadIdx.x == 0, kStart);
   GA_PREFILL_STAMP_NS(threadIdx.x == 0, kStartNs);
@@ -1060,6 +1092,7 @@ __device__ void prefill_cta(const KernelParams& p, const CUtensorMap* tq, const 
           GA_PREFILL_STAMP(true, kProducerStart);
           produce<Traits>(p, sm, tq, tk, tv, w);
           GA_PREFILL_STAMP(true, kProducerDone);
+          if ((flags & kLaunchQAhead) != 0 && p.cu_seqlens_q == nullptr) prefetch_q_ahead<Traits>(tq, heads_fastest);
         }
       }
     }
@@ -1074,20 +1107,21 @@ __device__ void prefill_cta(const KernelParams& p, const CUtensorMap* tq, const 
 }  // namespace prefill_detail
 #endif  // __CUDA_ARCH_FEAT_SM90_ALL
 
-// heads_fastest: the grid is (Hq, m_blocks, B) instead of (m_blocks, Hq, B) (PrefillLaunch).
+// flags: kLaunchHeadsFastest, the grid is (Hq, m_blocks, B) instead of (m_blocks,
+// Hq, B); kLaunchQAhead, prefetch_q_ahead (PrefillLaunch). Packed decode: 0.
 template <class Traits>
 __global__ void __launch_bounds__(Traits::kThreads, 1)
     sm90_prefill_kernel(const cuda_engine::KernelParams p, const __grid_constant__ CUtensorMap tmap_q,
                         const __grid_constant__ CUtensorMap tmap_k, const __grid_constant__ CUtensorMap tmap_v,
-                        const int heads_fastest) {
+                        const int flags) {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
-  prefill_detail::prefill_cta<Traits>(p, &tmap_q, &tmap_k, &tmap_v, heads_fastest != 0);
+  prefill_detail::prefill_cta<Traits>(p, &tmap_q, &tmap_k, &tmap_v, flags);
 #else
   (void)p;
   (void)tmap_q;
   (void)tmap_k;
   (void)tmap_v;
-  (void)heads_fastest;
+  (void)flags;
 #endif
 }
 
@@ -1099,9 +1133,10 @@ Status launch_prefill_traits(const cuda_engine::KernelParams& p, const PrefillLa
   const auto m_blocks = static_cast<unsigned>(p.m_blocks), heads = static_cast<unsigned>(p.heads_q);
   const dim3 grid(l.heads_fastest ? heads : m_blocks, l.heads_fastest ? m_blocks : heads,
                   static_cast<unsigned>(p.batch));
+  const int flags = (l.heads_fastest ? kLaunchHeadsFastest : 0) | (l.q_prefetch_ahead ? kLaunchQAhead : 0);
   kernel<<<grid, Traits::kThreads, Traits::kSmemBytes, stream>>>(
       p, *static_cast<const CUtensorMap*>(l.q_tmap), *static_cast<const CUtensorMap*>(l.k_tmap),
-      *static_cast<const CUtensorMap*>(l.v_tmap), l.heads_fastest ? 1 : 0);
+      *static_cast<const CUtensorMap*>(l.v_tmap), flags);
   return cuda::last_launch_status("sm90_prefill_kernel");
 }
 

@@ -10,6 +10,7 @@
 #include <cuda_runtime.h>
 
 #include <cstdint>
+#include <cstdlib>
 #include <limits>
 #include <string>
 #include <utility>
@@ -27,6 +28,17 @@ namespace {
 
 using sm90_engine::kMaxGridYZ;
 using sm90_engine::kMaxNewTokens;
+
+// GROUPATTN_SM90_PREFILL_Q_AHEAD=1: the producer prefetches a later CTA's Q into L2
+// (PrefillLaunch::q_prefetch_ahead; docs/PREFILL_SM90.md, "Where a short CTA's time goes"). Off by
+// default until the A/B on the H200 shows it pays; results are bitwise the same either way. Read once.
+bool q_prefetch_ahead_from_env() {
+  static const bool on = [] {
+    const char* e = std::getenv("GROUPATTN_SM90_PREFILL_Q_AHEAD");
+    return e != nullptr && std::atoi(e) != 0;
+  }();
+  return on;
+}
 
 class Sm90PrefillAttention final : public AttentionEngine {
  public:
@@ -113,6 +125,7 @@ class Sm90PrefillAttention final : public AttentionEngine {
                                                             : p.k.size(1);
     const int64_t kv_seq_bytes = 2 * seq_k * kp.heads_kv * head_dim * 2;
     launch.heads_fastest = varying && kv_seq_bytes <= (int64_t{16} << 20) && kp.m_blocks <= kMaxGridYZ;
+    launch.q_prefetch_ahead = q_prefetch_ahead_from_env();
     const auto s = static_cast<cudaStream_t>(stream);
     if (p.q.dtype == DType::kBF16) return sm90_engine::launch_prefill<__nv_bfloat16>(kp, launch, s);
     return sm90_engine::launch_prefill<__half>(kp, launch, s);
