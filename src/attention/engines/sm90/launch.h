@@ -72,6 +72,12 @@ struct PrefillLaunch {
 template <class T>
 Status launch_prefill(const cuda_engine::KernelParams& p, const PrefillLaunch& l, cudaStream_t stream);
 
+// The Q prefetch of the prefill kernel (PrefillLaunch::q_prefetch_ahead), a switch for measurement
+// and tests: -1 from GROUPATTN_SM90_PREFILL_Q_AHEAD ("1": on; read at the first call, default off),
+// 0 off, 1 on.
+void set_prefill_q_ahead_mode(int mode);
+bool prefill_q_ahead();
+
 // The prefill kernel of one head dim (64, 128 or 256).
 template <class T, int kHeadDim>
 Status launch_prefill_head_dim(const cuda_engine::KernelParams& p, const PrefillLaunch& l, cudaStream_t stream);
