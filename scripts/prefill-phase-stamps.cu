@@ -214,6 +214,7 @@ static void run_mode(const Problem& pr, bool causal, const std::vector<int>& sho
                            {"entry -> producer's first TMA", {}},
                            {"consumers ready -> Q landed", {}},
                            {"entry -> first KV stage landed", {}},
+                           {"Q landed -> first stage landed (~0: Q was the later)", {}},
                            {"first stage -> first S done, wg0", {}},
                            {"first S done wg0 -> wg1", {}},
                            {"first S done -> loop end, wg0", {}},
@@ -238,19 +239,20 @@ static void run_mode(const Problem& pr, bool causal, const std::vector<int>& sho
       ph[1].v.push_back(us(at(st::kProducerStart) - s));
       ph[2].v.push_back(us(at(st::kQLanded) - at(st::kReady)));
       ph[3].v.push_back(us(at(st::kFirstK) - s));
-      ph[4].v.push_back(us(at(st::kFirstS0) - at(st::kFirstK)));
-      ph[5].v.push_back(us(at(st::kFirstS1) - at(st::kFirstS0)));
-      ph[6].v.push_back(us(at(st::kLoopEnd0) - at(st::kFirstS0)));
-      if (tiles > 1) ph[7].v.push_back(us(at(st::kLoopEnd0) - at(st::kFirstS0)) / (tiles - 1));
-      ph[8].v.push_back(us(at(st::kEpiEnd0) - at(st::kLoopEnd0)));
-      ph[9].v.push_back(us(at(st::kEpiEnd1) - at(st::kLoopEnd1)));
-      ph[10].v.push_back(us(end - at(st::kProducerDone)));
-      ph[11].v.push_back(us(end - s));
-      ph[12].v.push_back(us(end - s - (at(st::kLoopEnd0) - at(st::kFirstS0))));
+      ph[4].v.push_back(us(at(st::kFirstK) - at(st::kQLanded)));
+      ph[5].v.push_back(us(at(st::kFirstS0) - at(st::kFirstK)));
+      ph[6].v.push_back(us(at(st::kFirstS1) - at(st::kFirstS0)));
+      ph[7].v.push_back(us(at(st::kLoopEnd0) - at(st::kFirstS0)));
+      if (tiles > 1) ph[8].v.push_back(us(at(st::kLoopEnd0) - at(st::kFirstS0)) / (tiles - 1));
+      ph[9].v.push_back(us(at(st::kEpiEnd0) - at(st::kLoopEnd0)));
+      ph[10].v.push_back(us(at(st::kEpiEnd1) - at(st::kLoopEnd1)));
+      ph[11].v.push_back(us(end - at(st::kProducerDone)));
+      ph[12].v.push_back(us(end - s));
+      ph[13].v.push_back(us(end - s - (at(st::kLoopEnd0) - at(st::kFirstS0))));
       busy_cycles += end - s;
       if (i + 1 < v.size()) {
         const double g = static_cast<double>(rec(v[i + 1])[st::kStart]) - end;
-        ph[13].v.push_back(us(g));
+        ph[14].v.push_back(us(g));
         gap_cycles += g;
       }
       sx += tiles, sy += us(end - s), sxx += tiles * tiles, sxy += tiles * us(end - s), n += 1;
