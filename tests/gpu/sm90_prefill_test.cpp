@@ -15,6 +15,7 @@
 #include <utility>
 #include <vector>
 
+#include "attention/engines/sm90/launch.h"
 #include "attention/engines/sm90/prefill_traits.h"
 #include "gpu/cuda_attention_harness.h"
 
@@ -98,6 +99,40 @@ TEST_F(Sm90Prefill, GqaEqualsCopiedUpBitwise) {
       c.d = d;
       c.dtype = dt;
       expect_gqa_equals_copied_up(c, kEngine);
+    }
+  }
+}
+
+// The L2 prefetch of a later CTA's Q (PrefillLaunch::q_prefetch_ahead; docs/PREFILL_SM90.md, "Where
+// a short CTA's time goes") writes nothing: O and LSE bitwise those of the kernel without it. 288
+// CTAs at d 128 (more than one per SM, so most CTAs prefetch another's Q), lengths around the
+// tiles, Sq != Sk both ways, every head dim, full and causal (both grid orders).
+class QAheadMode {
+ public:
+  explicit QAheadMode(int mode) { sm90_engine::set_prefill_q_ahead_mode(mode); }
+  ~QAheadMode() { sm90_engine::set_prefill_q_ahead_mode(-1); }
+};
+
+TEST_F(Sm90Prefill, QAheadEqualsPlainBitwise) {
+  const std::vector<std::pair<int, int>> lengths = {{1000, 1000}, {129, 385}, {385, 129}};
+  for (int d : kHeadDims) {
+    for (bool causal : {false, true}) {
+      for (auto [sq, sk] : lengths) {
+        Case c = prefill_case(12, 4, 3, sq, sk, causal);
+        c.d = d;
+        auto p = make_problem(c);
+        HostTensor o0 = like(p->out), l0 = like(p->lse), o1 = like(p->out), l1 = like(p->lse);
+        {
+          QAheadMode off(0);
+          ASSERT_TRUE(run_cuda(*p, &o0, &l0, kEngine).ok()) << describe(c);
+        }
+        {
+          QAheadMode on(1);
+          ASSERT_TRUE(run_cuda(*p, &o1, &l1, kEngine).ok()) << describe(c);
+        }
+        EXPECT_TRUE(bitwise_equal(o0, o1)) << describe(c) << ": O differs";
+        EXPECT_TRUE(bitwise_equal(l0, l1)) << describe(c) << ": LSE differs";
+      }
     }
   }
 }

@@ -62,12 +62,21 @@ struct PrefillLaunch {
   // tile launches before any head's second-to-last (longest first over the whole sequence, not
   // per head). p.m_blocks must then be <= 65535 (grid y).
   bool heads_fastest = false;
+  // The producer prefetches into L2 the Q tile of the CTA one SM count later in launch order
+  // (prefill_kernel.cuh, prefetch_q_ahead; batched Q only). Results are the same either way.
+  bool q_prefetch_ahead = false;
 };
 
 // Runs the prefill kernel (grid: m_blocks, Hq, B, or Hq, m_blocks, B with l.heads_fastest);
 // p.num_splits must be 1. Dispatches on l.head_dim to launch_prefill_head_dim.
 template <class T>
 Status launch_prefill(const cuda_engine::KernelParams& p, const PrefillLaunch& l, cudaStream_t stream);
+
+// The Q prefetch of the prefill kernel (PrefillLaunch::q_prefetch_ahead), a switch for measurement
+// and tests: -1 from GROUPATTN_SM90_PREFILL_Q_AHEAD ("1": on; read at the first call, default off),
+// 0 off, 1 on.
+void set_prefill_q_ahead_mode(int mode);
+bool prefill_q_ahead();
 
 // The prefill kernel of one head dim (64, 128 or 256).
 template <class T, int kHeadDim>

@@ -43,6 +43,7 @@
 #include "attention/engines/sm90/decode_combine.cuh"
 #include "attention/engines/sm90/decode_traits.h"
 #include "attention/engines/sm90/launch.h"
+#include "attention/engines/sm90/prefill_phase_stamps.cuh"
 #include "attention/engines/sm90/prefill_traits.h"
 #include "cuda/cuda_check.h"
 #include "cuda/fast_math.cuh"
@@ -52,6 +53,11 @@
 #include "cuda/sm90/wgmma.cuh"
 
 namespace groupattn::sm90_engine {
+
+// Launch flags of the prefill kernel (its last argument, from PrefillLaunch): the grid order, and
+// whether the producer prefetches a later CTA's Q into L2 (prefill_detail::prefetch_q_ahead).
+inline constexpr int kLaunchHeadsFastest = 1;
+inline constexpr int kLaunchQAhead = 2;
 
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
 namespace prefill_detail {
@@ -344,6 +350,32 @@ __device__ void produce(const KernelParams& p, const Smem<Traits>& sm, const CUt
       hw::tma_load_4d(sm.v(stage) + db * Traits::kKvBoxBytes, tv, db * Traits::kSwizzleElems, w.kvh, row, w.kv_outer,
                       sm.full(stage));
   }
+}
+
+// Q is the one operand a prefill CTA reads from HBM (each query tile once; K/V are L2 hits, 87.6 %
+// hit rate in ncu at 64/8 S2048, bench/results/ncu-prefill-s2048-integ11.txt), and it is waited
+// for before the first S product: an HBM latency in every CTA's prologue, which the plain grid
+// cannot hide (one CTA per SM). The producer, once its last tile is issued, brings into L2 the Q
+// tile of the CTA %nsmid places later in launch order -- about the one the block scheduler starts
+// when this CTA (or its neighbour) exits, a few tiles later -- so that CTA's own Q load reads L2.
+// Batched Q only (varlen rows would need cu_seqlens_q); a hint: nothing waits for it, results are
+// unchanged. Registers: the producer runs on 24 after setmaxnreg, so the index math stays small.
+template <class Traits>
+__device__ __forceinline__ void prefetch_q_ahead(const CUtensorMap* tq, bool heads_fastest) {
+  unsigned nsm;
+  asm("mov.u32 %0, %%nsmid;" : "=r"(nsm));
+  const uint64_t gx = gridDim.x, gy = gridDim.y;
+  const uint64_t ahead = blockIdx.x + gx * (blockIdx.y + gy * blockIdx.z) + nsm;
+  if (ahead >= gx * gy * gridDim.z) return;
+  const int bx = static_cast<int>(ahead % gx), by = static_cast<int>((ahead / gx) % gy);
+  const int bz = static_cast<int>(ahead / (gx * gy));
+  // cta_work's mapping: head, and query tile m_blocks - 1 - index (the last tiles first).
+  const int h = heads_fastest ? bx : by;
+  const int m_tiles = static_cast<int>(heads_fastest ? gy : gx);
+  const int m0 = (m_tiles - 1 - (heads_fastest ? by : bx)) * Traits::kBlockM;
+  for (int db = 0; db < Traits::kDBlocks; ++db)
+    for (int wg = 0; wg < Traits::kConsumerWgs; ++wg)
+      hw::tma_prefetch_l2_4d(tq, db * Traits::kSwizzleElems, h, m0 + wg * Traits::kRowsPerWg, bz);
 }
 
 // ---- fp8 K/V (Traits::kFp8Kv): the producer warpgroup loads fp8 tiles and widens them ----
@@ -839,12 +871,14 @@ __device__ void consume(const KernelParams& p, const Work& w, const Smem<Traits>
       hw::named_bar_sync(kBarQ + wg, 128);
     } else {
       hw::mbar_wait(sm.q_full(), 0u);
+      GA_PREFILL_STAMP(wg == 0 && warp_in_wg == 0 && lane == 0, kQLanded);
     }
     uint32_t pfrag[Traits::kBlockN / 16][4];
     float alpha[2];
     if (pingpong && wg == last_wg) hw::named_bar_arrive(turn_bar(0), kTurnThreads);
     int prev_stage = 0;
     wait_k(blk_begin, 0, 0);
+    GA_PREFILL_STAMP(wg == 0 && warp_in_wg == 0 && lane == 0, kFirstK);
     hw::fence_regs(sacc);
     turn_begin();
     hw::wgmma_fence();
@@ -853,6 +887,8 @@ __device__ void consume(const KernelParams& p, const Work& w, const Smem<Traits>
     turn_end(false);
     hw::wgmma_wait<0>();
     hw::fence_regs(sacc);
+    GA_PREFILL_STAMP(wg == 0 && warp_in_wg == 0 && lane == 0, kFirstS0);
+    GA_PREFILL_STAMP(wg == 1 && warp_in_wg == 0 && lane == 0, kFirstS1);
     release_k(prev_stage);
     softmax_tile(blk_begin, alpha);  // O is still zero: nothing to rescale
     pack_p(pfrag);
@@ -916,6 +952,8 @@ __device__ void consume(const KernelParams& p, const Work& w, const Smem<Traits>
       turn_begin();
       turn_end(blk + 1 == blk_end);
     }
+    GA_PREFILL_STAMP(wg == 0 && warp_in_wg == 0 && lane == 0, kLoopEnd0);
+    GA_PREFILL_STAMP(wg == 1 && warp_in_wg == 0 && lane == 0, kLoopEnd1);
   }
 
   // Epilogue: row sums over the quad, normalise, write LSE and O (prefill: through shared memory,
@@ -938,6 +976,9 @@ __device__ void consume(const KernelParams& p, const Work& w, const Smem<Traits>
       }
     }
     store_o_staged<Traits>(p, w, sm, o, inv, wg, warp_in_wg, lane);
+    GA_PREFILL_STAMP(wg == 0 && warp_in_wg == 0 && lane == 0, kEpiEnd0);
+    GA_PREFILL_STAMP(wg == 1 && warp_in_wg == 0 && lane == 0, kEpiEnd1);
+    GA_PREFILL_STAMP_NS(wg == 0 && warp_in_wg == 0 && lane == 0, kEndNs);
   } else {
 #pragma unroll
     for (int r = 0; r < 2; ++r) {
@@ -991,10 +1032,15 @@ __device__ void consume(const KernelParams& p, const Work& w, const Smem<Traits>
 
 template <class Traits>
 __device__ void prefill_cta(const KernelParams& p, const CUtensorMap* tq, const CUtensorMap* tk, const CUtensorMap* tv,
-                            bool heads_fastest) {
+                            int flags) {
+  const bool heads_fastest = (flags & kLaunchHeadsFastest) != 0;
   extern __shared__ __align__(128) unsigned char smem_raw[];
+  GA_PREFILL_STAMP(threadIdx.x == 0, kStart);
+  GA_PREFILL_STAMP_NS(threadIdx.x == 0, kStartNs);
+  GA_PREFILL_STAMP_SMID(threadIdx.x == 0);
   const Smem<Traits> sm{hw::align_1024(smem_raw)};
   const Work w = cta_work<Traits>(p, heads_fastest);
+  GA_PREFILL_STAMP_VALUE(threadIdx.x == 0, kTiles, static_cast<unsigned long long>(w.blk_end - w.blk_begin));
   if (!w.has_rows) return;  // the whole CTA, before any barrier
 
   const int tid = static_cast<int>(threadIdx.x), warp = tid / 32, lane = tid % 32;
@@ -1043,13 +1089,17 @@ __device__ void prefill_cta(const KernelParams& p, const CUtensorMap* tq, const 
           // function of the launch and of the lengths, which nothing writes during the kernel).
           produce<Traits>(p, sm, tq, tk, tv, cta_work<Traits>(p, heads_fastest));
         } else {
+          GA_PREFILL_STAMP(true, kProducerStart);
           produce<Traits>(p, sm, tq, tk, tv, w);
+          GA_PREFILL_STAMP(true, kProducerDone);
+          if ((flags & kLaunchQAhead) != 0 && p.cu_seqlens_q == nullptr) prefetch_q_ahead<Traits>(tq, heads_fastest);
         }
       }
     }
   } else {
     if (warp / 4 >= w.wgs) return;  // packed decode, <= 64 rows: the second warpgroup has none
     hw::setmaxnreg_inc<Traits::kConsumerRegs>();
+    GA_PREFILL_STAMP(warp == 0 && lane == 0, kReady);
     consume<Traits>(p, w, sm, warp / 4, warp % 4, lane);
   }
 }
@@ -1057,20 +1107,21 @@ __device__ void prefill_cta(const KernelParams& p, const CUtensorMap* tq, const 
 }  // namespace prefill_detail
 #endif  // __CUDA_ARCH_FEAT_SM90_ALL
 
-// heads_fastest: the grid is (Hq, m_blocks, B) instead of (m_blocks, Hq, B) (PrefillLaunch).
+// flags: kLaunchHeadsFastest, the grid is (Hq, m_blocks, B) instead of (m_blocks,
+// Hq, B); kLaunchQAhead, prefetch_q_ahead (PrefillLaunch). Packed decode: 0.
 template <class Traits>
 __global__ void __launch_bounds__(Traits::kThreads, 1)
     sm90_prefill_kernel(const cuda_engine::KernelParams p, const __grid_constant__ CUtensorMap tmap_q,
                         const __grid_constant__ CUtensorMap tmap_k, const __grid_constant__ CUtensorMap tmap_v,
-                        const int heads_fastest) {
+                        const int flags) {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
-  prefill_detail::prefill_cta<Traits>(p, &tmap_q, &tmap_k, &tmap_v, heads_fastest != 0);
+  prefill_detail::prefill_cta<Traits>(p, &tmap_q, &tmap_k, &tmap_v, flags);
 #else
   (void)p;
   (void)tmap_q;
   (void)tmap_k;
   (void)tmap_v;
-  (void)heads_fastest;
+  (void)flags;
 #endif
 }
 
@@ -1082,9 +1133,10 @@ Status launch_prefill_traits(const cuda_engine::KernelParams& p, const PrefillLa
   const auto m_blocks = static_cast<unsigned>(p.m_blocks), heads = static_cast<unsigned>(p.heads_q);
   const dim3 grid(l.heads_fastest ? heads : m_blocks, l.heads_fastest ? m_blocks : heads,
                   static_cast<unsigned>(p.batch));
+  const int flags = (l.heads_fastest ? kLaunchHeadsFastest : 0) | (l.q_prefetch_ahead ? kLaunchQAhead : 0);
   kernel<<<grid, Traits::kThreads, Traits::kSmemBytes, stream>>>(
       p, *static_cast<const CUtensorMap*>(l.q_tmap), *static_cast<const CUtensorMap*>(l.k_tmap),
-      *static_cast<const CUtensorMap*>(l.v_tmap), l.heads_fastest ? 1 : 0);
+      *static_cast<const CUtensorMap*>(l.v_tmap), flags);
   return cuda::last_launch_status("sm90_prefill_kernel");
 }
 

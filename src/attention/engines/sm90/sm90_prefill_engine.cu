@@ -9,7 +9,9 @@
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
 
+#include <atomic>
 #include <cstdint>
+#include <cstdlib>
 #include <limits>
 #include <string>
 #include <utility>
@@ -27,6 +29,9 @@ namespace {
 
 using sm90_engine::kMaxGridYZ;
 using sm90_engine::kMaxNewTokens;
+
+// sm90_engine::set_prefill_q_ahead_mode: -1 the environment, 0 off, 1 on.
+std::atomic<int> g_q_ahead_mode{-1};
 
 class Sm90PrefillAttention final : public AttentionEngine {
  public:
@@ -113,6 +118,7 @@ class Sm90PrefillAttention final : public AttentionEngine {
                                                             : p.k.size(1);
     const int64_t kv_seq_bytes = 2 * seq_k * kp.heads_kv * head_dim * 2;
     launch.heads_fastest = varying && kv_seq_bytes <= (int64_t{16} << 20) && kp.m_blocks <= kMaxGridYZ;
+    launch.q_prefetch_ahead = sm90_engine::prefill_q_ahead();
     const auto s = static_cast<cudaStream_t>(stream);
     if (p.q.dtype == DType::kBF16) return sm90_engine::launch_prefill<__nv_bfloat16>(kp, launch, s);
     return sm90_engine::launch_prefill<__half>(kp, launch, s);
@@ -120,6 +126,24 @@ class Sm90PrefillAttention final : public AttentionEngine {
 };
 
 }  // namespace
+
+namespace sm90_engine {
+
+void set_prefill_q_ahead_mode(int mode) { g_q_ahead_mode.store(mode < 0 ? -1 : (mode > 0 ? 1 : 0)); }
+
+// GROUPATTN_SM90_PREFILL_Q_AHEAD=1: the producer prefetches a later CTA's Q into L2
+// (PrefillLaunch::q_prefetch_ahead; docs/PREFILL_SM90.md, "Where a short CTA's time goes"). Off by
+// default until the A/B on the H200 shows it pays; results are bitwise the same either way.
+bool prefill_q_ahead() {
+  static const bool from_env = [] {
+    const char* e = std::getenv("GROUPATTN_SM90_PREFILL_Q_AHEAD");
+    return e != nullptr && std::atoi(e) != 0;
+  }();
+  const int mode = g_q_ahead_mode.load(std::memory_order_relaxed);
+  return mode < 0 ? from_env : mode > 0;
+}
+
+}  // namespace sm90_engine
 
 const AttentionEngine& attention_sm90_prefill_engine() {
   static const Sm90PrefillAttention engine;
