@@ -36,6 +36,7 @@
 #include <cuda_fp8.h>
 
 #include <cstdint>
+#include <cstdlib>
 #include <type_traits>
 
 #include "attention/engines/cuda/kernel_params.h"
@@ -58,6 +59,10 @@ namespace groupattn::sm90_engine {
 // whether the producer prefetches a later CTA's Q into L2 (prefill_detail::prefetch_q_ahead).
 inline constexpr int kLaunchHeadsFastest = 1;
 inline constexpr int kLaunchQAhead = 2;
+// fp8 packed decode: section 17's form (the producer warpgroup widens K and V; with one consumer
+// warpgroup the second exits) instead of section 21's (with one consumer warpgroup the second widens
+// V). The A/B switch of docs/DECODE_SM90.md section 21 (GROUPATTN_SM90_FP8_CONVERTER_WGS=1).
+inline constexpr int kLaunchFp8OneConverterWg = 4;
 
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
 namespace prefill_detail {
@@ -477,7 +482,13 @@ __device__ __forceinline__ void widen_row(unsigned char* dst, const unsigned cha
   }
 }
 
-// The producer warpgroup with an fp8 cache (thread u = 0..127): thread 0 keeps the fp8 ring full
+// Which halves of each fp8 tile a converter warpgroup widens (docs/DECODE_SM90.md section 21):
+// kKAndV, the producer warpgroup alone (two consumer warpgroups, or the A/B switch); with one
+// consumer warpgroup the producer warpgroup widens K (kK) and the idle consumer warpgroup V (kV), in
+// parallel, each at one warp per scheduler.
+enum class Fp8Role { kKAndV, kK, kV };
+
+// A converter warpgroup with an fp8 cache (thread u = 0..127): thread 0 keeps the fp8 ring full
 // (kFp8Stages tiles ahead) and kFp8PrefetchTiles more tiles on their way into L2; every thread
 // widens key row u of each tile t, K into converted K tile t % kKSlots once every consumer warp's S
 // product of tile t - kKSlots (the tile's last reader) is done (k_empty), V into converted V tile
@@ -485,15 +496,21 @@ __device__ __forceinline__ void widen_row(unsigned char* dst, const unsigned cha
 // is widened while S(t - 1) runs, so the consumers' S(t) does not wait for it. Each warp publishes
 // its rows with fence.proxy.async (generic stores -> wgmma's async-proxy reads), a warp barrier
 // and one arrival (k_full / full count kConverterWarps), then frees the fp8 slot (fp8_empty,
-// counted the same way) after both halves of the tile are read.
+// counted the same way) after both halves of the tile are read. Split roles (kK, kV): the K
+// warpgroup's thread 0 issues the first loads and prefetches, the V warpgroup's thread 0 the
+// refills (V(t) waits for O(t - 2), so the V side usually reads a slot last); fp8_empty counts the
+// warps of both. Deadlock-free: K(t) waits for fp8_full(t) and S(t - 2), V(t) for fp8_full(t) and
+// O(t - 2), and the refill of tile t + kF for both sides' tile t; none of these waits on the other
+// side's later work (S(t - 2) and O(t - 2) need only K(t - 2), V(t - 2) and V(t - 3)).
 template <class Traits>
 __device__ void convert_fp8(const KernelParams& p, const Smem<Traits>& sm, const CUtensorMap* tk, const CUtensorMap* tv,
-                            const Work& w, int u) {
+                            const Work& w, int u, Fp8Role role) {
   constexpr int kF = Traits::kFp8Stages, kKs = Traits::kKSlots;
+  const bool widen_k = role != Fp8Role::kV, widen_v = role != Fp8Role::kK;
   const int lane = u % 32;
   const int tiles = w.blk_end - w.blk_begin;
   if (tiles <= 0) return;
-  if (u == 0) {
+  if (widen_k && u == 0) {
     for (int t = 0; t < min(kF, tiles); ++t) produce_fp8_tile<Traits>(p, sm, tk, tv, w, w.blk_begin + t, t);
     for (int t = kF; t < min(kF + Traits::kFp8PrefetchTiles, tiles); ++t)
       prefetch_fp8_tile<Traits>(p, tk, tv, w, w.blk_begin + t);
@@ -508,17 +525,22 @@ __device__ void convert_fp8(const KernelParams& p, const Smem<Traits>& sm, const
     const int blk = w.blk_begin + t, slot = t % kF, ks = t % kKs, vs = t % Traits::kStages;
     const bool live = blk * Traits::kBlockN + u < w.s.k_len;
     hw::mbar_wait(sm.fp8_full(slot), static_cast<uint32_t>(t / kF) & 1u);
-    // The first kKSlots tiles pass at once (a fresh barrier completes the phase before phase 0).
-    hw::mbar_wait(sm.k_empty(ks), (static_cast<uint32_t>(t / kKs) & 1u) ^ 1u);
-    hw::fence_proxy_async_smem();  // wgmma's reads of the old tile (async proxy) before these writes
-    widen_row<Traits, typename Traits::Element>(sm.k(ks), sm.fp8_k(slot), u, live);
-    publish(sm.k_full(ks));
-    hw::mbar_wait(sm.empty(vs), (static_cast<uint32_t>(t / Traits::kStages) & 1u) ^ 1u);
-    hw::fence_proxy_async_smem();
-    widen_row<Traits, PvElement<Traits>>(sm.v(vs), sm.fp8_v(slot), u, live);
-    publish(sm.full(vs));
+    if (widen_k) {
+      // The first kKSlots tiles pass at once (a fresh barrier completes the phase before phase 0).
+      hw::mbar_wait(sm.k_empty(ks), (static_cast<uint32_t>(t / kKs) & 1u) ^ 1u);
+      hw::fence_proxy_async_smem();  // wgmma's reads of the old tile (async proxy) before these writes
+      widen_row<Traits, typename Traits::Element>(sm.k(ks), sm.fp8_k(slot), u, live);
+      publish(sm.k_full(ks));
+    }
+    if (widen_v) {
+      hw::mbar_wait(sm.empty(vs), (static_cast<uint32_t>(t / Traits::kStages) & 1u) ^ 1u);
+      hw::fence_proxy_async_smem();
+      widen_row<Traits, PvElement<Traits>>(sm.v(vs), sm.fp8_v(slot), u, live);
+      publish(sm.full(vs));
+    }
     if (lane == 0) hw::mbar_arrive(sm.fp8_empty(slot));  // (publish's warp barrier ordered the lanes' reads)
-    if (u == 0 && t + kF < tiles) {  // refill the slot with tile t + kF once every warp has read it
+    // Refill the slot with tile t + kF once every warp has read it.
+    if (widen_v && u == 0 && t + kF < tiles) {
       hw::mbar_wait(sm.fp8_empty(slot), static_cast<uint32_t>(t / kF) & 1u);
       produce_fp8_tile<Traits>(p, sm, tk, tv, w, blk + kF, slot);
       if (t + kF + Traits::kFp8PrefetchTiles < tiles)
@@ -1042,6 +1064,8 @@ __device__ void prefill_cta(const KernelParams& p, const CUtensorMap* tq, const 
   const Work w = cta_work<Traits>(p, heads_fastest);
   GA_PREFILL_STAMP_VALUE(threadIdx.x == 0, kTiles, static_cast<unsigned long long>(w.blk_end - w.blk_begin));
   if (!w.has_rows) return;  // the whole CTA, before any barrier
+  // fp8 with one consumer warpgroup: the other widens V (Fp8Role), unless the A/B switch says not.
+  const bool v_converter_wg = Traits::kFp8Kv && w.wgs == 1 && (flags & kLaunchFp8OneConverterWg) == 0;
 
   const int tid = static_cast<int>(threadIdx.x), warp = tid / 32, lane = tid % 32;
   if (tid == 0) {
@@ -1063,7 +1087,7 @@ __device__ void prefill_cta(const KernelParams& p, const CUtensorMap* tq, const 
       }
       for (int st = 0; st < Traits::kFp8Stages; ++st) {
         hw::mbar_init(sm.fp8_full(st), 1);
-        hw::mbar_init(sm.fp8_empty(st), Traits::kConverterWarps);
+        hw::mbar_init(sm.fp8_empty(st), Traits::kConverterWarps * (v_converter_wg ? 2u : 1u));
       }
     }
     hw::mbar_init_fence();
@@ -1078,7 +1102,8 @@ __device__ void prefill_cta(const KernelParams& p, const CUtensorMap* tq, const 
   if (warp >= Traits::kProducerWarp) {  // the producer warpgroup: one thread issues every copy
     hw::setmaxnreg_dec<Traits::kProducerRegs>();
     if constexpr (Traits::kFp8Kv) {  // ... and with an fp8 cache all four warps widen the tiles
-      convert_fp8<Traits>(p, sm, tk, tv, w, tid - Traits::kConsumerThreads);
+      convert_fp8<Traits>(p, sm, tk, tv, w, tid - Traits::kConsumerThreads,
+                          v_converter_wg ? Fp8Role::kK : Fp8Role::kKAndV);
     } else {
       if (warp == Traits::kProducerWarp && lane == 0) {
         if constexpr (Traits::kPackedDecode) {
@@ -1097,7 +1122,12 @@ __device__ void prefill_cta(const KernelParams& p, const CUtensorMap* tq, const 
       }
     }
   } else {
-    if (warp / 4 >= w.wgs) return;  // packed decode, <= 64 rows: the second warpgroup has none
+    if (warp / 4 >= w.wgs) {  // packed decode, <= 64 rows: the second warpgroup has none ...
+      if constexpr (Traits::kFp8Kv) {  // ... and with an fp8 cache it widens V (entry registers)
+        if (v_converter_wg) convert_fp8<Traits>(p, sm, tk, tv, w, tid - 4 * 32 * w.wgs, Fp8Role::kV);
+      }
+      return;
+    }
     hw::setmaxnreg_inc<Traits::kConsumerRegs>();
     GA_PREFILL_STAMP(warp == 0 && lane == 0, kReady);
     consume<Traits>(p, w, sm, warp / 4, warp % 4, lane);
@@ -1108,7 +1138,8 @@ __device__ void prefill_cta(const KernelParams& p, const CUtensorMap* tq, const 
 #endif  // __CUDA_ARCH_FEAT_SM90_ALL
 
 // flags: kLaunchHeadsFastest, the grid is (Hq, m_blocks, B) instead of (m_blocks,
-// Hq, B); kLaunchQAhead, prefetch_q_ahead (PrefillLaunch). Packed decode: 0.
+// Hq, B); kLaunchQAhead, prefetch_q_ahead (PrefillLaunch). Packed decode: kLaunchFp8OneConverterWg
+// or 0.
 template <class Traits>
 __global__ void __launch_bounds__(Traits::kThreads, 1)
     sm90_prefill_kernel(const cuda_engine::KernelParams p, const __grid_constant__ CUtensorMap tmap_q,
@@ -1160,6 +1191,14 @@ Status launch_prefill(const cuda_engine::KernelParams& p, const PrefillLaunch& l
   return launch_prefill_head_dim<T, 128>(p, l, stream);
 }
 
+// The A/B switch of docs/DECODE_SM90.md section 21: GROUPATTN_SM90_FP8_CONVERTER_WGS=1 runs the
+// fp8 packed form with section 17's single converter warpgroup. Read at every launch (a few tens of
+// ns) so that one process -- a test, a bench pair -- can time or compare both forms.
+inline bool fp8_one_converter_wg_requested() {
+  const char* env = std::getenv("GROUPATTN_SM90_FP8_CONVERTER_WGS");
+  return env != nullptr && env[0] == '1' && env[1] == '\0';
+}
+
 // The sm90 decode engine's multi-token path (grid: m_blocks row blocks x num_splits, Hkv, B), then
 // the split combine. The kernel takes no Q map in this mode: the K map fills the slot. kFp8: an
 // f8e4m3 cache (head dim 128; the decode engine's fp8 maps, boxes of 64 rows of 128 bytes).
@@ -1172,8 +1211,9 @@ Status launch_decode_packed_kv(const cuda_engine::KernelParams& p, const DecodeL
   const dim3 grid(static_cast<unsigned>(p.m_blocks * p.num_splits), static_cast<unsigned>(p.heads_kv),
                   static_cast<unsigned>(p.batch));
   const auto& k_map = *static_cast<const CUtensorMap*>(l.k_tmap);
+  const int flags = kFp8 && fp8_one_converter_wg_requested() ? kLaunchFp8OneConverterWg : 0;
   kernel<<<grid, Traits::kThreads, Traits::kSmemBytes, stream>>>(p, k_map, k_map,
-                                                                  *static_cast<const CUtensorMap*>(l.v_tmap), 0);
+                                                                  *static_cast<const CUtensorMap*>(l.v_tmap), flags);
   GA_RETURN_IF_ERROR(cuda::last_launch_status(kFp8 ? "sm90_prefill_kernel (packed decode, fp8 K/V)"
                                                    : "sm90_prefill_kernel (packed decode)"));
   if (p.num_splits == 1) return Status::Ok();
