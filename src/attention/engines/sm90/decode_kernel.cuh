@@ -60,7 +60,7 @@ __device__ void decode_cta(const KernelParams& p, const CUtensorMap* tmap_k, con
   const bool list = p.seq_splits != nullptr;
   int list_begin = 0, list_end = 0;
   if (list && p.work_list != nullptr) {  // from the planning kernel (GROUPATTN_SM90_DECODE_WORK_LIST=2)
-    cuda::wait_for_primary();             // (this grid is its programmatic dependent)
+    cuda::wait_for_primary();            // (this grid is its programmatic dependent)
     const int* e = p.work_list + w.split * kListEntryInts;
     w.b = e[0];
     if (w.b < 0) return;  // a slot past the plan's last (the grid is sized for the bound)

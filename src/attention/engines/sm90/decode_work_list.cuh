@@ -1,5 +1,8 @@
-// The planning kernel of the decode work-list mode (decode_work_list.h; docs/DECODE_SM90.md
-// section 20). One CTA of the batch's warps (ceil(B / 32) x 32 threads), thread b = sequence b:
+// The plan of the decode work-list mode (decode_work_list.h; docs/DECODE_SM90.md section 20), in
+// two forms that give the same entries: fold_list_slot, run by every decode CTA for its own slot
+// (the default, session 10: no launch on the critical path), and the planning kernel below
+// (GROUPATTN_SM90_DECODE_WORK_LIST=2, session 9), one CTA of the batch's warps (ceil(B / 32) x 32
+// threads), thread b = sequence b:
 //
 //   n_b = ceil(k_len_b / 64)           the sequence's KV tiles (seq_info: seqlens_k / the cache length)
 //   c   = list_chunk(total, max n, B, P)  block reductions of integers (the same c on every run)
@@ -89,7 +92,7 @@ __device__ __forceinline__ int warp_inclusive_scan(int x, int lane) {
 
 // One slot of the plan (work-list mode), as the planning kernel below would write it.
 struct ListSlot {
-  int b = -1;  // the sequence, or -1: a slot past the plan's last (no work)
+  int b = -1;                            // the sequence, or -1: a slot past the plan's last (no work)
   int split = 0, splits = 0, first = 0;  // split i of the sequence's s_b, which start at slot first
   int begin = 0, end = 0;                // its KV tiles [begin, end)
 };
