@@ -7,6 +7,7 @@
 
 #include <cuda_runtime.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdlib>
 #include <string>
@@ -15,6 +16,7 @@
 #include <vector>
 
 #include "attention/engines/cuda/host_params.h"
+#include "attention/engines/sm90/decode_split_plan.h"
 #include "attention/engines/sm90/decode_work_list.h"
 #include "gpu/cuda_attention_harness.h"
 #include "groupattn/attention.h"
@@ -445,6 +447,71 @@ TEST_F(Sm90Decode, WorkListDeterministicOver20Runs) {
     expect_repeatable(c, 20);
     c.kv = KvKind::kBatched;
     expect_repeatable(c, 20);
+  }
+}
+
+// The folded plan (the default: every decode CTA computes its own slot's entry, decode_work_list.cuh
+// fold_list_slot) against the separate planning kernel (GROUPATTN_SM90_DECODE_WORK_LIST=2): the
+// same chunk, entries, slot order and per-sequence counts, so bitwise the same O and LSE; and the
+// folded plan against the fp64 reference. Batches of 24 (one wave, the chunk search, one sequence
+// a lane), 60 (<= P / 2 on 132 SMs: the search over two sequences a lane) and 300 (> P: the
+// several-wave chunk from the totals, runs of 10 sequences a lane), at D 128, 64 and 256.
+TEST_F(Sm90Decode, WorkListFoldedPlanMatchesPlannerKernelBitwise) {
+  constexpr const char* kSwitch = "GROUPATTN_SM90_DECODE_WORK_LIST";
+  auto lens_of = [](int batch, int longest) {
+    std::vector<int> lens;
+    for (int i = 0; i < batch; ++i) lens.push_back(i % 7 == 0 ? longest - i : (i * 37) % 900 + (i % 5 == 0 ? 0 : 1));
+    return lens;
+  };
+  struct Shape {
+    int64_t hq, hkv, d;
+    std::vector<int> lens;
+    int page;
+  };
+  // page 0: batched K/V (seqlens_k)
+  const std::vector<Shape> shapes = {{8, 1, 128, work_list_lens(32768), 64},  {8, 1, 128, work_list_lens(32768), 0},
+                                     {32, 2, 64, work_list_lens(32768), 64},  {32, 2, 256, work_list_lens(16384), 64},
+                                     {8, 1, 128, lens_of(60, 32768), 64},     {8, 1, 128, lens_of(300, 8192), 64}};
+  int dev = 0, sms = 0;
+  ASSERT_EQ(cudaGetDevice(&dev), cudaSuccess);
+  ASSERT_EQ(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev), cudaSuccess);
+  for (const Shape& sh : shapes) {
+    Case c = decode_case(sh.hq, sh.hkv, 1, sh.lens, sh.d);
+    c.kv = sh.page > 0 ? KvKind::kPaged : KvKind::kBatched;
+    c.page_size = std::max(sh.page, 64);
+    c.num_splits = 0;
+    c.seed = static_cast<uint64_t>(sh.lens.size() + sh.page);
+    if (sh.lens.size() <= 60) {
+      if (sh.page > 0) {
+        expect_paged_ignores_stale_rows(c);
+      } else {
+        check_case(c, kEngine);
+      }
+    }
+    auto p = make_problem(c);
+    // The list is what runs: its workspace (WorkListIsTaken), P from this shape's split wave.
+    sm90_engine::DecodeSplitShape shape;
+    shape.head_dim = static_cast<int>(sh.d);
+    shape.small_pages = sh.page > 0 && sm90_engine::paged_box_rows(sh.page) < sm90_engine::kBlockKV;
+    const int64_t batch = static_cast<int64_t>(sh.lens.size());
+    const int64_t slots = sm90_engine::list_slot_bound(
+        sm90_engine::list_plane_wave(sms, sm90_engine::split_wave_of(shape), sh.hkv, 1), batch);
+    RunOptions opt;
+    opt.engine = kEngine;
+    size_t bytes = 0;
+    ASSERT_TRUE(attention_workspace_bytes(p->device_params(), opt, &bytes).ok());
+    EXPECT_EQ(bytes, (cuda_engine::split_workspace_bytes(static_cast<int>(slots), 1, sh.hq, sh.d) + 255) / 256 * 256 +
+                         sizeof(int32_t) * static_cast<size_t>(slots * sm90_engine::kListEntryInts + 2 * batch))
+        << describe(c) << ": the work list is not taken";
+    HostTensor o_fold = like(p->out), l_fold = like(p->lse), o_kern = like(p->out), l_kern = like(p->lse);
+    ASSERT_EQ(unsetenv(kSwitch), 0);
+    ASSERT_TRUE(run_cuda(*p, &o_fold, &l_fold, kEngine).ok()) << describe(c);
+    ASSERT_EQ(setenv(kSwitch, "2", 1), 0);
+    const bool kern_ok = run_cuda(*p, &o_kern, &l_kern, kEngine).ok();
+    ASSERT_EQ(unsetenv(kSwitch), 0);
+    ASSERT_TRUE(kern_ok) << describe(c);
+    EXPECT_TRUE(bitwise_equal(o_fold, o_kern) && bitwise_equal(l_fold, l_kern))
+        << describe(c) << ": the folded plan and the planning kernel differ";
   }
 }
 

@@ -67,8 +67,12 @@ struct KernelParams {
   // is (m_blocks x num_splits, Hkv, 1). seq_splits [batch][2]: {split count, first slot}; the
   // combine then reads sequence b's splits at slots first.. (partial row slot x partial_rows +
   // token x Hq + head, partial_rows = seqlen_q x Hq) instead of splits 0..num_splits - 1.
+  // The folded plan (GROUPATTN_SM90_DECODE_WORK_LIST unset or 1): work_list null, each decode CTA
+  // computes its own slot's entry and split 0 of each sequence writes seq_splits. The planning
+  // kernel (=2) writes both first. list_plane_wave: the plan's P (decode_work_list.h).
   const int32_t* work_list = nullptr;
   const int32_t* seq_splits = nullptr;
+  int list_plane_wave = 0;
   // FP8 KV cache (the sm90 decode engine's experimental fp8 path): dequantization scales per
   // (sequence, KV head), fp32 element strides; nullptr when the cache is not fp8.
   const float* k_scale = nullptr;

@@ -56,17 +56,37 @@ __device__ void decode_cta(const KernelParams& p, const CUtensorMap* tmap_k, con
   w.split = static_cast<int>(blockIdx.x) % p.num_splits;
   w.kv_group = static_cast<int>(blockIdx.y);
   w.b = static_cast<int>(blockIdx.z);
+  // Work-list mode (p.seq_splits set): slot w.split of the plane names the sequence and tiles.
+  const bool list = p.seq_splits != nullptr;
   int list_begin = 0, list_end = 0;
-  if (p.work_list != nullptr) {  // work-list mode: slot w.split of the plane names the sequence and tiles
-    cuda::wait_for_primary();     // the planning kernel (this grid is its programmatic dependent)
+  if (list && p.work_list != nullptr) {  // from the planning kernel (GROUPATTN_SM90_DECODE_WORK_LIST=2)
+    cuda::wait_for_primary();            // (this grid is its programmatic dependent)
     const int* e = p.work_list + w.split * kListEntryInts;
     w.b = e[0];
     if (w.b < 0) return;  // a slot past the plan's last (the grid is sized for the bound)
     list_begin = e[2];
     list_end = e[3];
+  } else if (list) {  // folded: every warp plans (the same integers), no launch on the critical path
+    if (threadIdx.x / 32 == Traits::kProducerWarp && threadIdx.x % 32 == 0) {
+      hw::prefetch_tensormap(tmap_k);  // (in flight during the plan)
+      hw::prefetch_tensormap(tmap_v);
+    }
+    const ListSlot e = fold_list_slot(p, p.list_plane_wave, w.split, static_cast<int>(threadIdx.x % 32));
+    // The combine's {count, first slot} of the sequence: written by its split 0 in plane (0, 0),
+    // before any return below; the combine reads it after griddepcontrol.wait (grid complete).
+    if (e.b >= 0 && e.split == 0 && blockIdx.x < static_cast<unsigned>(p.num_splits) && blockIdx.y == 0 &&
+        threadIdx.x == 0) {
+      int32_t* seq = const_cast<int32_t*>(p.seq_splits) + 2 * e.b;
+      seq[0] = e.splits;
+      seq[1] = e.first;
+    }
+    w.b = e.b;
+    if (w.b < 0) return;  // a slot past the plan's last (the grid is sized for the bound)
+    list_begin = e.begin;
+    list_end = e.end;
   }
   w.s = cuda_engine::seq_info(p, w.b);
-  w.part_token0 = p.work_list != nullptr ? 0 : w.s.q_token0;
+  w.part_token0 = list ? 0 : w.s.q_token0;
   const int total_cols = w.s.q_len * p.group;
   w.col0 = m_block * kN;
   // The whole CTA, before any barrier (in cluster mode every split of the column block, i.e. the
@@ -79,7 +99,7 @@ __device__ void decode_cta(const KernelParams& p, const CUtensorMap* tmap_k, con
   const KeyInterval first_vis = cuda_engine::visible_keys(p, w.s, w.col0 / p.group);
   const KeyInterval last_vis = cuda_engine::visible_keys(p, w.s, (w.col0 + w.cols - 1) / p.group);
   const int n_blocks = (w.s.k_len + kBlockKV - 1) / kBlockKV;
-  if (p.work_list != nullptr) {
+  if (list) {
     w.blk_begin = list_begin;
     w.blk_end = min(list_end, n_blocks);
   } else {
@@ -296,7 +316,7 @@ Status launch_decode_n(const cuda_engine::KernelParams& params, const DecodeLaun
   host_timing::mark("decode launch plan (smem attribute, cluster occupancy)");
   // Work-list mode: num_splits slots per (column block, KV head) plane, the sequence from the list.
   const dim3 grid(static_cast<unsigned>(p.m_blocks * p.num_splits), static_cast<unsigned>(p.heads_kv),
-                  static_cast<unsigned>(p.work_list != nullptr ? 1 : p.batch));
+                  static_cast<unsigned>(p.seq_splits != nullptr ? 1 : p.batch));
   const CUtensorMap& k_map = *static_cast<const CUtensorMap*>(l.k_tmap);
   const CUtensorMap& v_map = *static_cast<const CUtensorMap*>(l.v_tmap);
   if (p.cluster_reduce) {
@@ -311,9 +331,18 @@ Status launch_decode_n(const cuda_engine::KernelParams& params, const DecodeLaun
     // The engine reserves no workspace where its plan (the same code above) said cluster mode.
     return Status(StatusCode::kInternal, "sm90 engine: workspace-mode split without workspace");
   }
+  if (p.seq_splits != nullptr && p.work_list == nullptr) {
+    // Folded plan: an ordinary launch (each CTA plans its own slot), then the combine.
+    kernel<<<grid, Traits::kThreads, Traits::kSmemBytes, stream>>>(p, k_map, v_map);
+    GA_RETURN_IF_ERROR(cuda::last_launch_status("sm90_decode_kernel (work list, folded plan)"));
+    host_timing::mark("launch sm90_decode_kernel (work list, folded plan)");
+    const Status combined = launch_split_combine<T, kHeadDim>(p, stream);
+    host_timing::mark("launch combine_kernel");
+    return combined;
+  }
   if (p.work_list != nullptr) {
     // The planner, then the decode grid as its programmatic dependent (decode_work_list.cuh).
-    GA_RETURN_IF_ERROR(launch_decode_work_list(p, l.list_plane_wave, stream));
+    GA_RETURN_IF_ERROR(launch_decode_work_list(p, p.list_plane_wave, stream));
     host_timing::mark("launch decode_work_list_kernel");
     GA_RETURN_IF_ERROR(cuda::launch_maybe_pdl(kernel, grid, dim3(Traits::kThreads), Traits::kSmemBytes, stream,
                                               /*use_pdl=*/true, "launching sm90_decode_kernel (work list)", p,

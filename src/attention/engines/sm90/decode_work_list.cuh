@@ -1,5 +1,8 @@
-// The planning kernel of the decode work-list mode (decode_work_list.h; docs/DECODE_SM90.md
-// section 20). One CTA of the batch's warps (ceil(B / 32) x 32 threads), thread b = sequence b:
+// The plan of the decode work-list mode (decode_work_list.h; docs/DECODE_SM90.md section 20), in
+// two forms that give the same entries: fold_list_slot, run by every decode CTA for its own slot
+// (the default, session 10: no launch on the critical path), and the planning kernel below
+// (GROUPATTN_SM90_DECODE_WORK_LIST=2, session 9), one CTA of the batch's warps (ceil(B / 32) x 32
+// threads), thread b = sequence b:
 //
 //   n_b = ceil(k_len_b / 64)           the sequence's KV tiles (seq_info: seqlens_k / the cache length)
 //   c   = list_chunk(total, max n, B, P)  block reductions of integers (the same c on every run)
@@ -62,7 +65,98 @@ struct BlockReduce {
 // or the chunk floor; one division per sequence and search step).
 __device__ __forceinline__ int splits_of(int n, int c) { return n <= 0 ? 1 : (n + c - 1) / c; }
 
+// Sequence b's 64-key tiles (seq_info's K length; its other loads are dead and dropped).
+__device__ __forceinline__ int tiles_of(const cuda_engine::KernelParams& p, int b) {
+  const int k_len = cuda_engine::seq_info(p, b).k_len;
+  return k_len > 0 ? k_len / kBlockKV + (k_len % kBlockKV != 0) : 0;
+}
+
+template <bool kMax>
+__device__ __forceinline__ int warp_reduce(int x) {
+  for (int o = 16; o > 0; o /= 2) {
+    const int y = __shfl_xor_sync(0xffffffffu, x, o);
+    x = kMax ? max(x, y) : x + y;
+  }
+  return x;
+}
+
+__device__ __forceinline__ int warp_inclusive_scan(int x, int lane) {
+  for (int o = 1; o < 32; o *= 2) {
+    const int y = __shfl_up_sync(0xffffffffu, x, o);
+    if (lane >= o) x += y;
+  }
+  return x;
+}
+
 }  // namespace work_list_detail
+
+// One slot of the plan (work-list mode), as the planning kernel below would write it.
+struct ListSlot {
+  int b = -1;                            // the sequence, or -1: a slot past the plan's last (no work)
+  int split = 0, splits = 0, first = 0;  // split i of the sequence's s_b, which start at slot first
+  int begin = 0, end = 0;                // its KV tiles [begin, end)
+};
+
+// The folded plan (docs/DECODE_SM90.md section 20, session 10): one warp (every lane gets the
+// answer) computes the same chunk c as decode_work_list_kernel -- the same list_chunk over the
+// same 32-bit tile counts, summed in any order (integers) -- and then only the entry of `slot`:
+//   1. max n, total n, and list_chunk's counts: lane l takes sequences l, l + 32, ... (L1 hits
+//      after the first pass), one shuffle reduction each
+//   2. lane l sums s_b over its contiguous run of k = ceil(B / 32) sequences; a warp scan gives
+//      each run's first slot and the plan's total; the run holding `slot` is the first whose end
+//      passes it (ballot)
+//   3. that run's sequences, one a lane: a second scan gives their first slots; the sequence
+//      holding `slot` the same way, and split_range its tiles.
+// Cost per CTA: ~2 + (search steps) x ceil(B / 32) L1 loads and 32-bit divisions a lane, 5
+// shuffles a reduction; no shared memory, no barrier, no workspace read.
+__device__ __forceinline__ ListSlot fold_list_slot(const cuda_engine::KernelParams& p, int plane_wave, int slot,
+                                                   int lane) {
+  using namespace work_list_detail;
+  const int batch = p.batch;
+  int max_n = 0, total = 0;
+  for (int j = lane; j < batch; j += 32) {
+    const int n = tiles_of(p, j);
+    max_n = max(max_n, n);
+    total += n;
+  }
+  max_n = warp_reduce<true>(max_n);
+  total = warp_reduce<false>(total);  // < 2^31: checked on the host (list_plan)
+  auto count = [&](int64_t c) -> int64_t {
+    int f = 0;
+    for (int j = lane; j < batch; j += 32) f += splits_of(tiles_of(p, j), static_cast<int>(c));
+    return warp_reduce<false>(f);
+  };
+  const int c = static_cast<int>(list_chunk(total, max_n, batch, plane_wave, count));
+
+  // Lane l's run of sequences [j0, j1) and the slots they take.
+  const int k = (batch + 31) / 32;
+  const int j0 = min(batch, lane * k), j1 = min(batch, j0 + k);
+  int run = 0;
+  for (int j = j0; j < j1; ++j) run += splits_of(tiles_of(p, j), c);
+  const int run_end = warp_inclusive_scan(run, lane);
+  const int used = __shfl_sync(0xffffffffu, run_end, 31);
+  // As the planning kernel: a plan past the slots the grid and workspace hold is a bug.
+  if (used > p.num_splits) __trap();
+  ListSlot r;
+  if (slot >= used) return r;
+  const int owner = __ffs(__ballot_sync(0xffffffffu, slot < run_end)) - 1;  // its run is not empty
+  const int base = __shfl_sync(0xffffffffu, run_end - run, owner);
+  const int jb = owner * k;  // < batch
+
+  // The owner's run, one sequence a lane (k <= 32).
+  const int j = jb + lane;
+  const bool in = lane < k && j < batch;
+  const int n = in ? tiles_of(p, j) : 0;
+  const int s = in ? splits_of(n, c) : 0;
+  const int s_end = base + warp_inclusive_scan(s, lane);
+  const int at = __ffs(__ballot_sync(0xffffffffu, in && slot < s_end)) - 1;
+  r.b = jb + at;
+  r.splits = __shfl_sync(0xffffffffu, s, at);
+  r.first = __shfl_sync(0xffffffffu, s_end - s, at);
+  r.split = slot - r.first;
+  cuda_engine::split_range(__shfl_sync(0xffffffffu, n, at), r.split, r.splits, &r.begin, &r.end);
+  return r;
+}
 
 // p.work_list / p.seq_splits point into the workspace (written here, hence the const_casts: the
 // decode and combine kernels only read them). `slots` = p.num_splits = list_slot_bound(P, B).
@@ -83,11 +177,7 @@ __global__ void __launch_bounds__(kMaxThreads)
   const int b = static_cast<int>(threadIdx.x);
   const int lane = b % 32, warp = b / 32;
   const bool live = b < p.batch;
-  int n = 0;
-  if (live) {
-    const int k_len = cuda_engine::seq_info(p, b).k_len;
-    n = k_len > 0 ? k_len / kBlockKV + (k_len % kBlockKV != 0) : 0;
-  }
+  const int n = live ? tiles_of(p, b) : 0;
   BlockReduce reduce{red, static_cast<int>(blockDim.x / 32)};
   const int max_n = reduce.run<true>(n);
   const int total =

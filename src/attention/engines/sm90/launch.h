@@ -27,9 +27,6 @@ struct DecodeLaunch {
   // stores here whether it would reduce the splits in a cluster, the choice a launch with the same
   // params makes on this device (then the call needs no workspace). The stream is not used.
   bool* plan_cluster = nullptr;
-  // Work-list mode (p.work_list set; decode_work_list.h): the planning kernel runs first with this
-  // plane wave P, and the decode grid is (m_blocks x p.num_splits slots, Hkv, 1).
-  int list_plane_wave = 0;
 };
 
 // Runs the decode kernel (grid: m_blocks * num_splits, Hkv, B) and, when p.num_splits > 1, the

@@ -167,24 +167,32 @@ bool use_cluster_reduction(const AttentionParams& p, const Geometry& g, int num_
 // sequences), 2..kListMaxBatch sequences, an ordinary plan of at most kListMaxPlanSplits splits
 // (above that the planner already cuts every sequence finely), and a K/V upper bound of at least
 // kListMinKvBytes (the planning launch's few us). Depends only on shapes and flags, never on data.
-// GROUPATTN_SM90_DECODE_WORK_LIST=0 turns it off (read once): an A/B of the same tree in one process.
+// GROUPATTN_SM90_DECODE_WORK_LIST (read on every call, so one process can A/B; the same plan,
+// entries and partials either way, bitwise the same O and LSE): unset or any other value, the plan
+// folded into the decode CTAs (decode_work_list.cuh fold_list_slot, session 10); 2, the separate
+// planning kernel before the decode grid (session 9); 0, no list.
 struct ListPlan {
   bool use = false;
-  int plane_wave = 0;  // P
-  int64_t slots = 0;   // list_slot_bound(P, B): the grid's CTAs per plane and the partials' slots
+  bool planner_kernel = false;  // the separate planning kernel (=2)
+  int plane_wave = 0;           // P
+  int64_t slots = 0;            // list_slot_bound(P, B): the grid's CTAs per plane and the partials' slots
 };
 
-bool work_list_enabled() {
-  static const bool on = [] {
-    const char* e = std::getenv("GROUPATTN_SM90_DECODE_WORK_LIST");
-    return e == nullptr || std::string(e) != "0";
-  }();
-  return on;
+enum class ListMode { kOff, kFolded, kPlannerKernel };
+
+ListMode work_list_mode() {
+  const char* e = std::getenv("GROUPATTN_SM90_DECODE_WORK_LIST");
+  if (e == nullptr) return ListMode::kFolded;
+  const std::string v(e);
+  return v == "0" ? ListMode::kOff : v == "2" ? ListMode::kPlannerKernel : ListMode::kFolded;
 }
 
 ListPlan list_plan(const AttentionParams& p, const Geometry& g, int num_splits, int sm_count, Form form) {
   ListPlan l;
-  if (form == Form::kPackedRows || g.packed_rows || p.num_splits > 0 || !work_list_enabled()) return l;
+  if (form == Form::kPackedRows || g.packed_rows || p.num_splits > 0) return l;
+  const ListMode mode = work_list_mode();
+  if (mode == ListMode::kOff) return l;
+  l.planner_kernel = mode == ListMode::kPlannerKernel;
   const KernelParams kp = cuda_engine::kernel_params_from(p);
   if (kp.seqlens_k == nullptr || kp.window_left >= 0) return l;
   if (g.batch < 2 || g.batch > sm90_engine::kListMaxBatch || num_splits > sm90_engine::kListMaxPlanSplits) return l;
@@ -352,8 +360,9 @@ class Sm90Attention final : public AttentionEngine {
       kp.cluster_reduce = false;
       cuda_engine::set_split_workspace(&kp, workspace, g.max_q, g.head_dim);  // partial_rows = max_q x Hq
       auto* ints = reinterpret_cast<int32_t*>(static_cast<char*>(workspace) + list_partials_bytes(list, g));
-      kp.work_list = ints;
+      kp.work_list = list.planner_kernel ? ints : nullptr;  // null: the folded plan
       kp.seq_splits = ints + list.slots * sm90_engine::kListEntryInts;
+      kp.list_plane_wave = list.plane_wave;
     }
     // A split run has a workspace unless workspace_bytes planned the cluster mode (the launcher
     // takes it then; its workspace-mode fallback checks for the partials' buffers itself).
@@ -377,7 +386,6 @@ class Sm90Attention final : public AttentionEngine {
     GA_RETURN_IF_ERROR(sm90_engine::encode_map_of(p.v, box_rows, &v_map));
     host_timing::mark("tensor maps (2x cuTensorMapEncodeTiled)");
     sm90_engine::DecodeLaunch launch = decode_launch(p, g);
-    launch.list_plane_wave = list.plane_wave;
     launch.k_tmap = &k_map;
     launch.v_tmap = &v_map;
     const auto s = static_cast<cudaStream_t>(stream);
