@@ -137,6 +137,74 @@ TEST_F(Sm90Prefill, QAheadEqualsPlainBitwise) {
   }
 }
 
+// Early first loads (PrefillLaunch::early_first_loads; docs/PREFILL_SM90.md, "The prologue's first
+// loads"): thread 0 issues Q and the first KV tile before the CTA barrier, the first tile's K on a
+// barrier of its own and its V (and stale-row zeroing) waited for after the first softmax. The same
+// loads and arithmetic: O and LSE bitwise those of the plain kernel, also with the Q prefetch on.
+// Lengths around the tiles, a single partial KV tile (77 keys: the first tile's V rows past the
+// map are zeroed after the first S), Sq != Sk both ways, every head dim, full and causal.
+class EarlyLoadsMode {
+ public:
+  explicit EarlyLoadsMode(int mode) { sm90_engine::set_prefill_early_loads_mode(mode); }
+  ~EarlyLoadsMode() { sm90_engine::set_prefill_early_loads_mode(-1); }
+};
+
+TEST_F(Sm90Prefill, EarlyLoadsEqualsPlainBitwise) {
+  const std::vector<std::pair<int, int>> lengths = {{1000, 1000}, {129, 385}, {385, 129}, {100, 77}};
+  for (int d : kHeadDims) {
+    for (bool causal : {false, true}) {
+      for (auto [sq, sk] : lengths) {
+        Case c = prefill_case(12, 4, 3, sq, sk, causal);
+        c.d = d;
+        auto p = make_problem(c);
+        HostTensor o0 = like(p->out), l0 = like(p->lse), o1 = like(p->out), l1 = like(p->lse);
+        HostTensor o2 = like(p->out), l2 = like(p->lse);
+        {
+          EarlyLoadsMode off(0);
+          QAheadMode ahead_off(0);
+          ASSERT_TRUE(run_cuda(*p, &o0, &l0, kEngine).ok()) << describe(c);
+        }
+        {
+          EarlyLoadsMode on(1);
+          QAheadMode ahead_off(0);
+          ASSERT_TRUE(run_cuda(*p, &o1, &l1, kEngine).ok()) << describe(c);
+        }
+        {
+          EarlyLoadsMode on(1);
+          QAheadMode ahead_on(1);
+          ASSERT_TRUE(run_cuda(*p, &o2, &l2, kEngine).ok()) << describe(c);
+        }
+        EXPECT_TRUE(bitwise_equal(o0, o1)) << describe(c) << ": O differs";
+        EXPECT_TRUE(bitwise_equal(l0, l1)) << describe(c) << ": LSE differs";
+        EXPECT_TRUE(bitwise_equal(o0, o2)) << describe(c) << ": O differs (with the Q prefetch)";
+        EXPECT_TRUE(bitwise_equal(l0, l2)) << describe(c) << ": LSE differs (with the Q prefetch)";
+      }
+    }
+  }
+}
+
+// The paths where the first tile's stale V rows matter, with early first loads forced: seqlens_k
+// with NaN rows past each sequence's length (first tiles of 71 and 129 keys hold them), and varlen
+// K/V (the first tile of a short sequence holds the next sequence's keys).
+TEST_F(Sm90Prefill, EarlyLoadsStaleRowsAndVarlen) {
+  EarlyLoadsMode on(1);
+  for (int d : kHeadDims) {
+    for (bool causal : {false, true}) {
+      Case c = prefill_case(8, 2, 3, 150, 300, causal);
+      c.d = d;
+      c.k_lens = {300, 71, 129};
+      expect_ignores_stale_rows(c, kEngine);
+    }
+    Case v = prefill_case(8, 2, 1, 1, 1, true);
+    v.d = d;
+    v.q_varlen = true;
+    v.kv = KvKind::kVarlen;
+    v.q_lens = {129, 1, 0, 300, 128, 77};
+    v.k_lens = {129, 200, 5, 300, 0, 385};
+    check_case(v, kEngine);
+  }
+}
+
 // Varlen Q and K/V (rank-3 maps, coordinates from cu_seqlens): lengths around the tiles, a
 // sequence without queries, one without keys, Sq != Sk per sequence; causal, window, GQA ratios.
 TEST_F(Sm90Prefill, VarlenQAndKv) {
