@@ -168,11 +168,11 @@ static void run_mode(const Problem& pr, bool causal, const std::vector<int>& sho
   int nonfinite = 0;
   for (const T& x : o_sample) nonfinite += !std::isfinite(__bfloat162float(x));
 
-  std::printf("\n== prefill bf16 %d/%d d%d B%d S%d %s: %d CTAs (%s), %d threads, Q ahead %d, early loads %d\n",
-              pr.hq, pr.hkv,
-              pr.d, pr.batch, pr.seq, causal ? "causal" : "full", ctas,
-              l.heads_fastest ? "heads fastest" : "query tiles fastest", Traits::kThreads,
-              l.q_prefetch_ahead ? 1 : 0, l.early_first_loads ? 1 : 0);
+  std::printf(
+      "\n== prefill bf16 %d/%d d%d B%d S%d %s: %d CTAs (%s), %d threads, Q ahead %d, early loads %d\n", pr.hq,
+      pr.hkv, pr.d, pr.batch, pr.seq, causal ? "causal" : "full", ctas,
+      l.heads_fastest ? "heads fastest" : "query tiles fastest", Traits::kThreads, l.q_prefetch_ahead ? 1 : 0,
+      l.early_first_loads ? 1 : 0);
   std::printf(
       "kernel time: %.1f us unstamped (mean of 10), %.1f us stamped (one launch); O sample non-finite: %d\n",
       us_plain, us_stamped, nonfinite);

@@ -197,7 +197,8 @@ struct PrefillTraits {
   // first S product waits for Q and K only; split K/V stages have that already (k_full).
   static constexpr bool kEarlyFirstLoads = !kPackedDecode && !kFp8Kv;
   static constexpr bool kFirstKBarrier = kEarlyFirstLoads && !kSplitKv;
-  static constexpr int kBarBytes = (1 + 2 * kStages + 2 * kKSlots + 2 * kFp8Stages + (kFirstKBarrier ? 1 : 0)) * 8;
+  static constexpr int kBarBytes =
+      (1 + 2 * kStages + 2 * kKSlots + 2 * kFp8Stages + (kFirstKBarrier ? 1 : 0)) * 8;
   static constexpr size_t kSmemBytes = static_cast<size_t>(kBarOffset + kBarBytes) + 1024;  // + alignment slack
   // fp8: the converter warps (the whole producer warpgroup; thread u widens key row u of a tile).
   static constexpr int kConverterWarps = kFp8Kv ? 4 : 0;
