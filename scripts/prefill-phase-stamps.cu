@@ -13,7 +13,8 @@
 //                                  [--mode both|causal|full] [--sms 0,1,66] [--ctas 8]
 //   GROUPATTN_SM90_PREFILL_Q_AHEAD=1 in the environment: the form that prefetches a later CTA's Q;
 //   GROUPATTN_SM90_PREFILL_EARLY_LOADS=1: thread 0 issues Q and the first KV tile before the CTA
-//   barrier (the "producer's first TMA" stamp is then thread 0's, before that barrier).
+//   barrier (the "producer's first TMA" stamp is then thread 0's, before that barrier);
+//   GROUPATTN_SM90_PREFILL_STSM_EPILOGUE=1: the staged epilogue's shared-memory writes by stmatrix.
 #ifndef GROUPATTN_PREFILL_PHASE_STAMPS
 #error "build with -DGROUPATTN_PREFILL_PHASE_STAMPS (see the file's first lines)"
 #endif
@@ -135,6 +136,8 @@ static void run_mode(const Problem& pr, bool causal, const std::vector<int>& sho
   l.q_prefetch_ahead = ahead != nullptr && std::atoi(ahead) != 0;
   const char* early = std::getenv("GROUPATTN_SM90_PREFILL_EARLY_LOADS");
   l.early_first_loads = early != nullptr && std::atoi(early) != 0;
+  const char* stsm = std::getenv("GROUPATTN_SM90_PREFILL_STSM_EPILOGUE");
+  l.stsm_epilogue = stsm != nullptr && std::atoi(stsm) != 0;
 
   const int ctas = kp.m_blocks * pr.hq * pr.batch;
   unsigned long long* dbuf;
@@ -169,10 +172,11 @@ static void run_mode(const Problem& pr, bool causal, const std::vector<int>& sho
   for (const T& x : o_sample) nonfinite += !std::isfinite(__bfloat162float(x));
 
   std::printf(
-      "\n== prefill bf16 %d/%d d%d B%d S%d %s: %d CTAs (%s), %d threads, Q ahead %d, early loads %d\n", pr.hq,
-      pr.hkv, pr.d, pr.batch, pr.seq, causal ? "causal" : "full", ctas,
+      "\n== prefill bf16 %d/%d d%d B%d S%d %s: %d CTAs (%s), %d threads, Q ahead %d, early loads %d, stsm "
+      "epilogue %d\n",
+      pr.hq, pr.hkv, pr.d, pr.batch, pr.seq, causal ? "causal" : "full", ctas,
       l.heads_fastest ? "heads fastest" : "query tiles fastest", Traits::kThreads, l.q_prefetch_ahead ? 1 : 0,
-      l.early_first_loads ? 1 : 0);
+      l.early_first_loads ? 1 : 0, l.stsm_epilogue ? 1 : 0);
   std::printf(
       "kernel time: %.1f us unstamped (mean of 10), %.1f us stamped (one launch); O sample non-finite: %d\n",
       us_plain, us_stamped, nonfinite);

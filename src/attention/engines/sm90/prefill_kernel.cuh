@@ -66,6 +66,8 @@ inline constexpr int kLaunchFp8OneConverterWg = 4;
 // Prefill: thread 0 issues Q and the first KV tile before the CTA's __syncthreads
 // (prefill_detail::issue_first_loads; PrefillLaunch::early_first_loads).
 inline constexpr int kLaunchEarlyLoads = 8;
+// Prefill: the staged epilogue writes O into shared memory with stmatrix (store_o_staged).
+inline constexpr int kLaunchStsmEpilogue = 16;
 
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
 namespace prefill_detail {
@@ -684,21 +686,47 @@ __device__ __forceinline__ void load_packed_q(const KernelParams& p, const Work&
 template <class Traits>
 __device__ __forceinline__ void store_o_staged(const KernelParams& p, const Work& w, const Smem<Traits>& sm,
                                                float (&o)[Traits::kDBlocks][32], const float (&inv)[2],
-                                               int wg, int warp_in_wg, int lane) {
+                                               int wg, int warp_in_wg, int lane, bool stsm) {
   using T = typename Traits::Element;
   using Store = ::groupattn::cuda::MmaType<T>;
   // Row n of d block db at rows + db * kQBlockBytes + n * 128; the thread's rows: n0 and n0 + 8.
   unsigned char* rows = sm.q() + wg * Traits::kRowsPerWg * 128;
-  const int n0 = 16 * warp_in_wg + lane / 4;
+  // Not at D 64: its consumers' 160 registers spilled 20 bytes with both forms compiled in.
+  if (Traits::kConsumerWgs == 2 && stsm) {
+    // stmatrix (kLaunchStsmEpilogue): 8-column block j of the warp's 16 rows is two 8x8 matrices
+    // (rows 0-7: registers 4j, 4j + 1; rows 8-15: 4j + 2, 4j + 3, packed), each lane holding its
+    // row lane / 4, columns 2 (lane % 4) .. + 1 as stmatrix expects; one x4 stores blocks 2q and
+    // 2q + 1. Lane l addresses row 16 warp_in_wg + l % 8 + 8 ((l / 8) % 2) of block 2q + l / 16,
+    // whose 16-byte chunk sits at (2q + l / 16) ^ (l % 8) = c0 ^ 2q: the same bytes at the same
+    // places as the 4-byte stores below, 8 instructions per d block instead of 32 and their
+    // addresses (D 128 at 1.45 us per epilogue in the stamps; ~670 SASS instructions).
+    const int n = 16 * warp_in_wg + (lane & 7) + 8 * ((lane >> 3) & 1);
+    const int c0 = (lane >> 4) ^ (lane & 7);
+    unsigned char* row = rows + n * 128;
 #pragma unroll
-  for (int hh = 0; hh < Traits::kDBlocks; ++hh) {
+    for (int hh = 0; hh < Traits::kDBlocks; ++hh) {
 #pragma unroll
-    for (int i = 0; i < 32; i += 2) {
-      const int n = n0 + 8 * acc_half(i), col = acc_col(i, lane);
-      const float scale = inv[acc_half(i)];
-      unsigned char* dst =
-          rows + hh * Traits::kQBlockBytes + n * 128 + (((col / 8) ^ (n % 8)) * 16) + (col % 8) * 2;
-      *reinterpret_cast<uint32_t*>(dst) = Store::pack(o[hh][i] * scale, o[hh][i + 1] * scale);
+      for (int q = 0; q < 4; ++q) {
+        const int i0 = 8 * q, i1 = 8 * q + 4;  // registers of blocks 2q and 2q + 1
+        hw::stmatrix_x4(row + hh * Traits::kQBlockBytes + ((c0 ^ (2 * q)) << 4),
+                        Store::pack(o[hh][i0] * inv[0], o[hh][i0 + 1] * inv[0]),
+                        Store::pack(o[hh][i0 + 2] * inv[1], o[hh][i0 + 3] * inv[1]),
+                        Store::pack(o[hh][i1] * inv[0], o[hh][i1 + 1] * inv[0]),
+                        Store::pack(o[hh][i1 + 2] * inv[1], o[hh][i1 + 3] * inv[1]));
+      }
+    }
+  } else {
+    const int n0 = 16 * warp_in_wg + lane / 4;
+#pragma unroll
+    for (int hh = 0; hh < Traits::kDBlocks; ++hh) {
+#pragma unroll
+      for (int i = 0; i < 32; i += 2) {
+        const int n = n0 + 8 * acc_half(i), col = acc_col(i, lane);
+        const float scale = inv[acc_half(i)];
+        unsigned char* dst =
+            rows + hh * Traits::kQBlockBytes + n * 128 + (((col / 8) ^ (n % 8)) * 16) + (col % 8) * 2;
+        *reinterpret_cast<uint32_t*>(dst) = Store::pack(o[hh][i] * scale, o[hh][i + 1] * scale);
+      }
     }
   }
   constexpr uint32_t kBarOut = 6;  // + wg: the warpgroup's own rows, its own barrier
@@ -729,7 +757,7 @@ __device__ __forceinline__ void store_o_staged(const KernelParams& p, const Work
 // their O and LSE (packed decode with several splits: the split's fp32 partials).
 template <class Traits>
 __device__ void consume(const KernelParams& p, const Work& w, const Smem<Traits>& sm, int wg, int warp_in_wg,
-                        int lane, bool first_k_own) {
+                        int lane, bool first_k_own, bool stsm_epilogue) {
   const SeqInfo& s = w.s;
   const int m0 = w.m0, blk_begin = w.blk_begin, blk_end = w.blk_end;
   using T = typename Traits::Element;
@@ -1044,7 +1072,7 @@ __device__ void consume(const KernelParams& p, const Work& w, const Smem<Traits>
             l > 0.f ? (m_run[r] + log2f(l)) * kLn2 : -INFINITY;
       }
     }
-    store_o_staged<Traits>(p, w, sm, o, inv, wg, warp_in_wg, lane);
+    store_o_staged<Traits>(p, w, sm, o, inv, wg, warp_in_wg, lane, stsm_epilogue);
     GA_PREFILL_STAMP(wg == 0 && warp_in_wg == 0 && lane == 0, kEpiEnd0);
     GA_PREFILL_STAMP(wg == 1 && warp_in_wg == 0 && lane == 0, kEpiEnd1);
     GA_PREFILL_STAMP_NS(wg == 0 && warp_in_wg == 0 && lane == 0, kEndNs);
@@ -1185,7 +1213,7 @@ __device__ void prefill_cta(const KernelParams& p, const CUtensorMap* tq, const 
     }
     hw::setmaxnreg_inc<Traits::kConsumerRegs>();
     GA_PREFILL_STAMP(warp == 0 && lane == 0, kReady);
-    consume<Traits>(p, w, sm, warp / 4, warp % 4, lane, early_loads);
+    consume<Traits>(p, w, sm, warp / 4, warp % 4, lane, early_loads, (flags & kLaunchStsmEpilogue) != 0);
   }
 }
 
@@ -1193,7 +1221,8 @@ __device__ void prefill_cta(const KernelParams& p, const CUtensorMap* tq, const 
 #endif  // __CUDA_ARCH_FEAT_SM90_ALL
 
 // flags: kLaunchHeadsFastest, the grid is (Hq, m_blocks, B) instead of (m_blocks,
-// Hq, B); kLaunchQAhead, prefetch_q_ahead; kLaunchEarlyLoads, issue_first_loads (PrefillLaunch).
+// Hq, B); kLaunchQAhead, prefetch_q_ahead; kLaunchEarlyLoads, issue_first_loads;
+// kLaunchStsmEpilogue, store_o_staged with stmatrix (PrefillLaunch).
 // Packed decode: kLaunchFp8OneConverterWg or 0.
 template <class Traits>
 __global__ void __launch_bounds__(Traits::kThreads, 1)
@@ -1220,7 +1249,7 @@ Status launch_prefill_traits(const cuda_engine::KernelParams& p, const PrefillLa
   const dim3 grid(l.heads_fastest ? heads : m_blocks, l.heads_fastest ? m_blocks : heads,
                   static_cast<unsigned>(p.batch));
   const int flags = (l.heads_fastest ? kLaunchHeadsFastest : 0) | (l.q_prefetch_ahead ? kLaunchQAhead : 0) |
-                    (l.early_first_loads ? kLaunchEarlyLoads : 0);
+                    (l.early_first_loads ? kLaunchEarlyLoads : 0) | (l.stsm_epilogue ? kLaunchStsmEpilogue : 0);
   kernel<<<grid, Traits::kThreads, Traits::kSmemBytes, stream>>>(
       p, *static_cast<const CUtensorMap*>(l.q_tmap), *static_cast<const CUtensorMap*>(l.k_tmap),
       *static_cast<const CUtensorMap*>(l.v_tmap), flags);
