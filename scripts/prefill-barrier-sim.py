@@ -14,7 +14,8 @@ Traits::kSkipUnseenTiles, and the next tile's K is waited for between the softma
 Traits::kPinnedOverlap), `noskip` (pinned, every warpgroup computes the CTA's tiles), `unpinned` (the
 skip with the wait at the top of the next iteration), `d128` (128-row tiles, two warpgroups, pinned),
 `late-wait` (a planted bug: a passed tile's wait one turn later -- the first version of the skip, which
-deadlocks). Exit status 0 when every mode but `late-wait` passes every run and `late-wait` is caught.
+deadlocks); `early-code` / `early-d128` (PrefillLaunch::early_first_loads: tile 0's K on a barrier of
+its own, landing apart from its V, which with its stale-V barrier is waited for after the first turn). Exit status 0 when every mode but `late-wait` passes every run and `late-wait` is caught.
 Usage: python3 scripts/prefill-barrier-sim.py
 """
 import random
@@ -33,7 +34,7 @@ def visible(i, q_len, k_len, causal, wl, wr):
     return lo, hi
 
 # One CTA of m0: its tiles [b0, b1) and each warpgroup's op sequence, after consume().
-def cta(m0, q_len, k_len, causal, wl, wr, skip, version, pinned=False):
+def cta(m0, q_len, k_len, causal, wl, wr, skip, version, pinned=False, early=False):
     rows = min(BM, q_len - m0)
     flo, _ = visible(m0, q_len, k_len, causal, wl, wr)
     _, lhi = visible(m0 + rows - 1, q_len, k_len, causal, wl, wr)
@@ -56,7 +57,10 @@ def cta(m0, q_len, k_len, causal, wl, wr, skip, version, pinned=False):
             ops.append(('sync', wg))
             if not (last and wg == NWG - 1): ops.append(('arrive', nxt))
         if wg == NWG - 1: ops.append(('arrive', 0))
-        wait_k(b0); turn(False)
+        if early:  # issue_first_loads: tile 0's K on first_k_full; its V (full, stale rows) after the first turn
+            ops.append(('kfirst',)); turn(False); wait_k(b0)
+        else:
+            wait_k(b0); turn(False)
         if pinned:  # Traits::kPinnedOverlap: the next K waited for before wgmma_wait<0> and the release
             if b0 + 1 < own: wait_k(b0 + 1)
             for blk in range(b0 + 1, own):
@@ -88,8 +92,9 @@ def cta(m0, q_len, k_len, causal, wl, wr, skip, version, pinned=False):
     return b1 - b0, progs
 
 # One random interleaving: "ok", or what deadlocked or miscounted.
-def run(tiles, progs, rng):
+def run(tiles, progs, rng, early=False):
     pc = [0] * NWG
+    kfirst_done = not early  # early first loads: tile 0's K lands on its own barrier, apart from its V
     full_done = [0] * S; empty_arr = [0] * S; empty_done = [0] * S
     bar_cnt = {g: 0 for g in range(NWG)}; bar_gen = {g: 0 for g in range(NWG)}; waiting = {}  # wg -> (g, gen)
     zv_cnt, zv_gen = 0, 0
@@ -97,6 +102,7 @@ def run(tiles, progs, rng):
     while True:
         moves = []
         if prod < tiles and empty_done[prod % S] >= prod // S: moves.append(('P',))
+        if not kfirst_done: moves.append(('K',))
         for w in range(NWG):
             if pc[w] >= len(progs[w]): continue
             if w in waiting:
@@ -107,6 +113,8 @@ def run(tiles, progs, rng):
             if op[0] == 'full':
                 it = op[1]
                 if full_done[it % S] >= it // S + 1: moves.append(('W', w))
+            elif op[0] == 'kfirst':
+                if kfirst_done: moves.append(('W', w))
             else: moves.append(('W', w))
         if not moves:
             done = all(pc[w] >= len(progs[w]) for w in range(NWG)) and prod == tiles
@@ -115,10 +123,12 @@ def run(tiles, progs, rng):
         m = rng.choice(moves)
         if m[0] == 'P':
             full_done[prod % S] += 1; prod += 1; continue
+        if m[0] == 'K':
+            kfirst_done = True; continue
         w = m[1]
         if w in waiting: del waiting[w]; pc[w] += 1; continue
         op = progs[w][pc[w]]
-        if op[0] == 'full': pc[w] += 1
+        if op[0] in ('full', 'kfirst'): pc[w] += 1
         elif op[0] == 'release':
             it = op[1]; s = it % S
             if empty_done[s] != it // S: return 'PHASE ERROR wg%d release %d' % (w, it)
@@ -141,20 +151,22 @@ def run(tiles, progs, rng):
 
 def check(version, rng):
     global BM, NWG
-    BM, NWG = (128, 2) if version == 'd128' else (192, 3)
-    skip = version in ('code', 'unpinned', 'late-wait')
-    pinned = version in ('code', 'noskip', 'd128')
+    early = version.startswith('early-')
+    base = version[len('early-'):] if early else version
+    BM, NWG = (128, 2) if base == 'd128' else (192, 3)
+    skip = base in ('code', 'unpinned', 'late-wait')
+    pinned = base in ('code', 'noskip', 'd128')
     runs = bad = 0
     for q_len in [1, 17, 63, 64, 65, 127, 128, 129, 191, 192, 193, 200, 300, 385, 500, 640]:
         for k_len in [1, 5, 63, 127, 128, 129, 191, 192, 193, 200, 300, 385, 500, 640, 1000]:
             for causal, wl, wr in [(False, -1, -1), (True, -1, -1), (False, 60, 10), (True, 100, -1), (False, -1, 0)]:
                 for m0 in range(0, q_len, BM):
                     c = cta(m0, q_len, k_len, causal, wl, wr, skip, 'late-wait' if version == 'late-wait' else 'code',
-                            pinned)
+                            pinned, early)
                     if c is None: continue
                     tiles, progs = c
                     for _ in range(20):
-                        r = run(tiles, progs, rng)
+                        r = run(tiles, progs, rng, early)
                         runs += 1
                         if r != 'ok':
                             bad += 1
@@ -167,7 +179,7 @@ def check(version, rng):
 if __name__ == '__main__':
     rng = random.Random(1)
     ok = True
-    for mode in ('code', 'noskip', 'unpinned', 'd128'):
+    for mode in ('code', 'noskip', 'unpinned', 'd128', 'early-code', 'early-d128'):
         ok = check(mode, rng) == 0 and ok
     ok = check('late-wait', rng) > 0 and ok
     print('barrier model: ' + ('pass' if ok else 'FAIL'))

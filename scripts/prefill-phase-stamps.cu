@@ -11,7 +11,10 @@
 //        -DGROUPATTN_PREFILL_PHASE_STAMPS scripts/prefill-phase-stamps.cu -o build-gpu/prefill-phase-stamps
 //   build-gpu/prefill-phase-stamps [--heads 64/8] [--head-dim 128|256] [--batch 8] [--seq-len 2048]
 //                                  [--mode both|causal|full] [--sms 0,1,66] [--ctas 8]
-//   GROUPATTN_SM90_PREFILL_Q_AHEAD=1 in the environment: the form that prefetches a later CTA's Q.
+//   GROUPATTN_SM90_PREFILL_Q_AHEAD=1 in the environment: the form that prefetches a later CTA's Q;
+//   GROUPATTN_SM90_PREFILL_EARLY_LOADS=1: thread 0 issues Q and the first KV tile before the CTA
+//   barrier (the "producer's first TMA" stamp is then thread 0's, before that barrier);
+//   GROUPATTN_SM90_PREFILL_STSM_EPILOGUE=1: the staged epilogue's shared-memory writes by stmatrix.
 #ifndef GROUPATTN_PREFILL_PHASE_STAMPS
 #error "build with -DGROUPATTN_PREFILL_PHASE_STAMPS (see the file's first lines)"
 #endif
@@ -131,6 +134,10 @@ static void run_mode(const Problem& pr, bool causal, const std::vector<int>& sho
   l.heads_fastest = causal && kv_seq_bytes <= (int64_t{16} << 20) && kp.m_blocks <= 65535;
   const char* ahead = std::getenv("GROUPATTN_SM90_PREFILL_Q_AHEAD");  // as the engine reads it
   l.q_prefetch_ahead = ahead != nullptr && std::atoi(ahead) != 0;
+  const char* early = std::getenv("GROUPATTN_SM90_PREFILL_EARLY_LOADS");
+  l.early_first_loads = early != nullptr && std::atoi(early) != 0;
+  const char* stsm = std::getenv("GROUPATTN_SM90_PREFILL_STSM_EPILOGUE");
+  l.stsm_epilogue = stsm != nullptr && std::atoi(stsm) != 0;
 
   const int ctas = kp.m_blocks * pr.hq * pr.batch;
   unsigned long long* dbuf;
@@ -164,10 +171,12 @@ static void run_mode(const Problem& pr, bool causal, const std::vector<int>& sho
   int nonfinite = 0;
   for (const T& x : o_sample) nonfinite += !std::isfinite(__bfloat162float(x));
 
-  std::printf("\n== prefill bf16 %d/%d d%d B%d S%d %s: %d CTAs (%s), %d threads, Q ahead %d\n", pr.hq, pr.hkv,
-              pr.d, pr.batch, pr.seq, causal ? "causal" : "full", ctas,
-              l.heads_fastest ? "heads fastest" : "query tiles fastest", Traits::kThreads,
-              l.q_prefetch_ahead ? 1 : 0);
+  std::printf(
+      "\n== prefill bf16 %d/%d d%d B%d S%d %s: %d CTAs (%s), %d threads, Q ahead %d, early loads %d, stsm "
+      "epilogue %d\n",
+      pr.hq, pr.hkv, pr.d, pr.batch, pr.seq, causal ? "causal" : "full", ctas,
+      l.heads_fastest ? "heads fastest" : "query tiles fastest", Traits::kThreads, l.q_prefetch_ahead ? 1 : 0,
+      l.early_first_loads ? 1 : 0, l.stsm_epilogue ? 1 : 0);
   std::printf(
       "kernel time: %.1f us unstamped (mean of 10), %.1f us stamped (one launch); O sample non-finite: %d\n",
       us_plain, us_stamped, nonfinite);
@@ -224,7 +233,9 @@ static void run_mode(const Problem& pr, bool causal, const std::vector<int>& sho
                            {"producer's last TMA -> CTA's last epilogue end", {}},
                            {"entry -> last epilogue end (CTA time)", {}},
                            {"outside the loop: CTA time - wg0 loop", {}},
-                           {"gap: last epilogue end -> next CTA's entry, same SM", {}}};
+                           {"gap: last epilogue end -> next CTA's entry, same SM", {}},
+                           {"first TMA -> Q landed", {}},
+                           {"first TMA -> first K (stage) landed", {}}};
   double sx = 0, sy = 0, sxx = 0, sxy = 0, n = 0;
   std::vector<double> by_tiles_sum(1024, 0.0), by_tiles_n(1024, 0.0);
   double busy_cycles = 0, gap_cycles = 0;
@@ -249,6 +260,8 @@ static void run_mode(const Problem& pr, bool causal, const std::vector<int>& sho
       ph[11].v.push_back(us(end - at(st::kProducerDone)));
       ph[12].v.push_back(us(end - s));
       ph[13].v.push_back(us(end - s - (at(st::kLoopEnd0) - at(st::kFirstS0))));
+      ph[15].v.push_back(us(at(st::kQLanded) - at(st::kProducerStart)));
+      ph[16].v.push_back(us(at(st::kFirstK) - at(st::kProducerStart)));
       busy_cycles += end - s;
       if (i + 1 < v.size()) {
         const double g = static_cast<double>(rec(v[i + 1])[st::kStart]) - end;

@@ -137,6 +137,86 @@ TEST_F(Sm90Prefill, QAheadEqualsPlainBitwise) {
   }
 }
 
+// Early first loads (PrefillLaunch::early_first_loads; docs/PREFILL_SM90.md, "The prologue's first
+// loads"): thread 0 issues Q and the first KV tile before the CTA barrier, the first tile's K on a
+// barrier of its own and its V (and stale-row zeroing) waited for after the first softmax. The
+// stmatrix epilogue (PrefillLaunch::stsm_epilogue, D 128 / 256) writes the same bytes to the same
+// shared-memory places as the 4-byte stores. Same loads and arithmetic: O and LSE bitwise those of
+// the plain kernel, each form alone and all together with the Q prefetch. Lengths around the tiles,
+// a single partial KV tile (77 keys: the first tile's V rows past the map zeroed after the first S),
+// Sq != Sk both ways, every head dim, full and causal.
+class EarlyLoadsMode {
+ public:
+  explicit EarlyLoadsMode(int mode) { sm90_engine::set_prefill_early_loads_mode(mode); }
+  ~EarlyLoadsMode() { sm90_engine::set_prefill_early_loads_mode(-1); }
+};
+class StsmEpilogueMode {
+ public:
+  explicit StsmEpilogueMode(int mode) { sm90_engine::set_prefill_stsm_epilogue_mode(mode); }
+  ~StsmEpilogueMode() { sm90_engine::set_prefill_stsm_epilogue_mode(-1); }
+};
+
+TEST_F(Sm90Prefill, EarlyLoadsAndStsmEqualPlainBitwise) {
+  const std::vector<std::pair<int, int>> lengths = {{1000, 1000}, {129, 385}, {385, 129}, {100, 77}};
+  struct Form {
+    int early, ahead, stsm;
+  };
+  const Form forms[] = {{1, 0, 0}, {0, 0, 1}, {1, 1, 1}};
+  for (int d : kHeadDims) {
+    for (bool causal : {false, true}) {
+      for (auto [sq, sk] : lengths) {
+        Case c = prefill_case(12, 4, 3, sq, sk, causal);
+        c.d = d;
+        auto p = make_problem(c);
+        HostTensor o0 = like(p->out), l0 = like(p->lse);
+        {
+          EarlyLoadsMode early(0);
+          QAheadMode ahead(0);
+          StsmEpilogueMode stsm(0);
+          ASSERT_TRUE(run_cuda(*p, &o0, &l0, kEngine).ok()) << describe(c);
+        }
+        for (const Form& f : forms) {
+          HostTensor o1 = like(p->out), l1 = like(p->lse);
+          {
+            EarlyLoadsMode early(f.early);
+            QAheadMode ahead(f.ahead);
+            StsmEpilogueMode stsm(f.stsm);
+            ASSERT_TRUE(run_cuda(*p, &o1, &l1, kEngine).ok()) << describe(c);
+          }
+          const std::string form = " (early loads " + std::to_string(f.early) + ", Q prefetch " +
+                                   std::to_string(f.ahead) + ", stmatrix epilogue " + std::to_string(f.stsm) + ")";
+          EXPECT_TRUE(bitwise_equal(o0, o1)) << describe(c) << ": O differs" << form;
+          EXPECT_TRUE(bitwise_equal(l0, l1)) << describe(c) << ": LSE differs" << form;
+        }
+      }
+    }
+  }
+}
+
+// The paths where the first tile's stale V rows matter, with early first loads (and the stmatrix
+// epilogue) forced, against the reference: seqlens_k with NaN rows past each sequence's length
+// (first tiles of 71 and 129 keys hold them), and varlen K/V (the first tile of a short sequence
+// holds the next sequence's keys; the epilogue's rows past a sequence must not be stored).
+TEST_F(Sm90Prefill, EarlyLoadsStaleRowsAndVarlen) {
+  EarlyLoadsMode on(1);
+  StsmEpilogueMode stsm(1);
+  for (int d : kHeadDims) {
+    for (bool causal : {false, true}) {
+      Case c = prefill_case(8, 2, 3, 150, 300, causal);
+      c.d = d;
+      c.k_lens = {300, 71, 129};
+      expect_ignores_stale_rows(c, kEngine);
+    }
+    Case v = prefill_case(8, 2, 1, 1, 1, true);
+    v.d = d;
+    v.q_varlen = true;
+    v.kv = KvKind::kVarlen;
+    v.q_lens = {129, 1, 0, 300, 128, 77};
+    v.k_lens = {129, 200, 5, 300, 0, 385};
+    check_case(v, kEngine);
+  }
+}
+
 // Varlen Q and K/V (rank-3 maps, coordinates from cu_seqlens): lengths around the tiles, a
 // sequence without queries, one without keys, Sq != Sk per sequence; causal, window, GQA ratios.
 TEST_F(Sm90Prefill, VarlenQAndKv) {

@@ -83,6 +83,16 @@ __device__ __forceinline__ void tma_prefetch_l2_4d(const CUtensorMap* map, int c
                : "memory");
 }
 
+// stmatrix (sm_90): four 8x8 16-bit matrices to shared memory, the inverse of ldmatrix: lanes
+// 8k..8k+7 give the row addresses (16 bytes each) of matrix k, and every lane's register k holds
+// row lane / 4, columns 2 (lane % 4) .. + 1 of matrix k (the mma accumulator layout, packed).
+__device__ __forceinline__ void stmatrix_x4(void* row_address, uint32_t r0, uint32_t r1, uint32_t r2, uint32_t r3) {
+  const auto a = static_cast<uint32_t>(__cvta_generic_to_shared(row_address));
+  asm volatile("stmatrix.sync.aligned.m8n8.x4.shared.b16 [%0], {%1, %2, %3, %4};\n" ::"r"(a), "r"(r0), "r"(r1),
+               "r"(r2), "r"(r3)
+               : "memory");
+}
+
 // Pulls a __grid_constant__ tensor map into the cache ahead of its first use.
 __device__ __forceinline__ void prefetch_tensormap(const CUtensorMap* map) {
   asm volatile("prefetch.tensormap [%0];" ::"l"(reinterpret_cast<uint64_t>(map)) : "memory");

@@ -62,6 +62,12 @@ struct PrefillLaunch {
   // The producer prefetches into L2 the Q tile of the CTA one SM count later in launch order
   // (prefill_kernel.cuh, prefetch_q_ahead; batched Q only). Results are the same either way.
   bool q_prefetch_ahead = false;
+  // Thread 0 issues the CTA's Q and first KV tile right after the barrier init, before the CTA's
+  // __syncthreads (prefill_kernel.cuh, issue_first_loads). Results are the same either way.
+  bool early_first_loads = false;
+  // The staged epilogue writes O into shared memory with stmatrix instead of 4-byte stores
+  // (prefill_kernel.cuh, store_o_staged). Results are the same either way.
+  bool stsm_epilogue = false;
 };
 
 // Runs the prefill kernel (grid: m_blocks, Hq, B, or Hq, m_blocks, B with l.heads_fastest);
@@ -74,6 +80,17 @@ Status launch_prefill(const cuda_engine::KernelParams& p, const PrefillLaunch& l
 // 0 off, 1 on.
 void set_prefill_q_ahead_mode(int mode);
 bool prefill_q_ahead();
+
+// The early first loads of the prefill kernel (PrefillLaunch::early_first_loads), the same kind of
+// switch: -1 from GROUPATTN_SM90_PREFILL_EARLY_LOADS ("1": on; read at the first call, default off),
+// 0 off, 1 on.
+void set_prefill_early_loads_mode(int mode);
+bool prefill_early_loads();
+
+// The stmatrix epilogue (PrefillLaunch::stsm_epilogue), the same kind of switch:
+// GROUPATTN_SM90_PREFILL_STSM_EPILOGUE ("1": on; default off).
+void set_prefill_stsm_epilogue_mode(int mode);
+bool prefill_stsm_epilogue();
 
 // The prefill kernel of one head dim (64, 128 or 256).
 template <class T, int kHeadDim>

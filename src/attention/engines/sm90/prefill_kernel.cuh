@@ -63,6 +63,11 @@ inline constexpr int kLaunchQAhead = 2;
 // warpgroup the second exits) instead of section 21's (with one consumer warpgroup the second widens
 // V). The A/B switch of docs/DECODE_SM90.md section 21 (GROUPATTN_SM90_FP8_CONVERTER_WGS=1).
 inline constexpr int kLaunchFp8OneConverterWg = 4;
+// Prefill: thread 0 issues Q and the first KV tile before the CTA's __syncthreads
+// (prefill_detail::issue_first_loads; PrefillLaunch::early_first_loads).
+inline constexpr int kLaunchEarlyLoads = 8;
+// Prefill: the staged epilogue writes O into shared memory with stmatrix (store_o_staged).
+inline constexpr int kLaunchStsmEpilogue = 16;
 
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
 namespace prefill_detail {
@@ -107,6 +112,8 @@ struct Smem {
   __device__ uint64_t* k_empty(int stage) const { return k_full(Traits::kKSlots) + stage; }
   __device__ uint64_t* fp8_full(int slot) const { return k_full(2 * Traits::kKSlots) + slot; }
   __device__ uint64_t* fp8_empty(int slot) const { return fp8_full(Traits::kFp8Stages) + slot; }
+  // Traits::kFirstKBarrier: the first KV tile's K with early first loads (after every other barrier).
+  __device__ uint64_t* first_k_full() const { return fp8_full(2 * Traits::kFp8Stages); }
 };
 
 // A CTA's work: a 128-row query tile of one query head of one sequence (packed decode: 128
@@ -312,23 +319,60 @@ __device__ __forceinline__ void produce_split_tile(const Smem<Traits>& sm, const
                     w.kv_outer, sm.full(stage));
 }
 
-// Producer (one elected thread): the work's Q (packed decode: the consumers load it), then its KV
-// tiles into the ring.
+// The work's Q (prefill), on q_full.
 template <class Traits>
-__device__ void produce(const KernelParams& p, const Smem<Traits>& sm, const CUtensorMap* tq, const CUtensorMap* tk,
-                        const CUtensorMap* tv, const Work& w) {
-  if (!w.has_tiles()) return;
-  if constexpr (!Traits::kPackedDecode) {
-    hw::mbar_arrive_expect_tx(sm.q_full(), static_cast<uint32_t>(Traits::kQBytes));
-    for (int db = 0; db < Traits::kDBlocks; ++db) {
-      for (int wg = 0; wg < Traits::kConsumerWgs; ++wg) {
-        hw::tma_load_4d(sm.q() + db * Traits::kQBlockBytes + wg * Traits::kRowsPerWg * 128, tq,
-                        db * Traits::kSwizzleElems, w.h, w.q_row0 + w.m0 + wg * Traits::kRowsPerWg, w.q_outer,
-                        sm.q_full());
-      }
+__device__ __forceinline__ void load_q(const Smem<Traits>& sm, const CUtensorMap* tq, const Work& w) {
+  hw::mbar_arrive_expect_tx(sm.q_full(), static_cast<uint32_t>(Traits::kQBytes));
+  for (int db = 0; db < Traits::kDBlocks; ++db) {
+    for (int wg = 0; wg < Traits::kConsumerWgs; ++wg) {
+      hw::tma_load_4d(sm.q() + db * Traits::kQBlockBytes + wg * Traits::kRowsPerWg * 128, tq,
+                      db * Traits::kSwizzleElems, w.h, w.q_row0 + w.m0 + wg * Traits::kRowsPerWg, w.q_outer,
+                      sm.q_full());
     }
   }
-  for (int blk = w.blk_begin, it = 0; blk < w.blk_end; ++blk, ++it) {
+}
+
+// One K or V tile (prefill, 16-bit): kDBlocks boxes of rows row .. row + kBlockN - 1 into dst, on bar
+// (the caller expects the bytes).
+template <class Traits>
+__device__ __forceinline__ void load_kv_half(unsigned char* dst, const CUtensorMap* map, const Work& w, int row,
+                                             uint64_t* bar) {
+  for (int db = 0; db < Traits::kDBlocks; ++db)
+    hw::tma_load_4d(dst + db * Traits::kKvBoxBytes, map, db * Traits::kSwizzleElems, w.kvh, row, w.kv_outer, bar);
+}
+
+// Early first loads (Traits::kEarlyFirstLoads, kLaunchEarlyLoads): thread 0, right after it has
+// initialised the barriers and before the CTA's __syncthreads, issues the work's Q and its first KV
+// tile into stage 0 (the producer then starts at the second tile). The stamps (docs/PREFILL_SM90.md,
+// "Where a short CTA's time goes") put ~0.85 us between a CTA's entry and the producer's first TMA
+// (the CTA barrier waits for every warp; then setmaxnreg and the producer's index math), all of it
+// before the first S product. Q and K come first and K lands on its own barrier (first_k_full;
+// split K/V stages: k_full(0)), so the first S product waits for Q + K (64 KB at D 128) instead of
+// Q + K + V (96 KB); V's 32 KB land under it (consume waits for full(0) after the first softmax).
+// The same loads as the producer's, in the same order: results are bitwise those of the plain form.
+template <class Traits>
+__device__ __forceinline__ void issue_first_loads(const Smem<Traits>& sm, const CUtensorMap* tq,
+                                                  const CUtensorMap* tk, const CUtensorMap* tv, const Work& w) {
+  hw::fence_proxy_async_smem();  // the barrier inits above before the async proxy completes on them
+  load_q<Traits>(sm, tq, w);
+  const int row = w.kv_row0 + w.blk_begin * Traits::kBlockN;
+  uint64_t* const k_bar = Traits::kSplitKv ? sm.k_full(0) : sm.first_k_full();
+  hw::mbar_arrive_expect_tx(k_bar, static_cast<uint32_t>(Traits::kTileBytes));
+  load_kv_half<Traits>(sm.k(0), tk, w, row, k_bar);
+  hw::mbar_arrive_expect_tx(sm.full(0), static_cast<uint32_t>(Traits::kTileBytes));
+  load_kv_half<Traits>(sm.v(0), tv, w, row, sm.full(0));
+}
+
+// Producer (one elected thread): the work's Q (packed decode: the consumers load it), then its KV
+// tiles into the ring, from tile index first_it (1: issue_first_loads issued Q and tile 0).
+template <class Traits>
+__device__ void produce(const KernelParams& p, const Smem<Traits>& sm, const CUtensorMap* tq, const CUtensorMap* tk,
+                        const CUtensorMap* tv, const Work& w, int first_it) {
+  if (!w.has_tiles()) return;
+  if constexpr (!Traits::kPackedDecode) {
+    if (first_it == 0) load_q<Traits>(sm, tq, w);
+  }
+  for (int blk = w.blk_begin + first_it, it = first_it; blk < w.blk_end; ++blk, ++it) {
     const int stage = it % Traits::kStages;
     if constexpr (Traits::kSplitKv) {
       hw::mbar_wait(sm.k_empty(stage), (static_cast<uint32_t>(it / Traits::kStages) & 1u) ^ 1u);
@@ -348,12 +392,8 @@ __device__ void produce(const KernelParams& p, const Smem<Traits>& sm, const CUt
     }
     hw::mbar_arrive_expect_tx(sm.full(stage), static_cast<uint32_t>(Traits::kStageBytes));
     const int row = w.kv_row0 + blk * Traits::kBlockN;
-    for (int db = 0; db < Traits::kDBlocks; ++db)
-      hw::tma_load_4d(sm.k(stage) + db * Traits::kKvBoxBytes, tk, db * Traits::kSwizzleElems, w.kvh, row, w.kv_outer,
-                      sm.full(stage));
-    for (int db = 0; db < Traits::kDBlocks; ++db)
-      hw::tma_load_4d(sm.v(stage) + db * Traits::kKvBoxBytes, tv, db * Traits::kSwizzleElems, w.kvh, row, w.kv_outer,
-                      sm.full(stage));
+    load_kv_half<Traits>(sm.k(stage), tk, w, row, sm.full(stage));
+    load_kv_half<Traits>(sm.v(stage), tv, w, row, sm.full(stage));
   }
 }
 
@@ -646,21 +686,47 @@ __device__ __forceinline__ void load_packed_q(const KernelParams& p, const Work&
 template <class Traits>
 __device__ __forceinline__ void store_o_staged(const KernelParams& p, const Work& w, const Smem<Traits>& sm,
                                                float (&o)[Traits::kDBlocks][32], const float (&inv)[2],
-                                               int wg, int warp_in_wg, int lane) {
+                                               int wg, int warp_in_wg, int lane, bool stsm) {
   using T = typename Traits::Element;
   using Store = ::groupattn::cuda::MmaType<T>;
   // Row n of d block db at rows + db * kQBlockBytes + n * 128; the thread's rows: n0 and n0 + 8.
   unsigned char* rows = sm.q() + wg * Traits::kRowsPerWg * 128;
-  const int n0 = 16 * warp_in_wg + lane / 4;
+  // Not at D 64: its consumers' 160 registers spilled 20 bytes with both forms compiled in.
+  if (Traits::kConsumerWgs == 2 && stsm) {
+    // stmatrix (kLaunchStsmEpilogue): 8-column block j of the warp's 16 rows is two 8x8 matrices
+    // (rows 0-7: registers 4j, 4j + 1; rows 8-15: 4j + 2, 4j + 3, packed), each lane holding its
+    // row lane / 4, columns 2 (lane % 4) .. + 1 as stmatrix expects; one x4 stores blocks 2q and
+    // 2q + 1. Lane l addresses row 16 warp_in_wg + l % 8 + 8 ((l / 8) % 2) of block 2q + l / 16,
+    // whose 16-byte chunk sits at (2q + l / 16) ^ (l % 8) = c0 ^ 2q: the same bytes at the same
+    // places as the 4-byte stores below, 8 instructions per d block instead of 32 and their
+    // addresses (D 128 at 1.45 us per epilogue in the stamps; ~670 SASS instructions).
+    const int n = 16 * warp_in_wg + (lane & 7) + 8 * ((lane >> 3) & 1);
+    const int c0 = (lane >> 4) ^ (lane & 7);
+    unsigned char* row = rows + n * 128;
 #pragma unroll
-  for (int hh = 0; hh < Traits::kDBlocks; ++hh) {
+    for (int hh = 0; hh < Traits::kDBlocks; ++hh) {
 #pragma unroll
-    for (int i = 0; i < 32; i += 2) {
-      const int n = n0 + 8 * acc_half(i), col = acc_col(i, lane);
-      const float scale = inv[acc_half(i)];
-      unsigned char* dst =
-          rows + hh * Traits::kQBlockBytes + n * 128 + (((col / 8) ^ (n % 8)) * 16) + (col % 8) * 2;
-      *reinterpret_cast<uint32_t*>(dst) = Store::pack(o[hh][i] * scale, o[hh][i + 1] * scale);
+      for (int q = 0; q < 4; ++q) {
+        const int i0 = 8 * q, i1 = 8 * q + 4;  // registers of blocks 2q and 2q + 1
+        hw::stmatrix_x4(row + hh * Traits::kQBlockBytes + ((c0 ^ (2 * q)) << 4),
+                        Store::pack(o[hh][i0] * inv[0], o[hh][i0 + 1] * inv[0]),
+                        Store::pack(o[hh][i0 + 2] * inv[1], o[hh][i0 + 3] * inv[1]),
+                        Store::pack(o[hh][i1] * inv[0], o[hh][i1 + 1] * inv[0]),
+                        Store::pack(o[hh][i1 + 2] * inv[1], o[hh][i1 + 3] * inv[1]));
+      }
+    }
+  } else {
+    const int n0 = 16 * warp_in_wg + lane / 4;
+#pragma unroll
+    for (int hh = 0; hh < Traits::kDBlocks; ++hh) {
+#pragma unroll
+      for (int i = 0; i < 32; i += 2) {
+        const int n = n0 + 8 * acc_half(i), col = acc_col(i, lane);
+        const float scale = inv[acc_half(i)];
+        unsigned char* dst =
+            rows + hh * Traits::kQBlockBytes + n * 128 + (((col / 8) ^ (n % 8)) * 16) + (col % 8) * 2;
+        *reinterpret_cast<uint32_t*>(dst) = Store::pack(o[hh][i] * scale, o[hh][i + 1] * scale);
+      }
     }
   }
   constexpr uint32_t kBarOut = 6;  // + wg: the warpgroup's own rows, its own barrier
@@ -691,7 +757,7 @@ __device__ __forceinline__ void store_o_staged(const KernelParams& p, const Work
 // their O and LSE (packed decode with several splits: the split's fp32 partials).
 template <class Traits>
 __device__ void consume(const KernelParams& p, const Work& w, const Smem<Traits>& sm, int wg, int warp_in_wg,
-                        int lane) {
+                        int lane, bool first_k_own, bool stsm_epilogue) {
   const SeqInfo& s = w.s;
   const int m0 = w.m0, blk_begin = w.blk_begin, blk_end = w.blk_end;
   using T = typename Traits::Element;
@@ -899,7 +965,13 @@ __device__ void consume(const KernelParams& p, const Work& w, const Smem<Traits>
     float alpha[2];
     if (pingpong && wg == last_wg) hw::named_bar_arrive(turn_bar(0), kTurnThreads);
     int prev_stage = 0;
-    wait_k(blk_begin, 0, 0);
+    // Early first loads (issue_first_loads) with combined stage barriers: tile 0's K has its own
+    // barrier, and its V (full(0), then its stale rows zeroed) is waited for after the first softmax.
+    if (Traits::kFirstKBarrier && first_k_own) {
+      hw::mbar_wait(sm.first_k_full(), 0u);
+    } else {
+      wait_k(blk_begin, 0, 0);
+    }
     GA_PREFILL_STAMP(wg == 0 && warp_in_wg == 0 && lane == 0, kFirstK);
     hw::fence_regs(sacc);
     turn_begin();
@@ -914,6 +986,9 @@ __device__ void consume(const KernelParams& p, const Work& w, const Smem<Traits>
     release_k(prev_stage);
     softmax_tile(blk_begin, alpha);  // O is still zero: nothing to rescale
     pack_p(pfrag);
+    // Where the next tile's wait_k (and its stale-V barrier) sits: between the turns, every
+    // consumer warpgroup passes it after its first turn.
+    if (Traits::kFirstKBarrier && first_k_own) wait_k(blk_begin, 0, 0);
     // Traits::kPinnedOverlap: tile blk's K is waited for at the end of the previous iteration,
     // between the softmax and wgmma_wait<0>, so that ptxas cannot hoist the wait above the softmax.
     if constexpr (Traits::kPinnedOverlap) {
@@ -997,7 +1072,7 @@ __device__ void consume(const KernelParams& p, const Work& w, const Smem<Traits>
             l > 0.f ? (m_run[r] + log2f(l)) * kLn2 : -INFINITY;
       }
     }
-    store_o_staged<Traits>(p, w, sm, o, inv, wg, warp_in_wg, lane);
+    store_o_staged<Traits>(p, w, sm, o, inv, wg, warp_in_wg, lane, stsm_epilogue);
     GA_PREFILL_STAMP(wg == 0 && warp_in_wg == 0 && lane == 0, kEpiEnd0);
     GA_PREFILL_STAMP(wg == 1 && warp_in_wg == 0 && lane == 0, kEpiEnd1);
     GA_PREFILL_STAMP_NS(wg == 0 && warp_in_wg == 0 && lane == 0, kEndNs);
@@ -1056,6 +1131,7 @@ template <class Traits>
 __device__ void prefill_cta(const KernelParams& p, const CUtensorMap* tq, const CUtensorMap* tk, const CUtensorMap* tv,
                             int flags) {
   const bool heads_fastest = (flags & kLaunchHeadsFastest) != 0;
+  const bool early_loads = Traits::kEarlyFirstLoads && (flags & kLaunchEarlyLoads) != 0;
   extern __shared__ __align__(128) unsigned char smem_raw[];
   GA_PREFILL_STAMP(threadIdx.x == 0, kStart);
   GA_PREFILL_STAMP_NS(threadIdx.x == 0, kStartNs);
@@ -1090,7 +1166,14 @@ __device__ void prefill_cta(const KernelParams& p, const CUtensorMap* tq, const 
         hw::mbar_init(sm.fp8_empty(st), Traits::kConverterWarps * (v_converter_wg ? 2u : 1u));
       }
     }
+    if constexpr (Traits::kFirstKBarrier) hw::mbar_init(sm.first_k_full(), 1);
     hw::mbar_init_fence();
+    if constexpr (Traits::kEarlyFirstLoads) {
+      if (early_loads && w.has_tiles()) {
+        GA_PREFILL_STAMP(true, kProducerStart);
+        issue_first_loads<Traits>(sm, tq, tk, tv, w);
+      }
+    }
   }
   if (warp == Traits::kProducerWarp && lane == 0) {
     if constexpr (!Traits::kPackedDecode) hw::prefetch_tensormap(tq);  // (packed decode: no Q map)
@@ -1112,10 +1195,10 @@ __device__ void prefill_cta(const KernelParams& p, const CUtensorMap* tq, const 
           // consumers' allocation put them, and at D 256 (O alone 128 of the consumers' 240)
           // ptxas spilled 4 bytes for the paged lookups (the values are the same: cta_work is a
           // function of the launch and of the lengths, which nothing writes during the kernel).
-          produce<Traits>(p, sm, tq, tk, tv, cta_work<Traits>(p, heads_fastest));
+          produce<Traits>(p, sm, tq, tk, tv, cta_work<Traits>(p, heads_fastest), 0);
         } else {
-          GA_PREFILL_STAMP(true, kProducerStart);
-          produce<Traits>(p, sm, tq, tk, tv, w);
+          GA_PREFILL_STAMP(!early_loads, kProducerStart);
+          produce<Traits>(p, sm, tq, tk, tv, w, early_loads ? 1 : 0);
           GA_PREFILL_STAMP(true, kProducerDone);
           if ((flags & kLaunchQAhead) != 0 && p.cu_seqlens_q == nullptr) prefetch_q_ahead<Traits>(tq, heads_fastest);
         }
@@ -1130,7 +1213,7 @@ __device__ void prefill_cta(const KernelParams& p, const CUtensorMap* tq, const 
     }
     hw::setmaxnreg_inc<Traits::kConsumerRegs>();
     GA_PREFILL_STAMP(warp == 0 && lane == 0, kReady);
-    consume<Traits>(p, w, sm, warp / 4, warp % 4, lane);
+    consume<Traits>(p, w, sm, warp / 4, warp % 4, lane, early_loads, (flags & kLaunchStsmEpilogue) != 0);
   }
 }
 
@@ -1138,8 +1221,9 @@ __device__ void prefill_cta(const KernelParams& p, const CUtensorMap* tq, const 
 #endif  // __CUDA_ARCH_FEAT_SM90_ALL
 
 // flags: kLaunchHeadsFastest, the grid is (Hq, m_blocks, B) instead of (m_blocks,
-// Hq, B); kLaunchQAhead, prefetch_q_ahead (PrefillLaunch). Packed decode: kLaunchFp8OneConverterWg
-// or 0.
+// Hq, B); kLaunchQAhead, prefetch_q_ahead; kLaunchEarlyLoads, issue_first_loads;
+// kLaunchStsmEpilogue, store_o_staged with stmatrix (PrefillLaunch).
+// Packed decode: kLaunchFp8OneConverterWg or 0.
 template <class Traits>
 __global__ void __launch_bounds__(Traits::kThreads, 1)
     sm90_prefill_kernel(const cuda_engine::KernelParams p, const __grid_constant__ CUtensorMap tmap_q,
@@ -1164,7 +1248,8 @@ Status launch_prefill_traits(const cuda_engine::KernelParams& p, const PrefillLa
   const auto m_blocks = static_cast<unsigned>(p.m_blocks), heads = static_cast<unsigned>(p.heads_q);
   const dim3 grid(l.heads_fastest ? heads : m_blocks, l.heads_fastest ? m_blocks : heads,
                   static_cast<unsigned>(p.batch));
-  const int flags = (l.heads_fastest ? kLaunchHeadsFastest : 0) | (l.q_prefetch_ahead ? kLaunchQAhead : 0);
+  const int flags = (l.heads_fastest ? kLaunchHeadsFastest : 0) | (l.q_prefetch_ahead ? kLaunchQAhead : 0) |
+                    (l.early_first_loads ? kLaunchEarlyLoads : 0) | (l.stsm_epilogue ? kLaunchStsmEpilogue : 0);
   kernel<<<grid, Traits::kThreads, Traits::kSmemBytes, stream>>>(
       p, *static_cast<const CUtensorMap*>(l.q_tmap), *static_cast<const CUtensorMap*>(l.k_tmap),
       *static_cast<const CUtensorMap*>(l.v_tmap), flags);

@@ -21,14 +21,16 @@ enum Slot : int {
   kStart,          // clock64 at kernel entry (thread 0)
   kReady,          // consumer warpgroup 0 after __syncthreads and setmaxnreg.inc
   kQLanded,        // warpgroup 0: q_full completed
-  kFirstK,         // warpgroup 0: the first KV stage completed (K and V of tile blk_begin)
+  kFirstK,         // warpgroup 0: the first KV stage completed (K and V of tile blk_begin; with
+                   // early first loads, or split K/V at D 256: K of tile blk_begin)
   kFirstS0,        // warpgroup 0: the first S product done (wgmma_wait<0>)
   kFirstS1,        // warpgroup 1: the same
   kLoopEnd0,       // warpgroup 0: last O product done and its stage released (before the epilogue)
   kLoopEnd1,       // warpgroup 1
   kEpiEnd0,        // warpgroup 0: last O store issued
   kEpiEnd1,        // warpgroup 1
-  kProducerStart,  // producer thread after setmaxnreg.dec, before its first TMA
+  kProducerStart,  // before the CTA's first TMA: the producer thread after setmaxnreg.dec, or
+                   // (early first loads) thread 0 after the barrier init, before the CTA barrier
   kProducerDone,   // producer thread: last TMA issued
   kEndNs,          // %globaltimer after warpgroup 0's epilogue
   kTiles,          // blk_end - blk_begin (value, not a time)
@@ -40,7 +42,10 @@ enum Slot : int {
 #if defined(GROUPATTN_PREFILL_PHASE_STAMPS) && defined(__CUDACC__)
 namespace groupattn::sm90_engine::prefill_stamps {
 
-// Set by the driver (cudaMemcpyToSymbol); null: the kernel stamps nothing.
+// Set by the driver (cudaMemcpyToSymbol); null: the kernel stamps nothing. Each stamp reads it with
+// a global load (SASS: LDG, also when declared __constant__, nvcc 13) that the store then waits
+// for: thread 0 makes four before the barrier init, so the prologue phases include up to four load
+// latencies (L1 hits when the line survived the previous CTA) in both early-loads modes alike.
 __device__ unsigned long long* g_stamps = nullptr;
 
 __device__ __forceinline__ unsigned long long clock_now() {

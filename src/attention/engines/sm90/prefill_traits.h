@@ -190,7 +190,15 @@ struct PrefillTraits {
   static constexpr int kBarOffset = kFp8Offset + kFp8Stages * kFp8StageBytes;
   // q_full, full[], empty[]; fp8 and kSplitKv: full[] / empty[] are the V tiles', then
   // k_full[kKSlots], k_empty[kKSlots]; fp8: then fp8_full[], fp8_empty[].
-  static constexpr int kBarBytes = (1 + 2 * kStages + 2 * kKSlots + 2 * kFp8Stages) * 8;
+  // kEarlyFirstLoads: prefill (16-bit K/V) can have thread 0 issue the CTA's Q and first KV tile
+  // right after it initialises the barriers, before the CTA's __syncthreads and setmaxnreg
+  // (PrefillLaunch::early_first_loads). kFirstKBarrier: with combined stage barriers the first
+  // tile's K then lands on a barrier of its own (first_k_full, after every other barrier), so the
+  // first S product waits for Q and K only; split K/V stages have that already (k_full).
+  static constexpr bool kEarlyFirstLoads = !kPackedDecode && !kFp8Kv;
+  static constexpr bool kFirstKBarrier = kEarlyFirstLoads && !kSplitKv;
+  static constexpr int kBarBytes =
+      (1 + 2 * kStages + 2 * kKSlots + 2 * kFp8Stages + (kFirstKBarrier ? 1 : 0)) * 8;
   static constexpr size_t kSmemBytes = static_cast<size_t>(kBarOffset + kBarBytes) + 1024;  // + alignment slack
   // fp8: the converter warps (the whole producer warpgroup; thread u widens key row u of a tile).
   static constexpr int kConverterWarps = kFp8Kv ? 4 : 0;

@@ -32,6 +32,10 @@ using sm90_engine::kMaxNewTokens;
 
 // sm90_engine::set_prefill_q_ahead_mode: -1 the environment, 0 off, 1 on.
 std::atomic<int> g_q_ahead_mode{-1};
+// sm90_engine::set_prefill_early_loads_mode: -1 the environment, 0 off, 1 on.
+std::atomic<int> g_early_loads_mode{-1};
+// sm90_engine::set_prefill_stsm_epilogue_mode: -1 the environment, 0 off, 1 on.
+std::atomic<int> g_stsm_epilogue_mode{-1};
 
 class Sm90PrefillAttention final : public AttentionEngine {
  public:
@@ -119,6 +123,8 @@ class Sm90PrefillAttention final : public AttentionEngine {
     const int64_t kv_seq_bytes = 2 * seq_k * kp.heads_kv * head_dim * 2;
     launch.heads_fastest = varying && kv_seq_bytes <= (int64_t{16} << 20) && kp.m_blocks <= kMaxGridYZ;
     launch.q_prefetch_ahead = sm90_engine::prefill_q_ahead();
+    launch.early_first_loads = sm90_engine::prefill_early_loads();
+    launch.stsm_epilogue = sm90_engine::prefill_stsm_epilogue();
     const auto s = static_cast<cudaStream_t>(stream);
     if (p.q.dtype == DType::kBF16) return sm90_engine::launch_prefill<__nv_bfloat16>(kp, launch, s);
     return sm90_engine::launch_prefill<__half>(kp, launch, s);
@@ -140,6 +146,38 @@ bool prefill_q_ahead() {
     return e != nullptr && std::atoi(e) != 0;
   }();
   const int mode = g_q_ahead_mode.load(std::memory_order_relaxed);
+  return mode < 0 ? from_env : mode > 0;
+}
+
+void set_prefill_early_loads_mode(int mode) {
+  g_early_loads_mode.store(mode < 0 ? -1 : (mode > 0 ? 1 : 0));
+}
+
+// GROUPATTN_SM90_PREFILL_EARLY_LOADS=1: thread 0 issues Q and the first KV tile before the CTA's
+// __syncthreads (PrefillLaunch::early_first_loads; docs/PREFILL_SM90.md, "The prologue's first
+// loads"). Off by default until the A/B on the H200 shows it pays; results are bitwise the same.
+bool prefill_early_loads() {
+  static const bool from_env = [] {
+    const char* e = std::getenv("GROUPATTN_SM90_PREFILL_EARLY_LOADS");
+    return e != nullptr && std::atoi(e) != 0;
+  }();
+  const int mode = g_early_loads_mode.load(std::memory_order_relaxed);
+  return mode < 0 ? from_env : mode > 0;
+}
+
+void set_prefill_stsm_epilogue_mode(int mode) {
+  g_stsm_epilogue_mode.store(mode < 0 ? -1 : (mode > 0 ? 1 : 0));
+}
+
+// GROUPATTN_SM90_PREFILL_STSM_EPILOGUE=1: O into shared memory with stmatrix in the staged epilogue
+// (PrefillLaunch::stsm_epilogue; docs/PREFILL_SM90.md, "The prologue's first loads"). Off by default
+// until measured; results are bitwise the same.
+bool prefill_stsm_epilogue() {
+  static const bool from_env = [] {
+    const char* e = std::getenv("GROUPATTN_SM90_PREFILL_STSM_EPILOGUE");
+    return e != nullptr && std::atoi(e) != 0;
+  }();
+  const int mode = g_stsm_epilogue_mode.load(std::memory_order_relaxed);
   return mode < 0 ? from_env : mode > 0;
 }
 
