@@ -12,9 +12,9 @@
 //   build-gpu/prefill-phase-stamps [--heads 64/8] [--head-dim 128|256] [--batch 8] [--seq-len 2048]
 //                                  [--mode both|causal|full] [--sms 0,1,66] [--ctas 8]
 //   GROUPATTN_SM90_PREFILL_Q_AHEAD=1 in the environment: the form that prefetches a later CTA's Q;
-//   GROUPATTN_SM90_PREFILL_EARLY_LOADS=1: thread 0 issues Q and the first KV tile before the CTA
+//   GROUPATTN_SM90_PREFILL_EARLY_LOADS (default on, =0 off): thread 0 issues Q and the first KV tile before the CTA
 //   barrier (the "producer's first TMA" stamp is then thread 0's, before that barrier);
-//   GROUPATTN_SM90_PREFILL_STSM_EPILOGUE=1: the staged epilogue's shared-memory writes by stmatrix.
+//   GROUPATTN_SM90_PREFILL_STSM_EPILOGUE (default on, =0 off): the staged epilogue's shared-memory writes by stmatrix.
 #ifndef GROUPATTN_PREFILL_PHASE_STAMPS
 #error "build with -DGROUPATTN_PREFILL_PHASE_STAMPS (see the file's first lines)"
 #endif
@@ -135,9 +135,9 @@ static void run_mode(const Problem& pr, bool causal, const std::vector<int>& sho
   const char* ahead = std::getenv("GROUPATTN_SM90_PREFILL_Q_AHEAD");  // as the engine reads it
   l.q_prefetch_ahead = ahead != nullptr && std::atoi(ahead) != 0;
   const char* early = std::getenv("GROUPATTN_SM90_PREFILL_EARLY_LOADS");
-  l.early_first_loads = early != nullptr && std::atoi(early) != 0;
+  l.early_first_loads = early == nullptr || std::atoi(early) != 0;  // the engine's default: on
   const char* stsm = std::getenv("GROUPATTN_SM90_PREFILL_STSM_EPILOGUE");
-  l.stsm_epilogue = stsm != nullptr && std::atoi(stsm) != 0;
+  l.stsm_epilogue = stsm == nullptr || std::atoi(stsm) != 0;  // the engine's default: on (d 128 / 256)
 
   const int ctas = kp.m_blocks * pr.hq * pr.batch;
   unsigned long long* dbuf;

@@ -82,13 +82,13 @@ void set_prefill_q_ahead_mode(int mode);
 bool prefill_q_ahead();
 
 // The early first loads of the prefill kernel (PrefillLaunch::early_first_loads), the same kind of
-// switch: -1 from GROUPATTN_SM90_PREFILL_EARLY_LOADS ("1": on; read at the first call, default off),
+// switch: -1 from GROUPATTN_SM90_PREFILL_EARLY_LOADS ("0": off; read at the first call, default on),
 // 0 off, 1 on.
 void set_prefill_early_loads_mode(int mode);
 bool prefill_early_loads();
 
 // The stmatrix epilogue (PrefillLaunch::stsm_epilogue), the same kind of switch:
-// GROUPATTN_SM90_PREFILL_STSM_EPILOGUE ("1": on; default off).
+// GROUPATTN_SM90_PREFILL_STSM_EPILOGUE ("0": off; default on).
 void set_prefill_stsm_epilogue_mode(int mode);
 bool prefill_stsm_epilogue();
 

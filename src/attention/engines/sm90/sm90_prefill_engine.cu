@@ -135,50 +135,49 @@ class Sm90PrefillAttention final : public AttentionEngine {
 
 namespace sm90_engine {
 
-void set_prefill_q_ahead_mode(int mode) { g_q_ahead_mode.store(mode < 0 ? -1 : (mode > 0 ? 1 : 0)); }
+namespace {
+// A measurement switch's value from the environment: unset gives `fallback`, else the variable's
+// integer value != 0. Each switch reads it once (a static in its function); tests override it with
+// set_prefill_*_mode (-1 the environment, 0 off, 1 on).
+bool env_switch(const char* name, bool fallback) {
+  const char* e = std::getenv(name);
+  return e == nullptr ? fallback : std::atoi(e) != 0;
+}
+bool switch_value(const std::atomic<int>& mode, bool from_env) {
+  const int m = mode.load(std::memory_order_relaxed);
+  return m < 0 ? from_env : m > 0;
+}
+int clamp_mode(int mode) { return mode < 0 ? -1 : (mode > 0 ? 1 : 0); }
+}  // namespace
+
+void set_prefill_q_ahead_mode(int mode) { g_q_ahead_mode.store(clamp_mode(mode)); }
+void set_prefill_early_loads_mode(int mode) { g_early_loads_mode.store(clamp_mode(mode)); }
+void set_prefill_stsm_epilogue_mode(int mode) { g_stsm_epilogue_mode.store(clamp_mode(mode)); }
 
 // GROUPATTN_SM90_PREFILL_Q_AHEAD=1: the producer prefetches a later CTA's Q into L2
 // (PrefillLaunch::q_prefetch_ahead; docs/PREFILL_SM90.md, "Where a short CTA's time goes"). Off by
-// default until the A/B on the H200 shows it pays; results are bitwise the same either way.
+// default: on top of the early loads it measured +0.05 % (session 9 call 4); bitwise the same.
 bool prefill_q_ahead() {
-  static const bool from_env = [] {
-    const char* e = std::getenv("GROUPATTN_SM90_PREFILL_Q_AHEAD");
-    return e != nullptr && std::atoi(e) != 0;
-  }();
-  const int mode = g_q_ahead_mode.load(std::memory_order_relaxed);
-  return mode < 0 ? from_env : mode > 0;
+  static const bool from_env = env_switch("GROUPATTN_SM90_PREFILL_Q_AHEAD", false);
+  return switch_value(g_q_ahead_mode, from_env);
 }
 
-void set_prefill_early_loads_mode(int mode) {
-  g_early_loads_mode.store(mode < 0 ? -1 : (mode > 0 ? 1 : 0));
-}
-
-// GROUPATTN_SM90_PREFILL_EARLY_LOADS=1: thread 0 issues Q and the first KV tile before the CTA's
-// __syncthreads (PrefillLaunch::early_first_loads; docs/PREFILL_SM90.md, "The prologue's first
-// loads"). Off by default until the A/B on the H200 shows it pays; results are bitwise the same.
+// Thread 0 issues Q and the first KV tile before the CTA's __syncthreads
+// (PrefillLaunch::early_first_loads; docs/PREFILL_SM90.md, "The prologue's first loads"). On by
+// default since session 9 call 4 (with the stmatrix epilogue: -0.75 % GPU time over ten S2048 /
+// S8192 shapes, the whole GPU tier passed with both on); GROUPATTN_SM90_PREFILL_EARLY_LOADS=0 turns
+// it off. Bitwise the same either way.
 bool prefill_early_loads() {
-  static const bool from_env = [] {
-    const char* e = std::getenv("GROUPATTN_SM90_PREFILL_EARLY_LOADS");
-    return e != nullptr && std::atoi(e) != 0;
-  }();
-  const int mode = g_early_loads_mode.load(std::memory_order_relaxed);
-  return mode < 0 ? from_env : mode > 0;
+  static const bool from_env = env_switch("GROUPATTN_SM90_PREFILL_EARLY_LOADS", true);
+  return switch_value(g_early_loads_mode, from_env);
 }
 
-void set_prefill_stsm_epilogue_mode(int mode) {
-  g_stsm_epilogue_mode.store(mode < 0 ? -1 : (mode > 0 ? 1 : 0));
-}
-
-// GROUPATTN_SM90_PREFILL_STSM_EPILOGUE=1: O into shared memory with stmatrix in the staged epilogue
-// (PrefillLaunch::stsm_epilogue; docs/PREFILL_SM90.md, "The prologue's first loads"). Off by default
-// until measured; results are bitwise the same.
+// O into shared memory with stmatrix in the staged epilogue (head dims 128 and 256;
+// PrefillLaunch::stsm_epilogue; docs/PREFILL_SM90.md, "The prologue's first loads"). On by default
+// with the early loads (above); GROUPATTN_SM90_PREFILL_STSM_EPILOGUE=0 turns it off. Bitwise the same.
 bool prefill_stsm_epilogue() {
-  static const bool from_env = [] {
-    const char* e = std::getenv("GROUPATTN_SM90_PREFILL_STSM_EPILOGUE");
-    return e != nullptr && std::atoi(e) != 0;
-  }();
-  const int mode = g_stsm_epilogue_mode.load(std::memory_order_relaxed);
-  return mode < 0 ? from_env : mode > 0;
+  static const bool from_env = env_switch("GROUPATTN_SM90_PREFILL_STSM_EPILOGUE", true);
+  return switch_value(g_stsm_epilogue_mode, from_env);
 }
 
 }  // namespace sm90_engine
