@@ -364,8 +364,10 @@ def provenance(root: str, argv: List[str]) -> Dict:
         "groupattn": {"version": groupattn.__version__, "build_info": groupattn.build_info(),
                       "file": groupattn.__file__, "engines": groupattn.engines()},
         "build_flags": os.environ.get("GROUPATTN_BENCH_BUILD_FLAGS", "not recorded (set GROUPATTN_BENCH_BUILD_FLAGS)"),
-        "env": {k: os.environ[k] for k in ("FLA_DISABLE_BACKEND_DISPATCH", "CUDA_VISIBLE_DEVICES", "GROUPATTN_ENGINE")
-                if k in os.environ},
+        # Every GROUPATTN_* variable: GROUPATTN_ENGINE pins engines, the GROUPATTN_SM90_* switches change
+        # which kernel form runs (docs/DECODE_SM90.md, docs/PREFILL_SM90.md); a run must say which.
+        "env": {k: v for k, v in sorted(os.environ.items())
+                if k.startswith("GROUPATTN_") or k in ("FLA_DISABLE_BACKEND_DISPATCH", "CUDA_VISIBLE_DEVICES")},
         "peers": {},
     }
     try:

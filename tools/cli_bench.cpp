@@ -14,6 +14,8 @@
 #include <string>
 #include <vector>
 
+#include <unistd.h>  // environ
+
 #include "attention/reference.h"
 #include "core/host_timing.h"
 #include "cli_args.h"
@@ -60,6 +62,14 @@ struct BenchOptions {
 };
 
 #if GROUPATTN_WITH_CUDA
+
+// The GROUPATTN_SM90_* measurement switches set in the environment (they change which kernel form
+// runs: docs/DECODE_SM90.md, docs/PREFILL_SM90.md), printed so an A/B log says what it measured.
+void print_kernel_switches() {
+  for (char** e = environ; e != nullptr && *e != nullptr; ++e) {
+    if (std::strncmp(*e, "GROUPATTN_SM90_", 15) == 0) std::printf("  switch: %s\n", *e);
+  }
+}
 
 // Linear-interpolation quantile (bench/harness.py quantile()).
 double quantile(std::vector<double> xs, double q) {
@@ -440,6 +450,7 @@ int bench_problem(const Options& o, const BenchOptions& bo, const std::string& l
   }
   if (Status s = cuda_status(cudaStreamSynchronize(res->stream), "fill inputs"); !s.ok()) return fail(s);
   std::printf("  engine: %s\n", chosen != nullptr ? chosen : "?");
+  print_kernel_switches();
 
   // Correct first: set 0 (outputs NaN-poisoned above) against the fp64 reference on a sample.
   if (Status s = hooks.run(sets[0], ro); !s.ok()) return fail(s);
