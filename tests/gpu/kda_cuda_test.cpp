@@ -371,24 +371,21 @@ TEST_F(KdaCuda, FusedPathAgainstReference) {
       check_run(v, fused, " varlen pool+5 in place");
     }
   }
-  KdaRun z;
-  z.c = base_case();
-  z.c.T = 50;
-  z.c.with_initial = false, z.c.with_final = false;
-  z.setup(410, -1);
-  check_run(z, fused, " no states");
-  KdaRun i;  // initial state only, and final state only
-  i.c = base_case();
-  i.c.T = 30;
-  i.c.with_final = false;
-  i.setup(411, -1);
-  check_run(i, fused, " initial only");
-  KdaRun f;
-  f.c = base_case();
-  f.c.T = 30;
-  f.c.with_initial = false;
-  f.setup(412, -1);
-  check_run(f, fused, " final only");
+  struct States {
+    int64_t T;
+    bool initial, final_state;
+    uint64_t seed;
+    const char* label;
+  };
+  for (const States& st : {States{50, false, false, 410, " no states"}, States{30, true, false, 411, " initial only"},
+                           States{30, false, true, 412, " final only"}}) {
+    KdaRun r;
+    r.c = base_case();
+    r.c.T = st.T;
+    r.c.with_initial = st.initial, r.c.with_final = st.final_state;
+    r.setup(st.seed, -1);
+    check_run(r, fused, st.label);
+  }
   KdaRun st;
   st.c = base_case();
   st.c.T = 37;
