@@ -1,6 +1,6 @@
 // The plan of the decode work-list mode (decode_work_list.h; docs/DECODE_SM90.md section 20), in
 // two forms that give the same entries: fold_list_slot, run by every decode CTA for its own slot
-// (the default, session 10: no launch on the critical path), and the planning kernel below
+// (the default since late session 9: no launch on the critical path), and the planning kernel below
 // (GROUPATTN_SM90_DECODE_WORK_LIST=2, session 9), one CTA of the batch's warps (ceil(B / 32) x 32
 // threads), thread b = sequence b:
 //
@@ -35,6 +35,23 @@ namespace work_list_detail {
 
 inline constexpr int kMaxWarps = kListMaxBatch / 32;
 
+template <bool kMax>
+__device__ __forceinline__ int warp_reduce(int x) {
+  for (int o = 16; o > 0; o /= 2) {
+    const int y = __shfl_xor_sync(0xffffffffu, x, o);
+    x = kMax ? max(x, y) : x + y;
+  }
+  return x;
+}
+
+__device__ __forceinline__ int warp_inclusive_scan(int x, int lane) {
+  for (int o = 1; o < 32; o *= 2) {
+    const int y = __shfl_up_sync(0xffffffffu, x, o);
+    if (lane >= o) x += y;
+  }
+  return x;
+}
+
 // Block reductions of 32-bit integers: shuffles within the warp, then (more than one warp) the warp
 // totals through shared memory. The slots alternate between two rows, so one __syncthreads a
 // reduction suffices: a warp writing row r again has passed the next reduction's barrier, which
@@ -46,10 +63,7 @@ struct BlockReduce {
 
   template <bool kMax>
   __device__ __forceinline__ int run(int x) {
-    for (int o = 16; o > 0; o /= 2) {
-      const int y = __shfl_xor_sync(0xffffffffu, x, o);
-      x = kMax ? max(x, y) : x + y;
-    }
+    x = warp_reduce<kMax>(x);
     if (warps == 1) return x;
     int* r = red + row * kMaxWarps;
     row ^= 1;
@@ -71,23 +85,6 @@ __device__ __forceinline__ int tiles_of(const cuda_engine::KernelParams& p, int 
   return k_len > 0 ? k_len / kBlockKV + (k_len % kBlockKV != 0) : 0;
 }
 
-template <bool kMax>
-__device__ __forceinline__ int warp_reduce(int x) {
-  for (int o = 16; o > 0; o /= 2) {
-    const int y = __shfl_xor_sync(0xffffffffu, x, o);
-    x = kMax ? max(x, y) : x + y;
-  }
-  return x;
-}
-
-__device__ __forceinline__ int warp_inclusive_scan(int x, int lane) {
-  for (int o = 1; o < 32; o *= 2) {
-    const int y = __shfl_up_sync(0xffffffffu, x, o);
-    if (lane >= o) x += y;
-  }
-  return x;
-}
-
 }  // namespace work_list_detail
 
 // One slot of the plan (work-list mode), as the planning kernel below would write it.
@@ -97,7 +94,7 @@ struct ListSlot {
   int begin = 0, end = 0;                // its KV tiles [begin, end)
 };
 
-// The folded plan (docs/DECODE_SM90.md section 20, session 10): one warp (every lane gets the
+// The folded plan (docs/DECODE_SM90.md section 20, late session 9): one warp (every lane gets the
 // answer) computes the same chunk c as decode_work_list_kernel -- the same list_chunk over the
 // same 32-bit tile counts, summed in any order (integers) -- and then only the entry of `slot`:
 //   1. max n, total n, and list_chunk's counts: lane l takes sequences l, l + 32, ... (L1 hits
@@ -189,11 +186,7 @@ __global__ void __launch_bounds__(kMaxThreads)
   const int splits = live ? splits_of(n, c) : 0;
 
   // Exclusive scan of the split counts: within the warp by shuffles, then over the warp totals.
-  int incl = splits;
-  for (int o = 1; o < 32; o *= 2) {
-    const int y = __shfl_up_sync(0xffffffffu, incl, o);
-    if (lane >= o) incl += y;
-  }
+  const int incl = warp_inclusive_scan(splits, lane);
   int before = 0, used = incl;
   if (reduce.warps > 1) {
     int* r = red + reduce.row * kMaxWarps;

@@ -169,7 +169,7 @@ bool use_cluster_reduction(const AttentionParams& p, const Geometry& g, int num_
 // kListMinKvBytes (the planning launch's few us). Depends only on shapes and flags, never on data.
 // GROUPATTN_SM90_DECODE_WORK_LIST (read on every call, so one process can A/B; the same plan,
 // entries and partials either way, bitwise the same O and LSE): unset or any other value, the plan
-// folded into the decode CTAs (decode_work_list.cuh fold_list_slot, session 10); 2, the separate
+// folded into the decode CTAs (decode_work_list.cuh fold_list_slot, late session 9); 2, the separate
 // planning kernel before the decode grid (session 9); 0, no list.
 struct ListPlan {
   bool use = false;
