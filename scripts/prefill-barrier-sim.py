@@ -56,6 +56,13 @@ def cta(m0, q_len, k_len, causal, wl, wr, skip, version, pinned=False, early=Fal
         def turn(last):
             ops.append(('sync', wg))
             if not (last and wg == NWG - 1): ops.append(('arrive', nxt))
+        def passed_tiles():  # the warpgroup's last own tile, then the tiles it passes (turns only)
+            if own < b1: wait_k(own)
+            turn(own == b1); ops.append(('release', own - 1 - b0))
+            for blk in range(own, b1):
+                ops.append(('release', blk - b0))
+                if blk + 1 < b1: wait_k(blk + 1)
+                turn(blk + 1 == b1)
         if wg == NWG - 1: ops.append(('arrive', 0))
         if early:  # issue_first_loads: tile 0's K on first_k_full; its V (full, stale rows) after the first turn
             ops.append(('kfirst',)); turn(False); wait_k(b0)
@@ -67,23 +74,13 @@ def cta(m0, q_len, k_len, causal, wl, wr, skip, version, pinned=False, early=Fal
                 turn(False)
                 if blk + 1 < own: wait_k(blk + 1)
                 ops.append(('release', blk - 1 - b0))
-            if own < b1: wait_k(own)
-            turn(own == b1); ops.append(('release', own - 1 - b0))
-            for blk in range(own, b1):
-                ops.append(('release', blk - b0))
-                if blk + 1 < b1: wait_k(blk + 1)
-                turn(blk + 1 == b1)
+            passed_tiles()
             progs.append(ops)
             continue
         for blk in range(b0 + 1, own):
             wait_k(blk); turn(False); ops.append(('release', blk - 1 - b0))
         if version == 'code':
-            if own < b1: wait_k(own)
-            turn(own == b1); ops.append(('release', own - 1 - b0))
-            for blk in range(own, b1):
-                ops.append(('release', blk - b0))
-                if blk + 1 < b1: wait_k(blk + 1)
-                turn(blk + 1 == b1)
+            passed_tiles()
         else:  # late-wait: the first version of the skip, a passed tile's wait one turn later
             turn(own == b1); ops.append(('release', own - 1 - b0))
             for blk in range(own, b1):
