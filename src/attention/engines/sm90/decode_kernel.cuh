@@ -56,17 +56,11 @@ __device__ void decode_cta(const KernelParams& p, const CUtensorMap* tmap_k, con
   w.split = static_cast<int>(blockIdx.x) % p.num_splits;
   w.kv_group = static_cast<int>(blockIdx.y);
   w.b = static_cast<int>(blockIdx.z);
-  // Work-list mode (p.seq_splits set): slot w.split of the plane names the sequence and tiles.
+  // Work-list mode (p.seq_splits set): slot w.split of the plane names the sequence and tiles,
+  // which every warp computes from the lengths (the same integers; decode_work_list.cuh).
   const bool list = p.seq_splits != nullptr;
   int list_begin = 0, list_end = 0;
-  if (list && p.work_list != nullptr) {  // from the planning kernel (GROUPATTN_SM90_DECODE_WORK_LIST=2)
-    cuda::wait_for_primary();            // (this grid is its programmatic dependent)
-    const int* e = p.work_list + w.split * kListEntryInts;
-    w.b = e[0];
-    if (w.b < 0) return;  // a slot past the plan's last (the grid is sized for the bound)
-    list_begin = e[2];
-    list_end = e[3];
-  } else if (list) {  // folded: every warp plans (the same integers), no launch on the critical path
+  if (list) {
     if (threadIdx.x / 32 == Traits::kProducerWarp && threadIdx.x % 32 == 0) {
       hw::prefetch_tensormap(tmap_k);  // (in flight during the plan)
       hw::prefetch_tensormap(tmap_v);
@@ -331,31 +325,11 @@ Status launch_decode_n(const cuda_engine::KernelParams& params, const DecodeLaun
     // The engine reserves no workspace where its plan (the same code above) said cluster mode.
     return Status(StatusCode::kInternal, "sm90 engine: workspace-mode split without workspace");
   }
-  if (p.seq_splits != nullptr && p.work_list == nullptr) {
-    // Folded plan: an ordinary launch (each CTA plans its own slot), then the combine.
-    kernel<<<grid, Traits::kThreads, Traits::kSmemBytes, stream>>>(p, k_map, v_map);
-    GA_RETURN_IF_ERROR(cuda::last_launch_status("sm90_decode_kernel (work list, folded plan)"));
-    host_timing::mark("launch sm90_decode_kernel (work list, folded plan)");
-    const Status combined = launch_split_combine<T, kHeadDim>(p, stream);
-    host_timing::mark("launch combine_kernel");
-    return combined;
-  }
-  if (p.work_list != nullptr) {
-    // The planner, then the decode grid as its programmatic dependent (decode_work_list.cuh).
-    GA_RETURN_IF_ERROR(launch_decode_work_list(p, p.list_plane_wave, stream));
-    host_timing::mark("launch decode_work_list_kernel");
-    GA_RETURN_IF_ERROR(cuda::launch_maybe_pdl(kernel, grid, dim3(Traits::kThreads), Traits::kSmemBytes, stream,
-                                              /*use_pdl=*/true, "launching sm90_decode_kernel (work list)", p,
-                                              k_map, v_map));
-    host_timing::mark("launch sm90_decode_kernel (work list)");
-    const Status combined = launch_split_combine<T, kHeadDim>(p, stream);
-    host_timing::mark("launch combine_kernel");
-    return combined;
-  }
   kernel<<<grid, Traits::kThreads, Traits::kSmemBytes, stream>>>(p, k_map, v_map);
   GA_RETURN_IF_ERROR(cuda::last_launch_status("sm90_decode_kernel"));
   host_timing::mark("launch sm90_decode_kernel");
-  if (p.num_splits == 1) return Status::Ok();
+  // (Work-list mode: every sequence's splits go through the combine, num_splits is the slot bound.)
+  if (p.num_splits == 1 && p.seq_splits == nullptr) return Status::Ok();
   const Status combined = launch_split_combine<T, kHeadDim>(p, stream);
   host_timing::mark("launch combine_kernel");
   return combined;
