@@ -459,7 +459,8 @@ size_t work_list_workspace_bytes(int64_t slots, int64_t batch, int64_t hq, int64
 }
 
 // Forces the work list on or off for a scope (sm90_engine::set_decode_work_list_mode).
-struct WorkListMode {
+class WorkListMode {
+ public:
   explicit WorkListMode(int mode) { sm90_engine::set_decode_work_list_mode(mode); }
   ~WorkListMode() { sm90_engine::set_decode_work_list_mode(-1); }
 };
@@ -521,6 +522,51 @@ TEST_F(Sm90Decode, WorkListFoldedPlanAgainstReferenceAndRepeatable) {
       }
       if (mode == 1) expect_repeatable(c, 3);
     }
+  }
+}
+
+// The work list's two grid orders (KernelParams::list_heads_fastest: (Hkv, m_blocks x slots, 1), the
+// default, against session 9's (m_blocks x slots, Hkv, 1)) run the same CTAs on the same slots:
+// bitwise the same O and LSE. Several KV heads (the order only changes there), one wave and several
+// waves, and two column blocks (16/2 with 6 new tokens: 48 columns in tiles of 32; pages of 16 keep
+// it in the swap-AB form), each against the fp64 reference too.
+class ListHeadsFastestMode {
+ public:
+  explicit ListHeadsFastestMode(int mode) { sm90_engine::set_decode_list_heads_fastest_mode(mode); }
+  ~ListHeadsFastestMode() { sm90_engine::set_decode_list_heads_fastest_mode(-1); }
+};
+
+TEST_F(Sm90Decode, WorkListGridOrdersBitwise) {
+  // hq, hkv, d, new tokens, longest length, page (0: batched)
+  const std::vector<std::tuple<int64_t, int64_t, int64_t, int, int, int>> shapes = {
+      {64, 8, 128, 1, 8192, 64},
+      {32, 2, 64, 1, 32768, 0},
+      {32, 2, 256, 1, 16384, 64},
+      {16, 2, 128, 6, 32768, 16}};
+  for (auto [hq, hkv, d, tokens, longest, page] : shapes) {
+    Case c = decode_case(hq, hkv, tokens, work_list_lens(longest), d);
+    c.kv = page > 0 ? KvKind::kPaged : KvKind::kBatched;
+    c.page_size = std::max(page, 64);
+    c.num_splits = 0;
+    c.seed = static_cast<uint64_t>(d + page + tokens);
+    if (page > 0) {
+      expect_paged_ignores_stale_rows(c);
+    } else {
+      check_case(c, kEngine);
+    }
+    auto p = make_problem(c);
+    HostTensor o_heads = like(p->out), l_heads = like(p->lse), o_planes = like(p->out),
+               l_planes = like(p->lse);
+    {
+      ListHeadsFastestMode forced(1);
+      ASSERT_TRUE(run_cuda(*p, &o_heads, &l_heads, kEngine).ok()) << describe(c);
+    }
+    {
+      ListHeadsFastestMode forced(0);
+      ASSERT_TRUE(run_cuda(*p, &o_planes, &l_planes, kEngine).ok()) << describe(c);
+    }
+    EXPECT_TRUE(bitwise_equal(o_heads, o_planes) && bitwise_equal(l_heads, l_planes))
+        << describe(c) << ": the work list's grid orders differ";
   }
 }
 

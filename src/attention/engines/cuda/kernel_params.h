@@ -68,8 +68,12 @@ struct KernelParams {
   // sequence; the combine then reads sequence b's splits at slots first.. (partial row slot x
   // partial_rows + token x Hq + head, partial_rows = seqlen_q x Hq) instead of splits
   // 0..num_splits - 1.
+  // list_heads_fastest (only with seq_splits): the grid is (Hkv, m_blocks x num_splits, 1), so
+  // the Hkv CTAs of a slot are adjacent in launch order and the empty slots come last
+  // (docs/DECODE_SM90.md section 20, "The uniform 64/8 row").
   const int32_t* seq_splits = nullptr;
   int list_plane_wave = 0;
+  bool list_heads_fastest = false;
   // FP8 KV cache (the sm90 decode engine's experimental fp8 path): dequantization scales per
   // (sequence, KV head), fp32 element strides; nullptr when the cache is not fp8.
   const float* k_scale = nullptr;

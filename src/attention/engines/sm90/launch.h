@@ -98,6 +98,11 @@ bool prefill_stsm_epilogue();
 void set_decode_work_list_mode(int mode);
 bool decode_work_list();
 
+// The work list's grid order (KernelParams::list_heads_fastest), the same kind of switch:
+// GROUPATTN_SM90_DECODE_LIST_HEADS_FASTEST ("0": off, the plane-major grid; default on).
+void set_decode_list_heads_fastest_mode(int mode);
+bool decode_list_heads_fastest();
+
 // The prefill kernel of one head dim (64, 128 or 256).
 template <class T, int kHeadDim>
 Status launch_prefill_head_dim(const cuda_engine::KernelParams& p, const PrefillLaunch& l, cudaStream_t stream);

@@ -348,6 +348,8 @@ class Sm90Attention final : public AttentionEngine {
       auto* counts = static_cast<char*>(workspace) + list_partials_bytes(list, g);
       kp.seq_splits = reinterpret_cast<int32_t*>(counts);
       kp.list_plane_wave = list.plane_wave;
+      kp.list_heads_fastest =
+          sm90_engine::decode_list_heads_fastest() && list.slots * g.m_blocks <= kMaxGridYZ;
     }
     // A split run has a workspace unless workspace_bytes planned the cluster mode (the launcher
     // takes it then; its workspace-mode fallback checks for the partials' buffers itself).
@@ -398,18 +400,30 @@ class Sm90Attention final : public AttentionEngine {
 
 // sm90_engine::set_decode_work_list_mode: -1 the environment, 0 off, 1 on.
 std::atomic<int> g_work_list_mode{-1};
+// sm90_engine::set_decode_list_heads_fastest_mode: -1 the environment, 0 off, 1 on.
+std::atomic<int> g_list_heads_fastest_mode{-1};
 
 }  // namespace
 
 namespace sm90_engine {
 
 void set_decode_work_list_mode(int mode) { g_work_list_mode.store(clamp_mode(mode)); }
+void set_decode_list_heads_fastest_mode(int mode) { g_list_heads_fastest_mode.store(clamp_mode(mode)); }
 
 // GROUPATTN_SM90_DECODE_WORK_LIST=0 turns the work list off (an A/B in one process); unset or any
 // other integer, on. Read once (host cost per call, issue 11).
 bool decode_work_list() {
   static const bool from_env = env_switch("GROUPATTN_SM90_DECODE_WORK_LIST", true);
   return switch_value(g_work_list_mode, from_env);
+}
+
+// The work list's grid with the KV head fastest (KernelParams::list_heads_fastest): on by default
+// (session 10, UNVERIFIED on GPU: predicted to remove most of the 64/8 uniform rows' 2 % loss,
+// docs/DECODE_SM90.md section 20, "The uniform 64/8 row"); GROUPATTN_SM90_DECODE_LIST_HEADS_FASTEST=0
+// restores session 9's (m_blocks x slots, Hkv, 1). Bitwise the same either way.
+bool decode_list_heads_fastest() {
+  static const bool from_env = env_switch("GROUPATTN_SM90_DECODE_LIST_HEADS_FASTEST", true);
+  return switch_value(g_list_heads_fastest_mode, from_env);
 }
 
 }  // namespace sm90_engine
