@@ -570,6 +570,51 @@ TEST_F(Sm90Decode, WorkListGridOrdersBitwise) {
   }
 }
 
+// Equal lengths take the plan's shortcut (KernelParams::list_uniform_fast: the chunk search's count
+// without loads or reductions): the same chunk and entries as the general plan, so bitwise the same
+// O and LSE with the shortcut off; and against the fp64 reference. One
+// wave (8/1 B24, 32/2 d64 B40, 32/2 d256 B24; lengths on, one past and one short of a tile edge)
+// and several waves (8/1 B300 > P).
+class ListUniformFastMode {
+ public:
+  explicit ListUniformFastMode(int mode) { sm90_engine::set_decode_list_uniform_fast_mode(mode); }
+  ~ListUniformFastMode() { sm90_engine::set_decode_list_uniform_fast_mode(-1); }
+};
+
+TEST_F(Sm90Decode, WorkListUniformFastBitwise) {
+  // hq, hkv, d, batch, length, page (0: batched)
+  const std::vector<std::tuple<int64_t, int64_t, int64_t, int, int, int>> shapes = {
+      {8, 1, 128, 24, 16385, 64},
+      {8, 1, 128, 24, 32768, 0},
+      {32, 2, 64, 40, 8191, 16},
+      {32, 2, 256, 24, 8192, 64},
+      {8, 1, 128, 300, 4096, 64}};
+  for (auto [hq, hkv, d, batch, length, page] : shapes) {
+    Case c = decode_case(hq, hkv, 1, std::vector<int>(static_cast<size_t>(batch), length), d);
+    c.kv = page > 0 ? KvKind::kPaged : KvKind::kBatched;
+    c.page_size = std::max(page, 16);
+    c.num_splits = 0;
+    c.seed = static_cast<uint64_t>(batch + length + page);
+    if (page > 0) {
+      expect_paged_ignores_stale_rows(c);
+    } else {
+      check_case(c, kEngine);
+    }
+    auto p = make_problem(c);
+    HostTensor o_fast = like(p->out), l_fast = like(p->lse), o_plan = like(p->out), l_plan = like(p->lse);
+    {
+      ListUniformFastMode forced(1);
+      ASSERT_TRUE(run_cuda(*p, &o_fast, &l_fast, kEngine).ok()) << describe(c);
+    }
+    {
+      ListUniformFastMode forced(0);
+      ASSERT_TRUE(run_cuda(*p, &o_plan, &l_plan, kEngine).ok()) << describe(c);
+    }
+    EXPECT_TRUE(bitwise_equal(o_fast, o_plan) && bitwise_equal(l_fast, l_plan))
+        << describe(c) << ": the uniform shortcut and the general plan differ";
+  }
+}
+
 // The list is what ran: the engine asks for the list's workspace (partials of list_slot_bound
 // slots of one sequence's rows -- P for this batch of 24 <= P -- then the per-sequence counts),
 // which no split count of the ordinary plan gives.

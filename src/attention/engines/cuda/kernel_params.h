@@ -74,6 +74,9 @@ struct KernelParams {
   const int32_t* seq_splits = nullptr;
   int list_plane_wave = 0;
   bool list_heads_fastest = false;
+  // list_uniform_fast: where every length is equal the CTAs search the chunk without the count's
+  // loads and reductions (the same plan; decode_work_list.cuh fold_list_slot).
+  bool list_uniform_fast = false;
   // FP8 KV cache (the sm90 decode engine's experimental fp8 path): dequantization scales per
   // (sequence, KV head), fp32 element strides; nullptr when the cache is not fp8.
   const float* k_scale = nullptr;

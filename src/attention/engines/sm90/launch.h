@@ -103,6 +103,11 @@ bool decode_work_list();
 void set_decode_list_heads_fastest_mode(int mode);
 bool decode_list_heads_fastest();
 
+// The plan's shortcut for equal lengths (KernelParams::list_uniform_fast), the same kind of switch:
+// GROUPATTN_SM90_DECODE_LIST_UNIFORM_FAST ("0": off; default on).
+void set_decode_list_uniform_fast_mode(int mode);
+bool decode_list_uniform_fast();
+
 // The prefill kernel of one head dim (64, 128 or 256).
 template <class T, int kHeadDim>
 Status launch_prefill_head_dim(const cuda_engine::KernelParams& p, const PrefillLaunch& l, cudaStream_t stream);

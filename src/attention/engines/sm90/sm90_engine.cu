@@ -350,6 +350,7 @@ class Sm90Attention final : public AttentionEngine {
       kp.list_plane_wave = list.plane_wave;
       kp.list_heads_fastest =
           sm90_engine::decode_list_heads_fastest() && list.slots * g.m_blocks <= kMaxGridYZ;
+      kp.list_uniform_fast = sm90_engine::decode_list_uniform_fast();
     }
     // A split run has a workspace unless workspace_bytes planned the cluster mode (the launcher
     // takes it then; its workspace-mode fallback checks for the partials' buffers itself).
@@ -402,6 +403,8 @@ class Sm90Attention final : public AttentionEngine {
 std::atomic<int> g_work_list_mode{-1};
 // sm90_engine::set_decode_list_heads_fastest_mode: -1 the environment, 0 off, 1 on.
 std::atomic<int> g_list_heads_fastest_mode{-1};
+// sm90_engine::set_decode_list_uniform_fast_mode: -1 the environment, 0 off, 1 on.
+std::atomic<int> g_list_uniform_fast_mode{-1};
 
 }  // namespace
 
@@ -409,6 +412,7 @@ namespace sm90_engine {
 
 void set_decode_work_list_mode(int mode) { g_work_list_mode.store(clamp_mode(mode)); }
 void set_decode_list_heads_fastest_mode(int mode) { g_list_heads_fastest_mode.store(clamp_mode(mode)); }
+void set_decode_list_uniform_fast_mode(int mode) { g_list_uniform_fast_mode.store(clamp_mode(mode)); }
 
 // GROUPATTN_SM90_DECODE_WORK_LIST=0 turns the work list off (an A/B in one process); unset or any
 // other integer, on. Read once (host cost per call, issue 11).
@@ -424,6 +428,15 @@ bool decode_work_list() {
 bool decode_list_heads_fastest() {
   static const bool from_env = env_switch("GROUPATTN_SM90_DECODE_LIST_HEADS_FASTEST", true);
   return switch_value(g_list_heads_fastest_mode, from_env);
+}
+
+// The plan's shortcut for equal lengths (KernelParams::list_uniform_fast): on by default (session
+// 10, UNVERIFIED on GPU: predicted -1 us (0.5-2.5) of the uniform 8/1 rows' 3.4-5.7 us,
+// docs/DECODE_SM90.md section 20, "The uniform 8/1 row"); GROUPATTN_SM90_DECODE_LIST_UNIFORM_FAST=0
+// runs the general plan for them too. Bitwise the same either way.
+bool decode_list_uniform_fast() {
+  static const bool from_env = env_switch("GROUPATTN_SM90_DECODE_LIST_UNIFORM_FAST", true);
+  return switch_value(g_list_uniform_fast_mode, from_env);
 }
 
 }  // namespace sm90_engine
