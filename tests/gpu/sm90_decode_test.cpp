@@ -18,6 +18,7 @@
 #include "attention/engines/cuda/host_params.h"
 #include "attention/engines/sm90/decode_split_plan.h"
 #include "attention/engines/sm90/decode_work_list.h"
+#include "attention/engines/sm90/launch.h"
 #include "gpu/cuda_attention_harness.h"
 #include "groupattn/attention.h"
 
@@ -450,14 +451,28 @@ TEST_F(Sm90Decode, WorkListDeterministicOver20Runs) {
   }
 }
 
-// The folded plan (the default: every decode CTA computes its own slot's entry, decode_work_list.cuh
-// fold_list_slot) against the separate planning kernel (GROUPATTN_SM90_DECODE_WORK_LIST=2): the
-// same chunk, entries, slot order and per-sequence counts, so bitwise the same O and LSE; and the
-// folded plan against the fp64 reference. Batches of 24 (one wave, the chunk search, one sequence
-// a lane), 60 (<= P / 2 on 132 SMs: the search over two sequences a lane) and 300 (> P: the
-// several-wave chunk from the totals, runs of 10 sequences a lane), at D 128, 64 and 256.
-TEST_F(Sm90Decode, WorkListFoldedPlanMatchesPlannerKernelBitwise) {
-  constexpr const char* kSwitch = "GROUPATTN_SM90_DECODE_WORK_LIST";
+// The list's workspace: partials of list_slot_bound slots of one sequence's rows (one new token),
+// then the per-sequence {count, first slot}; no split count of the ordinary plan gives this size.
+size_t work_list_workspace_bytes(int64_t slots, int64_t batch, int64_t hq, int64_t d) {
+  return (cuda_engine::split_workspace_bytes(static_cast<int>(slots), 1, hq, d) + 255) / 256 * 256 +
+         sizeof(int32_t) * static_cast<size_t>(2 * batch);
+}
+
+// Forces the work list on or off for a scope (sm90_engine::set_decode_work_list_mode).
+class WorkListMode {
+ public:
+  explicit WorkListMode(int mode) { sm90_engine::set_decode_work_list_mode(mode); }
+  ~WorkListMode() { sm90_engine::set_decode_work_list_mode(-1); }
+};
+
+// The plan every decode CTA computes for itself (decode_work_list.cuh fold_list_slot) against the
+// fp64 reference (NaN in every stale paged row) and bitwise repeatable, where its paths differ:
+// batches of 24 (one wave, the chunk search, one sequence a lane; batched and paged, D 128, 64,
+// 256), 60 (<= P / 2 on 132 SMs: the search over two sequences a lane) and 300 (> P: the
+// several-wave chunk from the totals, runs of 10 sequences a lane). The list is what runs (its
+// workspace); with the switch off (set_decode_work_list_mode(0)) the ordinary plan runs, and
+// agrees with the reference too.
+TEST_F(Sm90Decode, WorkListFoldedPlanAgainstReferenceAndRepeatable) {
   auto lens_of = [](int batch, int longest) {
     std::vector<int> lens;
     for (int i = 0; i < batch; ++i) lens.push_back(i % 7 == 0 ? longest - i : (i * 37) % 900 + (i % 5 == 0 ? 0 : 1));
@@ -481,43 +496,128 @@ TEST_F(Sm90Decode, WorkListFoldedPlanMatchesPlannerKernelBitwise) {
     c.page_size = std::max(sh.page, 64);
     c.num_splits = 0;
     c.seed = static_cast<uint64_t>(sh.lens.size() + sh.page);
-    if (sh.lens.size() <= 60) {
-      if (sh.page > 0) {
-        expect_paged_ignores_stale_rows(c);
-      } else {
-        check_case(c, kEngine);
-      }
-    }
     auto p = make_problem(c);
-    // The list is what runs: its workspace (WorkListIsTaken), P from this shape's split wave.
     sm90_engine::DecodeSplitShape shape;
     shape.head_dim = static_cast<int>(sh.d);
     shape.small_pages = sh.page > 0 && sm90_engine::paged_box_rows(sh.page) < sm90_engine::kBlockKV;
     const int64_t batch = static_cast<int64_t>(sh.lens.size());
     const int64_t slots = sm90_engine::list_slot_bound(
         sm90_engine::list_plane_wave(sms, sm90_engine::split_wave_of(shape), sh.hkv, 1), batch);
+    const size_t list_bytes = work_list_workspace_bytes(slots, batch, sh.hq, sh.d);
     RunOptions opt;
     opt.engine = kEngine;
-    size_t bytes = 0;
-    ASSERT_TRUE(attention_workspace_bytes(p->device_params(), opt, &bytes).ok());
-    EXPECT_EQ(bytes, (cuda_engine::split_workspace_bytes(static_cast<int>(slots), 1, sh.hq, sh.d) + 255) / 256 * 256 +
-                         sizeof(int32_t) * static_cast<size_t>(slots * sm90_engine::kListEntryInts + 2 * batch))
-        << describe(c) << ": the work list is not taken";
-    HostTensor o_fold = like(p->out), l_fold = like(p->lse), o_kern = like(p->out), l_kern = like(p->lse);
-    ASSERT_EQ(unsetenv(kSwitch), 0);
-    ASSERT_TRUE(run_cuda(*p, &o_fold, &l_fold, kEngine).ok()) << describe(c);
-    ASSERT_EQ(setenv(kSwitch, "2", 1), 0);
-    const bool kern_ok = run_cuda(*p, &o_kern, &l_kern, kEngine).ok();
-    ASSERT_EQ(unsetenv(kSwitch), 0);
-    ASSERT_TRUE(kern_ok) << describe(c);
-    EXPECT_TRUE(bitwise_equal(o_fold, o_kern) && bitwise_equal(l_fold, l_kern))
-        << describe(c) << ": the folded plan and the planning kernel differ";
+    for (int mode : {1, 0}) {
+      WorkListMode forced(mode);
+      size_t bytes = 0;
+      ASSERT_TRUE(attention_workspace_bytes(p->device_params(), opt, &bytes).ok());
+      if (mode == 1) {
+        EXPECT_EQ(bytes, list_bytes) << describe(c) << ": the work list is not taken";
+      } else {
+        EXPECT_NE(bytes, list_bytes) << describe(c) << ": the work list is taken with the switch off";
+      }
+      if (sh.page > 0) {
+        expect_paged_ignores_stale_rows(c);
+      } else {
+        check_case(c, kEngine);
+      }
+      if (mode == 1) expect_repeatable(c, 3);
+    }
+  }
+}
+
+// The work list's two grid orders (KernelParams::list_heads_fastest: (Hkv, m_blocks x slots, 1), the
+// default, against session 9's (m_blocks x slots, Hkv, 1)) run the same CTAs on the same slots:
+// bitwise the same O and LSE. Several KV heads (the order only changes there), one wave and several
+// waves, and two column blocks (16/2 with 6 new tokens: 48 columns in tiles of 32; pages of 16 keep
+// it in the swap-AB form), each against the fp64 reference too.
+class ListHeadsFastestMode {
+ public:
+  explicit ListHeadsFastestMode(int mode) { sm90_engine::set_decode_list_heads_fastest_mode(mode); }
+  ~ListHeadsFastestMode() { sm90_engine::set_decode_list_heads_fastest_mode(-1); }
+};
+
+TEST_F(Sm90Decode, WorkListGridOrdersBitwise) {
+  // hq, hkv, d, new tokens, longest length, page (0: batched)
+  const std::vector<std::tuple<int64_t, int64_t, int64_t, int, int, int>> shapes = {
+      {64, 8, 128, 1, 8192, 64},
+      {32, 2, 64, 1, 32768, 0},
+      {32, 2, 256, 1, 16384, 64},
+      {16, 2, 128, 6, 32768, 16}};
+  for (auto [hq, hkv, d, tokens, longest, page] : shapes) {
+    Case c = decode_case(hq, hkv, tokens, work_list_lens(longest), d);
+    c.kv = page > 0 ? KvKind::kPaged : KvKind::kBatched;
+    c.page_size = std::max(page, 64);
+    c.num_splits = 0;
+    c.seed = static_cast<uint64_t>(d + page + tokens);
+    if (page > 0) {
+      expect_paged_ignores_stale_rows(c);
+    } else {
+      check_case(c, kEngine);
+    }
+    auto p = make_problem(c);
+    HostTensor o_heads = like(p->out), l_heads = like(p->lse), o_planes = like(p->out),
+               l_planes = like(p->lse);
+    {
+      ListHeadsFastestMode forced(1);
+      ASSERT_TRUE(run_cuda(*p, &o_heads, &l_heads, kEngine).ok()) << describe(c);
+    }
+    {
+      ListHeadsFastestMode forced(0);
+      ASSERT_TRUE(run_cuda(*p, &o_planes, &l_planes, kEngine).ok()) << describe(c);
+    }
+    EXPECT_TRUE(bitwise_equal(o_heads, o_planes) && bitwise_equal(l_heads, l_planes))
+        << describe(c) << ": the work list's grid orders differ";
+  }
+}
+
+// Equal lengths take the plan's shortcut (KernelParams::list_uniform_fast: the chunk search's count
+// without loads or reductions): the same chunk and entries as the general plan, so bitwise the same
+// O and LSE with the shortcut off; and against the fp64 reference. One
+// wave (8/1 B24, 32/2 d64 B40, 32/2 d256 B24; lengths on, one past and one short of a tile edge)
+// and several waves (8/1 B300 > P).
+class ListUniformFastMode {
+ public:
+  explicit ListUniformFastMode(int mode) { sm90_engine::set_decode_list_uniform_fast_mode(mode); }
+  ~ListUniformFastMode() { sm90_engine::set_decode_list_uniform_fast_mode(-1); }
+};
+
+TEST_F(Sm90Decode, WorkListUniformFastBitwise) {
+  // hq, hkv, d, batch, length, page (0: batched)
+  const std::vector<std::tuple<int64_t, int64_t, int64_t, int, int, int>> shapes = {
+      {8, 1, 128, 24, 16385, 64},
+      {8, 1, 128, 24, 32768, 0},
+      {32, 2, 64, 40, 8191, 16},
+      {32, 2, 256, 24, 8192, 64},
+      {8, 1, 128, 300, 4096, 64}};
+  for (auto [hq, hkv, d, batch, length, page] : shapes) {
+    Case c = decode_case(hq, hkv, 1, std::vector<int>(static_cast<size_t>(batch), length), d);
+    c.kv = page > 0 ? KvKind::kPaged : KvKind::kBatched;
+    c.page_size = std::max(page, 16);
+    c.num_splits = 0;
+    c.seed = static_cast<uint64_t>(batch + length + page);
+    if (page > 0) {
+      expect_paged_ignores_stale_rows(c);
+    } else {
+      check_case(c, kEngine);
+    }
+    auto p = make_problem(c);
+    HostTensor o_fast = like(p->out), l_fast = like(p->lse), o_plan = like(p->out), l_plan = like(p->lse);
+    {
+      ListUniformFastMode forced(1);
+      ASSERT_TRUE(run_cuda(*p, &o_fast, &l_fast, kEngine).ok()) << describe(c);
+    }
+    {
+      ListUniformFastMode forced(0);
+      ASSERT_TRUE(run_cuda(*p, &o_plan, &l_plan, kEngine).ok()) << describe(c);
+    }
+    EXPECT_TRUE(bitwise_equal(o_fast, o_plan) && bitwise_equal(l_fast, l_plan))
+        << describe(c) << ": the uniform shortcut and the general plan differ";
   }
 }
 
 // The list is what ran: the engine asks for the list's workspace (partials of list_slot_bound
-// slots of one sequence's rows -- P for this batch of 24 <= P -- then the list and the
-// per-sequence counts), which no split count of the ordinary plan gives.
+// slots of one sequence's rows -- P for this batch of 24 <= P -- then the per-sequence counts),
+// which no split count of the ordinary plan gives.
 TEST_F(Sm90Decode, WorkListIsTaken) {
   Case c = decode_case(8, 1, 1, work_list_lens(32768));
   c.kv = KvKind::kPaged;
@@ -533,8 +633,7 @@ TEST_F(Sm90Decode, WorkListIsTaken) {
   ASSERT_EQ(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev), cudaSuccess);
   const int64_t batch = static_cast<int64_t>(c.k_lens.size());
   const int64_t slots = sm90_engine::list_slot_bound(sm90_engine::list_plane_wave(sms, 1, 1, 1), batch);
-  const size_t partials = (cuda_engine::split_workspace_bytes(static_cast<int>(slots), 1, 8, 128) + 255) / 256 * 256;
-  EXPECT_EQ(bytes, partials + sizeof(int32_t) * static_cast<size_t>(slots * sm90_engine::kListEntryInts + 2 * batch));
+  EXPECT_EQ(bytes, work_list_workspace_bytes(slots, batch, 8, 128));
   // A forced count keeps the ordinary plan (on sm90-split: sm90 would reduce 3 splits in clusters).
   c.num_splits = 3;
   auto q = make_problem(c);

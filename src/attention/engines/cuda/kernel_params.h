@@ -61,18 +61,22 @@ struct KernelParams {
   int64_t part_o_split_stride = 0, part_o_row_stride = 0, part_o_head_stride = 0;
   int64_t part_lse_split_stride = 0, part_lse_row_stride = 0, part_lse_head_stride = 0;
   const void* o_partial_in = nullptr;  // the combine kernel's O source (o_partial, or the merge's)
-  // sm90 decode, work-list mode (sm90/decode_work_list.h; docs/DECODE_SM90.md section 20): written
-  // on the device by the planning kernel before the decode kernel runs. work_list [num_splits slots]
-  // [4]: {sequence or -1 (no work), split of the sequence, first KV tile, end tile}; the decode grid
-  // is (m_blocks x num_splits, Hkv, 1). seq_splits [batch][2]: {split count, first slot}; the
-  // combine then reads sequence b's splits at slots first.. (partial row slot x partial_rows +
-  // token x Hq + head, partial_rows = seqlen_q x Hq) instead of splits 0..num_splits - 1.
-  // The folded plan (GROUPATTN_SM90_DECODE_WORK_LIST unset or 1): work_list null, each decode CTA
-  // computes its own slot's entry and split 0 of each sequence writes seq_splits. The planning
-  // kernel (=2) writes both first. list_plane_wave: the plan's P (decode_work_list.h).
-  const int32_t* work_list = nullptr;
+  // sm90 decode, work-list mode (sm90/decode_work_list.h; docs/DECODE_SM90.md section 20): the
+  // decode grid is (m_blocks x num_splits slots, Hkv, 1) and each CTA computes its slot's sequence
+  // and tiles from the lengths (decode_work_list.cuh fold_list_slot; list_plane_wave: the plan's P).
+  // seq_splits [batch][2]: {split count, first slot}, written on the device by split 0 of each
+  // sequence; the combine then reads sequence b's splits at slots first.. (partial row slot x
+  // partial_rows + token x Hq + head, partial_rows = seqlen_q x Hq) instead of splits
+  // 0..num_splits - 1.
+  // list_heads_fastest (only with seq_splits): the grid is (Hkv, m_blocks x num_splits, 1), so
+  // the Hkv CTAs of a slot are adjacent in launch order and the empty slots come last
+  // (docs/DECODE_SM90.md section 20, "The uniform 64/8 row").
   const int32_t* seq_splits = nullptr;
   int list_plane_wave = 0;
+  bool list_heads_fastest = false;
+  // list_uniform_fast: where every length is equal the CTAs search the chunk without the count's
+  // loads and reductions (the same plan; decode_work_list.cuh fold_list_slot).
+  bool list_uniform_fast = false;
   // FP8 KV cache (the sm90 decode engine's experimental fp8 path): dequantization scales per
   // (sequence, KV head), fp32 element strides; nullptr when the cache is not fp8.
   const float* k_scale = nullptr;

@@ -10,7 +10,8 @@
 //   o_partial / lse_partial fp32 (the portable engine's layout)     -- num_splits  > 1, workspace mode
 //   out, lse, after a DSMEM reduction over a cluster of the splits   -- num_splits  > 1, cluster mode
 //
-// Grid (m_blocks * num_splits, Hkv, B), in cluster mode clusters of (num_splits, 1, 1); 160
+// Grid (m_blocks * num_splits, Hkv, B), in cluster mode clusters of (num_splits, 1, 1), in the
+// work-list mode (m_blocks * slots, Hkv, 1) or, p.list_heads_fastest, (Hkv, m_blocks * slots, 1); 160
 // threads: warps 0-3 = the consumer warpgroup, warp 4 = the producer. Per KV tile of the CTA's
 // split (cut to the keys its columns can see):
 //   producer   waits empty[stage], expect_tx(the loaded boxes' bytes: 2 x 64 keys x D x 2 bytes
@@ -52,21 +53,22 @@ __device__ void decode_cta(const KernelParams& p, const CUtensorMap* tmap_k, con
   const SmemMap<Traits> sm{hw::align_1024(smem_raw)};
 
   CtaWork w;
-  const int m_block = static_cast<int>(blockIdx.x) / p.num_splits;
-  w.split = static_cast<int>(blockIdx.x) % p.num_splits;
+  // Work-list mode (p.seq_splits set): slot w.split of the plane names the sequence and tiles,
+  // which every warp computes from the lengths (the same integers; decode_work_list.cuh). With
+  // list_heads_fastest the KV head is x, so a slot's Hkv CTAs launch together (they read the same
+  // K/V rows) and a column block's slots with no work launch after its slots with work.
+  const bool list = p.seq_splits != nullptr;
+  int column = static_cast<int>(blockIdx.x);  // m_block x splits + split
   w.kv_group = static_cast<int>(blockIdx.y);
   w.b = static_cast<int>(blockIdx.z);
-  // Work-list mode (p.seq_splits set): slot w.split of the plane names the sequence and tiles.
-  const bool list = p.seq_splits != nullptr;
+  if (p.list_heads_fastest) {  // (set only with p.seq_splits)
+    column = static_cast<int>(blockIdx.y);
+    w.kv_group = static_cast<int>(blockIdx.x);
+  }
+  const int m_block = column / p.num_splits;
+  w.split = column % p.num_splits;
   int list_begin = 0, list_end = 0;
-  if (list && p.work_list != nullptr) {  // from the planning kernel (GROUPATTN_SM90_DECODE_WORK_LIST=2)
-    cuda::wait_for_primary();            // (this grid is its programmatic dependent)
-    const int* e = p.work_list + w.split * kListEntryInts;
-    w.b = e[0];
-    if (w.b < 0) return;  // a slot past the plan's last (the grid is sized for the bound)
-    list_begin = e[2];
-    list_end = e[3];
-  } else if (list) {  // folded: every warp plans (the same integers), no launch on the critical path
+  if (list) {
     if (threadIdx.x / 32 == Traits::kProducerWarp && threadIdx.x % 32 == 0) {
       hw::prefetch_tensormap(tmap_k);  // (in flight during the plan)
       hw::prefetch_tensormap(tmap_v);
@@ -74,8 +76,7 @@ __device__ void decode_cta(const KernelParams& p, const CUtensorMap* tmap_k, con
     const ListSlot e = fold_list_slot(p, p.list_plane_wave, w.split, static_cast<int>(threadIdx.x % 32));
     // The combine's {count, first slot} of the sequence: written by its split 0 in plane (0, 0),
     // before any return below; the combine reads it after griddepcontrol.wait (grid complete).
-    if (e.b >= 0 && e.split == 0 && blockIdx.x < static_cast<unsigned>(p.num_splits) && blockIdx.y == 0 &&
-        threadIdx.x == 0) {
+    if (e.b >= 0 && e.split == 0 && column < p.num_splits && w.kv_group == 0 && threadIdx.x == 0) {
       int32_t* seq = const_cast<int32_t*>(p.seq_splits) + 2 * e.b;
       seq[0] = e.splits;
       seq[1] = e.first;
@@ -314,8 +315,15 @@ Status launch_decode_n(const cuda_engine::KernelParams& params, const DecodeLaun
     return Status::Ok();
   }
   host_timing::mark("decode launch plan (smem attribute, cluster occupancy)");
-  // Work-list mode: num_splits slots per (column block, KV head) plane, the sequence from the list.
-  const dim3 grid(static_cast<unsigned>(p.m_blocks * p.num_splits), static_cast<unsigned>(p.heads_kv),
+  // Work-list mode: num_splits slots per (column block, KV head) plane, the sequence from the list;
+  // list_heads_fastest: the KV head on x (the engine sets it only where m_blocks x slots fits y).
+  const auto columns = static_cast<unsigned>(p.m_blocks * p.num_splits);
+  const auto heads = static_cast<unsigned>(p.heads_kv);
+  const bool heads_x = p.list_heads_fastest;
+  if (heads_x && p.seq_splits == nullptr) {
+    return Status(StatusCode::kInternal, "sm90 engine: list_heads_fastest outside the work-list mode");
+  }
+  const dim3 grid(heads_x ? heads : columns, heads_x ? columns : heads,
                   static_cast<unsigned>(p.seq_splits != nullptr ? 1 : p.batch));
   const CUtensorMap& k_map = *static_cast<const CUtensorMap*>(l.k_tmap);
   const CUtensorMap& v_map = *static_cast<const CUtensorMap*>(l.v_tmap);
@@ -331,31 +339,11 @@ Status launch_decode_n(const cuda_engine::KernelParams& params, const DecodeLaun
     // The engine reserves no workspace where its plan (the same code above) said cluster mode.
     return Status(StatusCode::kInternal, "sm90 engine: workspace-mode split without workspace");
   }
-  if (p.seq_splits != nullptr && p.work_list == nullptr) {
-    // Folded plan: an ordinary launch (each CTA plans its own slot), then the combine.
-    kernel<<<grid, Traits::kThreads, Traits::kSmemBytes, stream>>>(p, k_map, v_map);
-    GA_RETURN_IF_ERROR(cuda::last_launch_status("sm90_decode_kernel (work list, folded plan)"));
-    host_timing::mark("launch sm90_decode_kernel (work list, folded plan)");
-    const Status combined = launch_split_combine<T, kHeadDim>(p, stream);
-    host_timing::mark("launch combine_kernel");
-    return combined;
-  }
-  if (p.work_list != nullptr) {
-    // The planner, then the decode grid as its programmatic dependent (decode_work_list.cuh).
-    GA_RETURN_IF_ERROR(launch_decode_work_list(p, p.list_plane_wave, stream));
-    host_timing::mark("launch decode_work_list_kernel");
-    GA_RETURN_IF_ERROR(cuda::launch_maybe_pdl(kernel, grid, dim3(Traits::kThreads), Traits::kSmemBytes, stream,
-                                              /*use_pdl=*/true, "launching sm90_decode_kernel (work list)", p,
-                                              k_map, v_map));
-    host_timing::mark("launch sm90_decode_kernel (work list)");
-    const Status combined = launch_split_combine<T, kHeadDim>(p, stream);
-    host_timing::mark("launch combine_kernel");
-    return combined;
-  }
   kernel<<<grid, Traits::kThreads, Traits::kSmemBytes, stream>>>(p, k_map, v_map);
   GA_RETURN_IF_ERROR(cuda::last_launch_status("sm90_decode_kernel"));
   host_timing::mark("launch sm90_decode_kernel");
-  if (p.num_splits == 1) return Status::Ok();
+  // (Work-list mode: every sequence's splits go through the combine, num_splits is the slot bound.)
+  if (p.num_splits == 1 && p.seq_splits == nullptr) return Status::Ok();
   const Status combined = launch_split_combine<T, kHeadDim>(p, stream);
   host_timing::mark("launch combine_kernel");
   return combined;

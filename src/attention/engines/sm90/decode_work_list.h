@@ -1,8 +1,8 @@
 // The device-side work list of the swap-AB decode kernel for batches of mixed sequence lengths
 // (docs/DECODE_SM90.md section 20). No CUDA types: the host part (when the list is used, how many
-// slots it may fill, the workspace it needs) and the chunk rule, which the planning kernel
-// (decode_work_list.cuh) runs on the device over the sequences' tile counts and the CPU tier runs
-// over arrays (tests/cpu/sm90_decode_form_test.cpp).
+// slots it may fill) and the chunk rule, which every decode CTA runs on the device over the
+// sequences' tile counts (decode_work_list.cuh fold_list_slot) and the CPU tier runs over arrays
+// (tests/cpu/sm90_decode_work_list_test.cpp).
 //
 // Why: the host never reads the per-sequence lengths (a device sync, and the call must be
 // graph-capturable), so the split planner gives every sequence the split count of the longest, and
@@ -48,13 +48,12 @@ inline constexpr int kListWaves = 8;  // waves (of P) of the several-wave plan
 // Tiles a CTA of the several-wave plan at least streams (1 MB of K/V at D 128): its ramp and
 // epilogue (~2 us) stay a small share where the next CTA on the SM does not hide them.
 inline constexpr int kListMinWaveTiles = 32;
-inline constexpr int kListMaxBatch = 1024;  // sequences the one-warp planning kernel takes (32 a lane)
-inline constexpr int kListEntryInts = 4;    // {sequence or -1, split slot of the row, first tile, end tile}
+inline constexpr int kListMaxBatch = 1024;  // sequences the folded plan's one warp takes (32 a lane)
 // Largest automatic split count of the ordinary plan for which the list is used: above it the
 // planner already cuts every sequence finely (few sequences) and the list's cap could only lose.
 inline constexpr int kListMaxPlanSplits = kListMaxSplits / 2;
-// Smallest K/V upper bound (bytes, from the host-visible longest length) for which the planning
-// kernel's extra launch (~3-4 us) is worth it.
+// Smallest K/V upper bound (bytes, from the host-visible longest length) for which the plan's cost
+// (a few us of every CTA's prologue, the combine's extra load) is worth it.
 inline constexpr int64_t kListMinKvBytes = int64_t{128} << 20;
 
 GA_WL_HD inline int64_t list_ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
@@ -85,7 +84,7 @@ GA_WL_HD int64_t list_chunk(int64_t total, int64_t max_n, int64_t batch, int pla
     // f is non-increasing in c: the smallest c in [lo, top] with f(c) <= P, searched in a range
     // that holds it: f(c) >= total / c, so every c below total / P fails; f(c) <= total / c + B
     // (ceil adds < 1 a sequence, an empty one counts 1), so every c from total / (P - B) passes.
-    // The planning kernel runs a count per step of this search (on the decode's critical path):
+    // Every decode CTA runs a count per step of this search (in its prologue, on the critical path):
     // a narrow range is few steps (8/1 B32 x 32K: ~5 instead of ~9).
     int64_t a = std::max(lo, list_ceil_div(total, plane_wave));
     int64_t b =

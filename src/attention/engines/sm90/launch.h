@@ -92,6 +92,22 @@ bool prefill_early_loads();
 void set_prefill_stsm_epilogue_mode(int mode);
 bool prefill_stsm_epilogue();
 
+// The decode work list for batches of mixed lengths (docs/DECODE_SM90.md section 20), a switch for
+// measurement and tests: -1 from GROUPATTN_SM90_DECODE_WORK_LIST ("0": off; read at the first call,
+// default on), 0 off, 1 on. decode_work_list() is the value in force.
+void set_decode_work_list_mode(int mode);
+bool decode_work_list();
+
+// The work list's grid order (KernelParams::list_heads_fastest), the same kind of switch:
+// GROUPATTN_SM90_DECODE_LIST_HEADS_FASTEST ("0": off, the plane-major grid; default on).
+void set_decode_list_heads_fastest_mode(int mode);
+bool decode_list_heads_fastest();
+
+// The plan's shortcut for equal lengths (KernelParams::list_uniform_fast), the same kind of switch:
+// GROUPATTN_SM90_DECODE_LIST_UNIFORM_FAST ("0": off; default on).
+void set_decode_list_uniform_fast_mode(int mode);
+bool decode_list_uniform_fast();
+
 // The prefill kernel of one head dim (64, 128 or 256).
 template <class T, int kHeadDim>
 Status launch_prefill_head_dim(const cuda_engine::KernelParams& p, const PrefillLaunch& l, cudaStream_t stream);

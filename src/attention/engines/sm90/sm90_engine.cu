@@ -25,9 +25,9 @@
 #include <cuda_runtime.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cmath>
 #include <cstdint>
-#include <cstdlib>
 #include <limits>
 #include <string>
 
@@ -39,6 +39,7 @@
 #include "attention/engines/sm90/decode_work_list.h"
 #include "attention/engines/sm90/engine_checks.h"
 #include "attention/engines/sm90/launch.h"
+#include "attention/engines/sm90/mode_switch.h"
 #include "attention/engines/sm90/prefill_traits.h"
 #include "attention/engines/sm90/tma_desc.h"
 #include "core/cuda_runtime_shim.h"
@@ -166,33 +167,18 @@ bool use_cluster_reduction(const AttentionParams& p, const Geometry& g, int num_
 // lengths the host cannot see (seqlens_k, or paged), no sliding window (the list balances whole
 // sequences), 2..kListMaxBatch sequences, an ordinary plan of at most kListMaxPlanSplits splits
 // (above that the planner already cuts every sequence finely), and a K/V upper bound of at least
-// kListMinKvBytes (the planning launch's few us). Depends only on shapes and flags, never on data.
-// GROUPATTN_SM90_DECODE_WORK_LIST (read on every call, so one process can A/B; the same plan,
-// entries and partials either way, bitwise the same O and LSE): unset or any other value, the plan
-// folded into the decode CTAs (decode_work_list.cuh fold_list_slot, late session 9); 2, the separate
-// planning kernel before the decode grid (session 9); 0, no list.
+// kListMinKvBytes (the plan's few us). Depends only on shapes and flags, never on data; the plan
+// itself is computed by the decode CTAs (decode_work_list.cuh fold_list_slot).
 struct ListPlan {
   bool use = false;
-  bool planner_kernel = false;  // the separate planning kernel (=2)
-  int plane_wave = 0;           // P
-  int64_t slots = 0;            // list_slot_bound(P, B): the grid's CTAs per plane and the partials' slots
+  int plane_wave = 0;  // P
+  int64_t slots = 0;   // list_slot_bound(P, B): the grid's CTAs per plane and the partials' slots
 };
-
-enum class ListMode { kOff, kFolded, kPlannerKernel };
-
-ListMode work_list_mode() {
-  const char* e = std::getenv("GROUPATTN_SM90_DECODE_WORK_LIST");
-  if (e == nullptr) return ListMode::kFolded;
-  const std::string v(e);
-  return v == "0" ? ListMode::kOff : v == "2" ? ListMode::kPlannerKernel : ListMode::kFolded;
-}
 
 ListPlan list_plan(const AttentionParams& p, const Geometry& g, int num_splits, int sm_count, Form form) {
   ListPlan l;
   if (form == Form::kPackedRows || g.packed_rows || p.num_splits > 0) return l;
-  const ListMode mode = work_list_mode();
-  if (mode == ListMode::kOff) return l;
-  l.planner_kernel = mode == ListMode::kPlannerKernel;
+  if (!sm90_engine::decode_work_list()) return l;
   const KernelParams kp = cuda_engine::kernel_params_from(p);
   if (kp.seqlens_k == nullptr || kp.window_left >= 0) return l;
   if (g.batch < 2 || g.batch > sm90_engine::kListMaxBatch || num_splits > sm90_engine::kListMaxPlanSplits) return l;
@@ -200,7 +186,7 @@ ListPlan list_plan(const AttentionParams& p, const Geometry& g, int num_splits, 
   const int64_t elem = kv_is_fp8(p) ? 1 : 2;
   const int64_t kv_bytes = 2 * g.batch * g.max_k * g.heads_kv * g.head_dim * elem;
   if (kv_bytes < sm90_engine::kListMinKvBytes) return l;
-  // The planning kernel sums the batch's tile counts in 32-bit integers.
+  // The plan sums the batch's tile counts in 32-bit integers.
   if (g.batch * ((g.max_k + sm90_engine::kBlockKV - 1) / sm90_engine::kBlockKV) >= std::numeric_limits<int32_t>::max()) return l;
   sm90_engine::DecodeSplitShape shape;
   shape.head_dim = static_cast<int>(g.head_dim);
@@ -209,8 +195,9 @@ ListPlan list_plan(const AttentionParams& p, const Geometry& g, int num_splits, 
                       sm90_engine::paged_box_rows(p.k.size(1)) < sm90_engine::kBlockKV;
   l.plane_wave = sm90_engine::list_plane_wave(sm_count, sm90_engine::split_wave_of(shape), g.heads_kv, g.m_blocks);
   // P / 2 < B <= P: one wave leaves room to split fewer than B sequences in two, so the plan is
-  // nearly the ordinary one and the planner's ~4.5 us is all that changes (measured, 8/1 B128 x 8K
-  // mixed, P 132: 3000 against 3293 GB/s without the list; section 20).
+  // nearly the ordinary one and the list's fixed cost is all that changes (measured with the
+  // planning kernel of session 9, 8/1 B128 x 8K mixed, P 132: 3000 against 3293 GB/s without the
+  // list; section 20).
   if (g.batch <= l.plane_wave && 2 * g.batch > l.plane_wave) return l;
   l.slots = sm90_engine::list_slot_bound(l.plane_wave, g.batch);
   l.use = l.slots * g.m_blocks <= std::numeric_limits<int32_t>::max();
@@ -218,14 +205,13 @@ ListPlan list_plan(const AttentionParams& p, const Geometry& g, int num_splits, 
 }
 
 // Work-list workspace: the split partials of `slots` slots of max_q x Hq rows (the portable
-// layout), then at a 256-byte boundary the list [slots][4] and the per-sequence {count, first slot}.
+// layout), then at a 256-byte boundary the per-sequence {count, first slot}.
 size_t list_partials_bytes(const ListPlan& l, const Geometry& g) {
   const size_t b = cuda_engine::split_workspace_bytes(static_cast<int>(l.slots), g.max_q, g.heads_q, g.head_dim);
   return (b + 255) / 256 * 256;
 }
 size_t list_workspace_bytes(const ListPlan& l, const Geometry& g) {
-  return list_partials_bytes(l, g) +
-         sizeof(int32_t) * static_cast<size_t>(l.slots * sm90_engine::kListEntryInts + 2 * g.batch);
+  return list_partials_bytes(l, g) + sizeof(int32_t) * static_cast<size_t>(2 * g.batch);
 }
 
 class Sm90Attention final : public AttentionEngine {
@@ -359,10 +345,12 @@ class Sm90Attention final : public AttentionEngine {
       kp.num_splits = static_cast<int>(list.slots);
       kp.cluster_reduce = false;
       cuda_engine::set_split_workspace(&kp, workspace, g.max_q, g.head_dim);  // partial_rows = max_q x Hq
-      auto* ints = reinterpret_cast<int32_t*>(static_cast<char*>(workspace) + list_partials_bytes(list, g));
-      kp.work_list = list.planner_kernel ? ints : nullptr;  // null: the folded plan
-      kp.seq_splits = ints + list.slots * sm90_engine::kListEntryInts;
+      auto* counts = static_cast<char*>(workspace) + list_partials_bytes(list, g);
+      kp.seq_splits = reinterpret_cast<int32_t*>(counts);
       kp.list_plane_wave = list.plane_wave;
+      kp.list_heads_fastest =
+          sm90_engine::decode_list_heads_fastest() && list.slots * g.m_blocks <= kMaxGridYZ;
+      kp.list_uniform_fast = sm90_engine::decode_list_uniform_fast();
     }
     // A split run has a workspace unless workspace_bytes planned the cluster mode (the launcher
     // takes it then; its workspace-mode fallback checks for the partials' buffers itself).
@@ -411,7 +399,47 @@ class Sm90Attention final : public AttentionEngine {
   Form form_;
 };
 
+// sm90_engine::set_decode_work_list_mode: -1 the environment, 0 off, 1 on.
+std::atomic<int> g_work_list_mode{-1};
+// sm90_engine::set_decode_list_heads_fastest_mode: -1 the environment, 0 off, 1 on.
+std::atomic<int> g_list_heads_fastest_mode{-1};
+// sm90_engine::set_decode_list_uniform_fast_mode: -1 the environment, 0 off, 1 on.
+std::atomic<int> g_list_uniform_fast_mode{-1};
+
 }  // namespace
+
+namespace sm90_engine {
+
+void set_decode_work_list_mode(int mode) { g_work_list_mode.store(clamp_mode(mode)); }
+void set_decode_list_heads_fastest_mode(int mode) { g_list_heads_fastest_mode.store(clamp_mode(mode)); }
+void set_decode_list_uniform_fast_mode(int mode) { g_list_uniform_fast_mode.store(clamp_mode(mode)); }
+
+// GROUPATTN_SM90_DECODE_WORK_LIST=0 turns the work list off (an A/B in one process); unset or any
+// other integer, on. Read once (host cost per call, issue 11).
+bool decode_work_list() {
+  static const bool from_env = env_switch("GROUPATTN_SM90_DECODE_WORK_LIST", true);
+  return switch_value(g_work_list_mode, from_env);
+}
+
+// The work list's grid with the KV head fastest (KernelParams::list_heads_fastest): on by default
+// (session 10, UNVERIFIED on GPU: predicted to remove most of the 64/8 uniform rows' 2 % loss,
+// docs/DECODE_SM90.md section 20, "The uniform 64/8 row"); GROUPATTN_SM90_DECODE_LIST_HEADS_FASTEST=0
+// restores session 9's (m_blocks x slots, Hkv, 1). Bitwise the same either way.
+bool decode_list_heads_fastest() {
+  static const bool from_env = env_switch("GROUPATTN_SM90_DECODE_LIST_HEADS_FASTEST", true);
+  return switch_value(g_list_heads_fastest_mode, from_env);
+}
+
+// The plan's shortcut for equal lengths (KernelParams::list_uniform_fast): on by default (session
+// 10, UNVERIFIED on GPU: predicted -1 us (0.5-2.5) of the uniform 8/1 rows' 3.4-5.7 us,
+// docs/DECODE_SM90.md section 20, "The uniform 8/1 row"); GROUPATTN_SM90_DECODE_LIST_UNIFORM_FAST=0
+// runs the general plan for them too. Bitwise the same either way.
+bool decode_list_uniform_fast() {
+  static const bool from_env = env_switch("GROUPATTN_SM90_DECODE_LIST_UNIFORM_FAST", true);
+  return switch_value(g_list_uniform_fast_mode, from_env);
+}
+
+}  // namespace sm90_engine
 
 const AttentionEngine& attention_sm90_engine() {
   static const Sm90Attention engine(Form::kAuto);

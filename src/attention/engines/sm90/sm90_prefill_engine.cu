@@ -11,7 +11,6 @@
 
 #include <atomic>
 #include <cstdint>
-#include <cstdlib>
 #include <limits>
 #include <string>
 #include <utility>
@@ -20,6 +19,7 @@
 #include "attention/engines/cuda/host_params.h"
 #include "attention/engines/sm90/engine_checks.h"
 #include "attention/engines/sm90/launch.h"
+#include "attention/engines/sm90/mode_switch.h"
 #include "attention/engines/sm90/prefill_traits.h"
 #include "attention/engines/sm90/tma_desc.h"
 #include "core/cuda_runtime_shim.h"
@@ -134,21 +134,6 @@ class Sm90PrefillAttention final : public AttentionEngine {
 }  // namespace
 
 namespace sm90_engine {
-
-namespace {
-// A measurement switch's value from the environment: unset gives `fallback`, else the variable's
-// integer value != 0. Each switch reads it once (a static in its function); tests override it with
-// set_prefill_*_mode (-1 the environment, 0 off, 1 on).
-bool env_switch(const char* name, bool fallback) {
-  const char* e = std::getenv(name);
-  return e == nullptr ? fallback : std::atoi(e) != 0;
-}
-bool switch_value(const std::atomic<int>& mode, bool from_env) {
-  const int m = mode.load(std::memory_order_relaxed);
-  return m < 0 ? from_env : m > 0;
-}
-int clamp_mode(int mode) { return mode < 0 ? -1 : (mode > 0 ? 1 : 0); }
-}  // namespace
 
 void set_prefill_q_ahead_mode(int mode) { g_q_ahead_mode.store(clamp_mode(mode)); }
 void set_prefill_early_loads_mode(int mode) { g_early_loads_mode.store(clamp_mode(mode)); }
