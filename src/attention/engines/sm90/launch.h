@@ -68,6 +68,12 @@ struct PrefillLaunch {
   // The staged epilogue writes O into shared memory with stmatrix instead of 4-byte stores
   // (prefill_kernel.cuh, store_o_staged). Results are the same either way.
   bool stsm_epilogue = false;
+  // O leaves the staged epilogue by TMA stores (prefill_kernel.cuh, store_o_staged), each consumer
+  // warp its 16 rows through o_tmap: a map of out with boxes of PrefillTraits::kOBoxRows rows whose
+  // row extent is the sequence length (batched Q; ignored for varlen Q, whose rows past a sequence
+  // belong to the next). Results are the same either way.
+  bool tma_store_o = false;
+  const void* o_tmap = nullptr;
 };
 
 // Runs the prefill kernel (grid: m_blocks, Hq, B, or Hq, m_blocks, B with l.heads_fastest);
@@ -91,6 +97,11 @@ bool prefill_early_loads();
 // GROUPATTN_SM90_PREFILL_STSM_EPILOGUE ("0": off; default on).
 void set_prefill_stsm_epilogue_mode(int mode);
 bool prefill_stsm_epilogue();
+
+// The TMA store of O (PrefillLaunch::tma_store_o), the same kind of switch:
+// GROUPATTN_SM90_PREFILL_TMA_STORE_O ("1": on; default off).
+void set_prefill_tma_store_o_mode(int mode);
+bool prefill_tma_store_o();
 
 // The prefill kernel of one head dim (64, 128 or 256).
 template <class T, int kHeadDim>

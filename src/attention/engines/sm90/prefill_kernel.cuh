@@ -68,6 +68,9 @@ inline constexpr int kLaunchFp8OneConverterWg = 4;
 inline constexpr int kLaunchEarlyLoads = 8;
 // Prefill: the staged epilogue writes O into shared memory with stmatrix (store_o_staged).
 inline constexpr int kLaunchStsmEpilogue = 16;
+// Prefill, batched Q: the staged O leaves by TMA stores, each consumer warp its own 16 rows, through
+// the kernel's O map (store_o_staged; PrefillLaunch::tma_store_o).
+inline constexpr int kLaunchTmaStoreO = 32;
 
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
 namespace prefill_detail {
@@ -682,11 +685,13 @@ __device__ __forceinline__ void load_packed_q(const KernelParams& p, const Work&
 // the output, consecutive lanes along a row (a warp stores 512 contiguous bytes of d 256). The
 // caller's last wgmma_wait covers its last S product, the only reader of those rows (wgmma's
 // completion orders its async-proxy reads before these generic writes); rows past the sequence
-// are not stored.
+// are not stored. With `to` (kLaunchTmaStoreO, batched Q only) the warp's own 16 rows leave by
+// TMA stores instead (the map's row extent is the sequence length: rows past it are not written).
 template <class Traits>
 __device__ __forceinline__ void store_o_staged(const KernelParams& p, const Work& w, const Smem<Traits>& sm,
                                                float (&o)[Traits::kDBlocks][32], const float (&inv)[2],
-                                               int wg, int warp_in_wg, int lane, bool stsm) {
+                                               int wg, int warp_in_wg, int lane, bool stsm,
+                                               const CUtensorMap* to) {
   using T = typename Traits::Element;
   using Store = ::groupattn::cuda::MmaType<T>;
   // Row n of d block db at rows + db * kQBlockBytes + n * 128; the thread's rows: n0 and n0 + 8.
@@ -729,6 +734,29 @@ __device__ __forceinline__ void store_o_staged(const KernelParams& p, const Work
       }
     }
   }
+  if constexpr (Traits::kTmaStoreO) {
+    if (to != nullptr) {
+      // Both forms above write only the warp's own rows 16 warp_in_wg .. + 15 of the warpgroup's 64,
+      // so a warp barrier orders them before the copy: no warpgroup barrier, no read-back, no
+      // 16-byte global stores (~290 of the epilogue's SASS instructions per thread at D 128), and
+      // each warp's rows leave as soon as it has written them. One lane issues the warp's kDBlocks
+      // boxes and waits until the TMA unit has read them (the CTA's shared memory must outlive the
+      // reads; the global writes complete on their own).
+      hw::fence_proxy_async_smem();  // each writer: generic stores -> the async proxy's reads
+      __syncwarp();
+      const int row = w.m0 + wg * Traits::kRowsPerWg + Traits::kOBoxRows * warp_in_wg;  // the box's first row
+      if (lane == 0 && row < w.rows) {
+        const unsigned char* box = rows + Traits::kOBoxRows * warp_in_wg * 128;
+#pragma unroll
+        for (int hh = 0; hh < Traits::kDBlocks; ++hh)
+          hw::tma_store_4d(to, hh * Traits::kSwizzleElems, w.h, w.q_row0 + row, w.q_outer,
+                           box + hh * Traits::kQBlockBytes);
+        hw::bulk_commit_group();
+        hw::bulk_wait_group_read_all();
+      }
+      return;
+    }
+  }
   constexpr uint32_t kBarOut = 6;  // + wg: the warpgroup's own rows, its own barrier
   hw::named_bar_sync(kBarOut + wg, 128);
   constexpr int kChunksPerRow = Traits::kHeadDim / 8;  // 16-byte chunks of one output row
@@ -757,7 +785,7 @@ __device__ __forceinline__ void store_o_staged(const KernelParams& p, const Work
 // their O and LSE (packed decode with several splits: the split's fp32 partials).
 template <class Traits>
 __device__ void consume(const KernelParams& p, const Work& w, const Smem<Traits>& sm, int wg, int warp_in_wg,
-                        int lane, bool first_k_own, bool stsm_epilogue) {
+                        int lane, bool first_k_own, bool stsm_epilogue, const CUtensorMap* to) {
   const SeqInfo& s = w.s;
   const int m0 = w.m0, blk_begin = w.blk_begin, blk_end = w.blk_end;
   using T = typename Traits::Element;
@@ -1072,7 +1100,7 @@ __device__ void consume(const KernelParams& p, const Work& w, const Smem<Traits>
             l > 0.f ? (m_run[r] + log2f(l)) * kLn2 : -INFINITY;
       }
     }
-    store_o_staged<Traits>(p, w, sm, o, inv, wg, warp_in_wg, lane, stsm_epilogue);
+    store_o_staged<Traits>(p, w, sm, o, inv, wg, warp_in_wg, lane, stsm_epilogue, to);
     GA_PREFILL_STAMP(wg == 0 && warp_in_wg == 0 && lane == 0, kEpiEnd0);
     GA_PREFILL_STAMP(wg == 1 && warp_in_wg == 0 && lane == 0, kEpiEnd1);
     GA_PREFILL_STAMP_NS(wg == 0 && warp_in_wg == 0 && lane == 0, kEndNs);
@@ -1129,7 +1157,7 @@ __device__ void consume(const KernelParams& p, const Work& w, const Smem<Traits>
 
 template <class Traits>
 __device__ void prefill_cta(const KernelParams& p, const CUtensorMap* tq, const CUtensorMap* tk, const CUtensorMap* tv,
-                            int flags) {
+                            const CUtensorMap* to, int flags) {
   const bool heads_fastest = (flags & kLaunchHeadsFastest) != 0;
   const bool early_loads = Traits::kEarlyFirstLoads && (flags & kLaunchEarlyLoads) != 0;
   extern __shared__ __align__(128) unsigned char smem_raw[];
@@ -1177,6 +1205,9 @@ __device__ void prefill_cta(const KernelParams& p, const CUtensorMap* tq, const 
   }
   if (warp == Traits::kProducerWarp && lane == 0) {
     if constexpr (!Traits::kPackedDecode) hw::prefetch_tensormap(tq);  // (packed decode: no Q map)
+    if constexpr (Traits::kTmaStoreO) {
+      if ((flags & kLaunchTmaStoreO) != 0) hw::prefetch_tensormap(to);
+    }
     hw::prefetch_tensormap(tk);
     hw::prefetch_tensormap(tv);
   }
@@ -1213,7 +1244,11 @@ __device__ void prefill_cta(const KernelParams& p, const CUtensorMap* tq, const 
     }
     hw::setmaxnreg_inc<Traits::kConsumerRegs>();
     GA_PREFILL_STAMP(warp == 0 && lane == 0, kReady);
-    consume<Traits>(p, w, sm, warp / 4, warp % 4, lane, early_loads, (flags & kLaunchStsmEpilogue) != 0);
+    // The O map (kLaunchTmaStoreO) only for batched Q: a varlen sequence's rows past its end
+    // belong to the next one, which a rank-3 map's bounds would not stop.
+    const bool tma_store_o = Traits::kTmaStoreO && (flags & kLaunchTmaStoreO) != 0 && p.cu_seqlens_q == nullptr;
+    consume<Traits>(p, w, sm, warp / 4, warp % 4, lane, early_loads, (flags & kLaunchStsmEpilogue) != 0,
+                    tma_store_o ? to : nullptr);
   }
 }
 
@@ -1222,20 +1257,22 @@ __device__ void prefill_cta(const KernelParams& p, const CUtensorMap* tq, const 
 
 // flags: kLaunchHeadsFastest, the grid is (Hq, m_blocks, B) instead of (m_blocks,
 // Hq, B); kLaunchQAhead, prefetch_q_ahead; kLaunchEarlyLoads, issue_first_loads;
-// kLaunchStsmEpilogue, store_o_staged with stmatrix (PrefillLaunch).
+// kLaunchStsmEpilogue, store_o_staged with stmatrix; kLaunchTmaStoreO, O by TMA stores through
+// tmap_o (PrefillLaunch). Without kLaunchTmaStoreO tmap_o is not read (a copy of another map).
 // Packed decode: kLaunchFp8OneConverterWg or 0.
 template <class Traits>
 __global__ void __launch_bounds__(Traits::kThreads, 1)
     sm90_prefill_kernel(const cuda_engine::KernelParams p, const __grid_constant__ CUtensorMap tmap_q,
                         const __grid_constant__ CUtensorMap tmap_k, const __grid_constant__ CUtensorMap tmap_v,
-                        const int flags) {
+                        const __grid_constant__ CUtensorMap tmap_o, const int flags) {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
-  prefill_detail::prefill_cta<Traits>(p, &tmap_q, &tmap_k, &tmap_v, flags);
+  prefill_detail::prefill_cta<Traits>(p, &tmap_q, &tmap_k, &tmap_v, &tmap_o, flags);
 #else
   (void)p;
   (void)tmap_q;
   (void)tmap_k;
   (void)tmap_v;
+  (void)tmap_o;
   (void)flags;
 #endif
 }
@@ -1248,11 +1285,14 @@ Status launch_prefill_traits(const cuda_engine::KernelParams& p, const PrefillLa
   const auto m_blocks = static_cast<unsigned>(p.m_blocks), heads = static_cast<unsigned>(p.heads_q);
   const dim3 grid(l.heads_fastest ? heads : m_blocks, l.heads_fastest ? m_blocks : heads,
                   static_cast<unsigned>(p.batch));
+  const bool tma_store_o = l.tma_store_o && l.o_tmap != nullptr && p.cu_seqlens_q == nullptr;
   const int flags = (l.heads_fastest ? kLaunchHeadsFastest : 0) | (l.q_prefetch_ahead ? kLaunchQAhead : 0) |
-                    (l.early_first_loads ? kLaunchEarlyLoads : 0) | (l.stsm_epilogue ? kLaunchStsmEpilogue : 0);
+                    (l.early_first_loads ? kLaunchEarlyLoads : 0) | (l.stsm_epilogue ? kLaunchStsmEpilogue : 0) |
+                    (tma_store_o ? kLaunchTmaStoreO : 0);
+  const auto& q_map = *static_cast<const CUtensorMap*>(l.q_tmap);
   kernel<<<grid, Traits::kThreads, Traits::kSmemBytes, stream>>>(
-      p, *static_cast<const CUtensorMap*>(l.q_tmap), *static_cast<const CUtensorMap*>(l.k_tmap),
-      *static_cast<const CUtensorMap*>(l.v_tmap), flags);
+      p, q_map, *static_cast<const CUtensorMap*>(l.k_tmap), *static_cast<const CUtensorMap*>(l.v_tmap),
+      tma_store_o ? *static_cast<const CUtensorMap*>(l.o_tmap) : q_map, flags);
   return cuda::last_launch_status("sm90_prefill_kernel");
 }
 
@@ -1285,7 +1325,7 @@ inline bool fp8_one_converter_wg_requested() {
 }
 
 // The sm90 decode engine's multi-token path (grid: m_blocks row blocks x num_splits, Hkv, B), then
-// the split combine. The kernel takes no Q map in this mode: the K map fills the slot. kFp8: an
+// the split combine. The kernel takes no Q map in this mode: the K map fills the slot (and the V map the unread O slot). kFp8: an
 // f8e4m3 cache (head dim 128; the decode engine's fp8 maps, boxes of 64 rows of 128 bytes).
 template <class T, int kHeadDim, bool kFp8>
 Status launch_decode_packed_kv(const cuda_engine::KernelParams& p, const DecodeLaunch& l, cudaStream_t stream) {
@@ -1297,8 +1337,8 @@ Status launch_decode_packed_kv(const cuda_engine::KernelParams& p, const DecodeL
                   static_cast<unsigned>(p.batch));
   const auto& k_map = *static_cast<const CUtensorMap*>(l.k_tmap);
   const int flags = kFp8 && fp8_one_converter_wg_requested() ? kLaunchFp8OneConverterWg : 0;
-  kernel<<<grid, Traits::kThreads, Traits::kSmemBytes, stream>>>(p, k_map, k_map,
-                                                                  *static_cast<const CUtensorMap*>(l.v_tmap), flags);
+  const auto& v_map = *static_cast<const CUtensorMap*>(l.v_tmap);
+  kernel<<<grid, Traits::kThreads, Traits::kSmemBytes, stream>>>(p, k_map, k_map, v_map, v_map, flags);
   GA_RETURN_IF_ERROR(cuda::last_launch_status(kFp8 ? "sm90_prefill_kernel (packed decode, fp8 K/V)"
                                                    : "sm90_prefill_kernel (packed decode)"));
   if (p.num_splits == 1) return Status::Ok();
