@@ -68,10 +68,11 @@ struct PrefillLaunch {
   // The staged epilogue writes O into shared memory with stmatrix instead of 4-byte stores
   // (prefill_kernel.cuh, store_o_staged). Results are the same either way.
   bool stsm_epilogue = false;
-  // O leaves the staged epilogue by TMA stores (prefill_kernel.cuh, store_o_staged), each consumer
-  // warp its 16 rows through o_tmap: a map of out with boxes of PrefillTraits::kOBoxRows rows whose
-  // row extent is the sequence length (batched Q; ignored for varlen Q, whose rows past a sequence
-  // belong to the next). Results are the same either way.
+  // O leaves the staged epilogue by TMA stores (prefill_kernel.cuh, store_o_staged; the kernel's
+  // second form, head dims 128 and 256: PrefillTraits::kTmaStoreO), each consumer warp its 16 rows
+  // through o_tmap: a map of out with boxes of PrefillTraits::kOBoxRows rows whose row extent is the
+  // sequence length (batched Q; ignored for varlen Q, whose rows past a sequence belong to the
+  // next, and at head dim 64). Results are the same either way.
   bool tma_store_o = false;
   const void* o_tmap = nullptr;
 };

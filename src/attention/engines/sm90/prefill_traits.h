@@ -152,8 +152,9 @@ struct PrefillTraits {
   // (store_o_staged writes a warp's rows only), one box {64 d, 1 head, 16 rows, 1} per d block,
   // from a 2048-byte-aligned place of the 128B-swizzled Q layout (whole 1024-byte swizzle atoms).
   static constexpr int kOBoxRows = 16;
-  // Which kernels compile the TMA store of O: D 128 and 256. D 64's consumers (160 registers)
-  // spilled 52 bytes with it next to the two shared-memory forms (nvcc 13); they keep the stores.
+  // Which prefill kernels have a second form with the TMA store of O (sm90_prefill_kernel<Traits,
+  // true>): D 128 and 256. D 64's consumers (160 registers) spilled 20 bytes in it (nvcc 13); D 64
+  // keeps the 16-byte stores.
   static constexpr bool kTmaStoreO = kStagedEpilogue && kConsumerWgs == 2;
   static constexpr int kQBytes = kDBlocks * kQBlockBytes;
   // K or V tile: kDBlocks blocks of [kBlockN keys][64 d], each one TMA box of kBlockN rows, or

@@ -127,11 +127,12 @@ class Sm90PrefillAttention final : public AttentionEngine {
     launch.q_prefetch_ahead = sm90_engine::prefill_q_ahead();
     launch.early_first_loads = sm90_engine::prefill_early_loads();
     launch.stsm_epilogue = sm90_engine::prefill_stsm_epilogue();
-    // O by TMA stores: batched Q only, through a rank-4 map of out whose row extent Sq clips each
-    // sequence's last query tile (varlen keeps the 16-byte stores: a rank-3 map would let a
-    // sequence's last tile write the next one's rows). Layouts a map cannot nest keep them too.
+    // O by TMA stores (head dims 128 and 256: PrefillTraits::kTmaStoreO): batched Q only, through a
+    // rank-4 map of out whose row extent Sq clips each sequence's last query tile (varlen keeps the
+    // 16-byte stores: a rank-3 map would let a sequence's last tile write the next one's rows).
+    // Layouts a map cannot nest keep them too.
     CUtensorMap o_map;
-    if (sm90_engine::prefill_tma_store_o() && !q_is_varlen(p) && p.out.rank == 4 &&
+    if (sm90_engine::prefill_tma_store_o() && head_dim != 64 && !q_is_varlen(p) && p.out.rank == 4 &&
         sm90_engine::nested_strides(p.out)) {
       GA_RETURN_IF_ERROR(
           sm90_engine::encode_map_of(p.out, sm90_engine::PrefillTraits<__nv_bfloat16>::kOBoxRows, &o_map));
