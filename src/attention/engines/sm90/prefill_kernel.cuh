@@ -1091,19 +1091,40 @@ __device__ void consume(const KernelParams& p, const Work& w, const Smem<Traits>
   if constexpr (Traits::kPackedDecode) cuda::allow_dependent_launch();
   if constexpr (Traits::kStagedEpilogue) {
     float inv[2];
+    if constexpr (kTmaO) {
+      // LSE after O has left: the form's proxy fence (MEMBAR.ALL.CTA) then has no global store of
+      // this thread before it to order. The same values as below.
+      float lse[2];
 #pragma unroll
-    for (int r = 0; r < 2; ++r) {
-      float l = l_run[r];
-      l += __shfl_xor_sync(kFullMask, l, 1);
-      l += __shfl_xor_sync(kFullMask, l, 2);
-      inv[r] = l > 0.f ? 1.f / l : 0.f;  // no visible key: O = 0
-      const int row = row_base + 8 * r;
-      if (row < w.rows && p.lse != nullptr && (lane & 3) == 0) {
-        p.lse[w.h * p.lse_head_stride + (s.q_token0 + row) * p.lse_row_stride] =
-            l > 0.f ? (m_run[r] + log2f(l)) * kLn2 : -INFINITY;
+      for (int r = 0; r < 2; ++r) {
+        float l = l_run[r];
+        l += __shfl_xor_sync(kFullMask, l, 1);
+        l += __shfl_xor_sync(kFullMask, l, 2);
+        inv[r] = l > 0.f ? 1.f / l : 0.f;  // no visible key: O = 0
+        lse[r] = l > 0.f ? (m_run[r] + log2f(l)) * kLn2 : -INFINITY;
       }
+      store_o_staged<Traits, true>(p, w, sm, o, inv, wg, warp_in_wg, lane, stsm_epilogue, to);
+#pragma unroll
+      for (int r = 0; r < 2; ++r) {
+        const int row = row_base + 8 * r;
+        if (row < w.rows && p.lse != nullptr && (lane & 3) == 0)
+          p.lse[w.h * p.lse_head_stride + (s.q_token0 + row) * p.lse_row_stride] = lse[r];
+      }
+    } else {
+#pragma unroll
+      for (int r = 0; r < 2; ++r) {
+        float l = l_run[r];
+        l += __shfl_xor_sync(kFullMask, l, 1);
+        l += __shfl_xor_sync(kFullMask, l, 2);
+        inv[r] = l > 0.f ? 1.f / l : 0.f;  // no visible key: O = 0
+        const int row = row_base + 8 * r;
+        if (row < w.rows && p.lse != nullptr && (lane & 3) == 0) {
+          p.lse[w.h * p.lse_head_stride + (s.q_token0 + row) * p.lse_row_stride] =
+              l > 0.f ? (m_run[r] + log2f(l)) * kLn2 : -INFINITY;
+        }
+      }
+      store_o_staged<Traits, false>(p, w, sm, o, inv, wg, warp_in_wg, lane, stsm_epilogue, to);
     }
-    store_o_staged<Traits, kTmaO>(p, w, sm, o, inv, wg, warp_in_wg, lane, stsm_epilogue, to);
     GA_PREFILL_STAMP(wg == 0 && warp_in_wg == 0 && lane == 0, kEpiEnd0);
     GA_PREFILL_STAMP(wg == 1 && warp_in_wg == 0 && lane == 0, kEpiEnd1);
     GA_PREFILL_STAMP_NS(wg == 0 && warp_in_wg == 0 && lane == 0, kEndNs);
