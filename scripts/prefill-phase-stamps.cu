@@ -14,7 +14,9 @@
 //   GROUPATTN_SM90_PREFILL_Q_AHEAD=1 in the environment: the form that prefetches a later CTA's Q;
 //   GROUPATTN_SM90_PREFILL_EARLY_LOADS (default on, =0 off): thread 0 issues Q and the first KV tile before the CTA
 //   barrier (the "producer's first TMA" stamp is then thread 0's, before that barrier);
-//   GROUPATTN_SM90_PREFILL_STSM_EPILOGUE (default on, =0 off): the staged epilogue's shared-memory writes by stmatrix.
+//   GROUPATTN_SM90_PREFILL_STSM_EPILOGUE (default on, =0 off): the staged epilogue's shared-memory writes by stmatrix;
+//   GROUPATTN_SM90_PREFILL_TMA_STORE_O=1: O leaves by TMA stores, each consumer warp its 16 rows (d 128 / 256); the
+//   "epilogue end" stamps are then warp 0's of each warpgroup after its stores' shared-memory reads.
 #ifndef GROUPATTN_PREFILL_PHASE_STAMPS
 #error "build with -DGROUPATTN_PREFILL_PHASE_STAMPS (see the file's first lines)"
 #endif
@@ -124,7 +126,7 @@ static void run_mode(const Problem& pr, bool causal, const std::vector<int>& sho
     s.outer_stride = int64_t{pr.seq} * heads * pr.d;
     CHECK_STATUS(ga::sm90_engine::encode_kv_map(s, box_rows, m));
   };
-  CUtensorMap qm, km, vm;
+  CUtensorMap qm, km, vm, om;
   map_of(q, pr.hq, Traits::kQBoxRows, &qm);
   map_of(k, pr.hkv, Traits::kBlockN, &km);
   map_of(v, pr.hkv, Traits::kBlockN, &vm);
@@ -138,6 +140,12 @@ static void run_mode(const Problem& pr, bool causal, const std::vector<int>& sho
   l.early_first_loads = early == nullptr || std::atoi(early) != 0;  // the engine's default: on
   const char* stsm = std::getenv("GROUPATTN_SM90_PREFILL_STSM_EPILOGUE");
   l.stsm_epilogue = stsm == nullptr || std::atoi(stsm) != 0;  // the engine's default: on (d 128 / 256)
+  const char* tma_o = std::getenv("GROUPATTN_SM90_PREFILL_TMA_STORE_O");
+  if (tma_o != nullptr && std::atoi(tma_o) != 0) {  // the engine's default: off; batched Q as here
+    map_of(o, pr.hq, Traits::kOBoxRows, &om);
+    l.o_tmap = &om;
+    l.tma_store_o = true;
+  }
 
   const int ctas = kp.m_blocks * pr.hq * pr.batch;
   unsigned long long* dbuf;
@@ -173,10 +181,10 @@ static void run_mode(const Problem& pr, bool causal, const std::vector<int>& sho
 
   std::printf(
       "\n== prefill bf16 %d/%d d%d B%d S%d %s: %d CTAs (%s), %d threads, Q ahead %d, early loads %d, stsm "
-      "epilogue %d\n",
+      "epilogue %d, TMA store of O %d\n",
       pr.hq, pr.hkv, pr.d, pr.batch, pr.seq, causal ? "causal" : "full", ctas,
       l.heads_fastest ? "heads fastest" : "query tiles fastest", Traits::kThreads, l.q_prefetch_ahead ? 1 : 0,
-      l.early_first_loads ? 1 : 0, l.stsm_epilogue ? 1 : 0);
+      l.early_first_loads ? 1 : 0, l.stsm_epilogue ? 1 : 0, l.tma_store_o && Traits::kTmaStoreO ? 1 : 0);
   std::printf(
       "kernel time: %.1f us unstamped (mean of 10), %.1f us stamped (one launch); O sample non-finite: %d\n",
       us_plain, us_stamped, nonfinite);

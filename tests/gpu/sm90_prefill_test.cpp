@@ -190,6 +190,86 @@ TEST_F(Sm90Prefill, EarlyLoadsStaleRowsAndVarlen) {
   }
 }
 
+// O by TMA store (PrefillLaunch::tma_store_o, D 128 / 256, batched Q; docs/PREFILL_SM90.md, "The
+// epilogue by TMA store"): each consumer warp's 16 staged rows leave through an O map whose row
+// extent Sq stops a sequence's last query tile at its end. The same bytes as the 16-byte stores: O
+// and LSE bitwise those of the plain kernel, with either shared-memory form (4-byte stores,
+// stmatrix) and with early loads. Query lengths whose last tile ends inside a warp's 16 rows (1000,
+// 385, 100, 17: the box hangs over Sq) or leaves whole warps and warpgroups without rows (129, 17),
+// three sequences (a box past Sq must not reach the next sequence's rows), Sq != Sk both ways, full
+// and causal (both grid orders). D 64 keeps the stores (declared: the form is not compiled there)
+// and must be unchanged by the switch.
+class TmaStoreOMode {
+ public:
+  explicit TmaStoreOMode(int mode) { sm90_engine::set_prefill_tma_store_o_mode(mode); }
+  ~TmaStoreOMode() { sm90_engine::set_prefill_tma_store_o_mode(-1); }
+};
+
+TEST_F(Sm90Prefill, TmaStoreOEqualsPlainBitwise) {
+  const std::vector<std::pair<int, int>> lengths = {{1000, 1000}, {129, 385}, {385, 129}, {100, 77}, {17, 300}};
+  struct Form {
+    int early, stsm;
+  };
+  const Form forms[] = {{0, 0}, {0, 1}, {1, 1}};
+  for (int d : kHeadDims) {
+    for (bool causal : {false, true}) {
+      for (auto [sq, sk] : lengths) {
+        Case c = prefill_case(12, 4, 3, sq, sk, causal);
+        c.d = d;
+        auto p = make_problem(c);
+        HostTensor o0 = like(p->out), l0 = like(p->lse);
+        {
+          EarlyLoadsMode early(0);
+          StsmEpilogueMode stsm(0);
+          TmaStoreOMode tma(0);
+          ASSERT_TRUE(run_cuda(*p, &o0, &l0, kEngine).ok()) << describe(c);
+        }
+        for (const Form& f : forms) {
+          HostTensor o1 = like(p->out), l1 = like(p->lse);
+          {
+            EarlyLoadsMode early(f.early);
+            StsmEpilogueMode stsm(f.stsm);
+            TmaStoreOMode tma(1);
+            ASSERT_TRUE(run_cuda(*p, &o1, &l1, kEngine).ok()) << describe(c);
+          }
+          const std::string form = " (TMA store of O, early loads " + std::to_string(f.early) +
+                                   ", stmatrix epilogue " + std::to_string(f.stsm) + ")";
+          EXPECT_TRUE(bitwise_equal(o0, o1)) << describe(c) << ": O differs" << form;
+          EXPECT_TRUE(bitwise_equal(l0, l1)) << describe(c) << ": LSE differs" << form;
+        }
+      }
+    }
+  }
+}
+
+// The TMA store of O forced, against the reference with the harness's guards (NaN-poisoned
+// outputs, the neighbours of every tensor untouched): strided views (padded row, head and batch
+// strides: the map's strides, and nothing written into the padding), seqlens_k with NaN stale
+// rows, and varlen Q, which keeps the 16-byte stores (a sequence's last tile must not write the
+// next sequence's rows).
+TEST_F(Sm90Prefill, TmaStoreOGuardsStridedAndVarlen) {
+  TmaStoreOMode on(1);
+  for (int d : kHeadDims) {
+    for (bool causal : {false, true}) {
+      Case c = prefill_case(8, 2, 2, 200, 260, causal);
+      c.d = d;
+      c.strided = true;
+      check_case(c, kEngine);
+      Case k = prefill_case(8, 2, 3, 150, 300, causal);
+      k.d = d;
+      k.k_lens = {300, 71, 129};
+      expect_ignores_stale_rows(k, kEngine);
+    }
+    Case v = prefill_case(8, 2, 1, 1, 1, true);
+    v.d = d;
+    v.q_varlen = true;
+    v.kv = KvKind::kVarlen;
+    v.q_lens = {129, 1, 0, 300, 128, 77};
+    v.k_lens = {129, 200, 5, 300, 0, 385};
+    check_case(v, kEngine);
+  }
+}
+
 // Varlen Q and K/V (rank-3 maps, coordinates from cu_seqlens): lengths around the tiles, a
 // sequence without queries, one without keys, Sq != Sk per sequence; causal, window, GQA ratios.
 TEST_F(Sm90Prefill, VarlenQAndKv) {

@@ -83,6 +83,22 @@ __device__ __forceinline__ void tma_prefetch_l2_4d(const CUtensorMap* map, int c
                : "memory");
 }
 
+// Rank-4 tile store of this CTA's shared memory to global (the inverse of tma_load_4d, the same
+// map layout and swizzle): elements past the map's bounds are not written; the start coordinates
+// must be >= 0. Completes by bulk group: bulk_commit_group, then bulk_wait_group_read before the
+// source may be overwritten or the CTA exits (HOPPER-PRIMITIVES.md section 4). Shared memory written
+// by threads needs fence_proxy_async_smem in each writer and a barrier before the issue.
+__device__ __forceinline__ void tma_store_4d(const CUtensorMap* map, int c0, int c1, int c2, int c3,
+                                             const void* smem_src) {
+  const int32_t coords[4] = {c0, c1, c2, c3};
+  ptx::cp_async_bulk_tensor(ptx::space_global, ptx::space_shared, map, coords, smem_src);
+}
+// Closes this thread's TMA stores issued since the last commit into one bulk group.
+__device__ __forceinline__ void bulk_commit_group() { ptx::cp_async_bulk_commit_group(); }
+// Waits until every bulk group of this thread has finished reading shared memory (not for the
+// global writes, which complete on their own; a kernel's writes are visible after it ends).
+__device__ __forceinline__ void bulk_wait_group_read_all() { ptx::cp_async_bulk_wait_group_read(ptx::n32_t<0>{}); }
+
 // stmatrix (sm_90): four 8x8 16-bit matrices to shared memory, the inverse of ldmatrix: lanes
 // 8k..8k+7 give the row addresses (16 bytes each) of matrix k, and every lane's register k holds
 // row lane / 4, columns 2 (lane % 4) .. + 1 of matrix k (the mma accumulator layout, packed).

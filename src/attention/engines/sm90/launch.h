@@ -68,6 +68,13 @@ struct PrefillLaunch {
   // The staged epilogue writes O into shared memory with stmatrix instead of 4-byte stores
   // (prefill_kernel.cuh, store_o_staged). Results are the same either way.
   bool stsm_epilogue = false;
+  // O leaves the staged epilogue by TMA stores (prefill_kernel.cuh, store_o_staged; the kernel's
+  // second form, head dims 128 and 256: PrefillTraits::kTmaStoreO), each consumer warp its 16 rows
+  // through o_tmap: a map of out with boxes of PrefillTraits::kOBoxRows rows whose row extent is the
+  // sequence length (batched Q; ignored for varlen Q, whose rows past a sequence belong to the
+  // next, and at head dim 64). Results are the same either way.
+  bool tma_store_o = false;
+  const void* o_tmap = nullptr;
 };
 
 // Runs the prefill kernel (grid: m_blocks, Hq, B, or Hq, m_blocks, B with l.heads_fastest);
@@ -107,6 +114,11 @@ bool decode_list_heads_fastest();
 // GROUPATTN_SM90_DECODE_LIST_UNIFORM_FAST ("0": off; default on).
 void set_decode_list_uniform_fast_mode(int mode);
 bool decode_list_uniform_fast();
+
+// The TMA store of O (PrefillLaunch::tma_store_o), the same kind of switch:
+// GROUPATTN_SM90_PREFILL_TMA_STORE_O ("1": on; default off).
+void set_prefill_tma_store_o_mode(int mode);
+bool prefill_tma_store_o();
 
 // The prefill kernel of one head dim (64, 128 or 256).
 template <class T, int kHeadDim>

@@ -68,6 +68,9 @@ inline constexpr int kLaunchFp8OneConverterWg = 4;
 inline constexpr int kLaunchEarlyLoads = 8;
 // Prefill: the staged epilogue writes O into shared memory with stmatrix (store_o_staged).
 inline constexpr int kLaunchStsmEpilogue = 16;
+// (O by TMA store, PrefillLaunch::tma_store_o, is a second kernel, sm90_prefill_kernel<Traits, true>,
+// not a flag: compiled into the one kernel behind a flag it lengthened the shared D 128 loop by 12
+// SASS instructions per tile, ptxas allocating differently, with the flag off as well.)
 
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
 namespace prefill_detail {
@@ -682,11 +685,13 @@ __device__ __forceinline__ void load_packed_q(const KernelParams& p, const Work&
 // the output, consecutive lanes along a row (a warp stores 512 contiguous bytes of d 256). The
 // caller's last wgmma_wait covers its last S product, the only reader of those rows (wgmma's
 // completion orders its async-proxy reads before these generic writes); rows past the sequence
-// are not stored.
-template <class Traits>
+// are not stored. kTmaO (Traits::kTmaStoreO, batched Q): each warp's own 16 rows leave by TMA
+// stores through the O map `to` instead, whose row extent is the sequence length (rows past it
+// are not written).
+template <class Traits, bool kTmaO>
 __device__ __forceinline__ void store_o_staged(const KernelParams& p, const Work& w, const Smem<Traits>& sm,
                                                float (&o)[Traits::kDBlocks][32], const float (&inv)[2],
-                                               int wg, int warp_in_wg, int lane, bool stsm) {
+                                               int wg, int warp_in_wg, int lane, bool stsm, const CUtensorMap* to) {
   using T = typename Traits::Element;
   using Store = ::groupattn::cuda::MmaType<T>;
   // Row n of d block db at rows + db * kQBlockBytes + n * 128; the thread's rows: n0 and n0 + 8.
@@ -729,35 +734,61 @@ __device__ __forceinline__ void store_o_staged(const KernelParams& p, const Work
       }
     }
   }
-  constexpr uint32_t kBarOut = 6;  // + wg: the warpgroup's own rows, its own barrier
-  hw::named_bar_sync(kBarOut + wg, 128);
-  constexpr int kChunksPerRow = Traits::kHeadDim / 8;  // 16-byte chunks of one output row
-  constexpr int kPerThread = Traits::kRowsPerWg * kChunksPerRow / 128;
-  static_assert(Traits::kRowsPerWg * kChunksPerRow % 128 == 0, "whole chunks per thread");
-  // Chunk c = t + 128 j: row c / kChunksPerRow, d 8 (c % kChunksPerRow) .. + 7.
-  const int t = 32 * warp_in_wg + lane;
-  uint4 val[kPerThread];
+  if constexpr (kTmaO) {
+    // Both forms above write only the warp's own rows 16 warp_in_wg .. + 15 of the warpgroup's 64,
+    // so a warp barrier orders them before the copy: no warpgroup barrier, no read-back, no
+    // 16-byte global stores (~290 of the D 128 epilogue's SASS instructions per thread), and each
+    // warp's rows leave as soon as it has written them. One lane issues the warp's kDBlocks boxes
+    // and waits until the TMA unit has read them (the CTA's shared memory must outlive the reads;
+    // the global writes complete on their own and are visible when the kernel ends).
+    (void)p;
+    hw::fence_proxy_async_smem();  // each writer: generic stores -> the async proxy's reads
+    __syncwarp();
+    const int row = w.m0 + wg * Traits::kRowsPerWg + Traits::kOBoxRows * warp_in_wg;  // the box's first row
+    if (lane == 0 && row < w.rows) {
+      const unsigned char* box = rows + Traits::kOBoxRows * warp_in_wg * 128;
+      // Map coordinates (d, head, row of the sequence, sequence): batched Q, sequence blockIdx.z.
 #pragma unroll
-  for (int j = 0; j < kPerThread; ++j) {  // every shared-memory read in flight before the first store
-    const int c = t + 128 * j, n = c / kChunksPerRow, ch = c % kChunksPerRow;
-    val[j] = *reinterpret_cast<const uint4*>(rows + (ch / 8) * Traits::kQBlockBytes + n * 128 +
-                                             (((ch % 8) ^ (n % 8)) * 16));
-  }
-  T* out = static_cast<T*>(p.out) + w.s.o_offset + static_cast<int64_t>(w.h) * p.o_head_stride;
-#pragma unroll
-  for (int j = 0; j < kPerThread; ++j) {
-    const int c = t + 128 * j, n = c / kChunksPerRow, ch = c % kChunksPerRow;
-    const int row = w.m0 + wg * Traits::kRowsPerWg + n;  // query token of the sequence
-    if (row < w.rows)
-      *reinterpret_cast<uint4*>(out + static_cast<int64_t>(row) * p.o_row_stride + ch * 8) = val[j];
+      for (int hh = 0; hh < Traits::kDBlocks; ++hh)
+        hw::tma_store_4d(to, hh * Traits::kSwizzleElems, w.h, row, static_cast<int>(blockIdx.z),
+                         box + hh * Traits::kQBlockBytes);
+      hw::bulk_commit_group();
+      hw::bulk_wait_group_read_all();
+    }
+  } else {
+    (void)to;
+    constexpr uint32_t kBarOut = 6;  // + wg: the warpgroup's own rows, its own barrier
+    hw::named_bar_sync(kBarOut + wg, 128);
+    constexpr int kChunksPerRow = Traits::kHeadDim / 8;  // 16-byte chunks of one output row
+    constexpr int kPerThread = Traits::kRowsPerWg * kChunksPerRow / 128;
+    static_assert(Traits::kRowsPerWg * kChunksPerRow % 128 == 0, "whole chunks per thread");
+    // Chunk c = t + 128 j: row c / kChunksPerRow, d 8 (c % kChunksPerRow) .. + 7.
+    const int t = 32 * warp_in_wg + lane;
+    uint4 val[kPerThread];
+  #pragma unroll
+    for (int j = 0; j < kPerThread; ++j) {  // every shared-memory read in flight before the first store
+      const int c = t + 128 * j, n = c / kChunksPerRow, ch = c % kChunksPerRow;
+      val[j] = *reinterpret_cast<const uint4*>(rows + (ch / 8) * Traits::kQBlockBytes + n * 128 +
+                                               (((ch % 8) ^ (n % 8)) * 16));
+    }
+    T* out = static_cast<T*>(p.out) + w.s.o_offset + static_cast<int64_t>(w.h) * p.o_head_stride;
+  #pragma unroll
+    for (int j = 0; j < kPerThread; ++j) {
+      const int c = t + 128 * j, n = c / kChunksPerRow, ch = c % kChunksPerRow;
+      const int row = w.m0 + wg * Traits::kRowsPerWg + n;  // query token of the sequence
+      if (row < w.rows)
+        *reinterpret_cast<uint4*>(out + static_cast<int64_t>(row) * p.o_row_stride + ch * 8) = val[j];
+    }
+
   }
 }
 
 // One consumer warpgroup's part of the work: its 64 query rows against the work's KV tiles, then
 // their O and LSE (packed decode with several splits: the split's fp32 partials).
-template <class Traits>
+// kTmaO: the staged epilogue's O by TMA store through `to` (store_o_staged).
+template <class Traits, bool kTmaO>
 __device__ void consume(const KernelParams& p, const Work& w, const Smem<Traits>& sm, int wg, int warp_in_wg,
-                        int lane, bool first_k_own, bool stsm_epilogue) {
+                        int lane, bool first_k_own, bool stsm_epilogue, const CUtensorMap* to) {
   const SeqInfo& s = w.s;
   const int m0 = w.m0, blk_begin = w.blk_begin, blk_end = w.blk_end;
   using T = typename Traits::Element;
@@ -1060,19 +1091,40 @@ __device__ void consume(const KernelParams& p, const Work& w, const Smem<Traits>
   if constexpr (Traits::kPackedDecode) cuda::allow_dependent_launch();
   if constexpr (Traits::kStagedEpilogue) {
     float inv[2];
+    if constexpr (kTmaO) {
+      // LSE after O has left: the form's proxy fence (MEMBAR.ALL.CTA) then has no global store of
+      // this thread before it to order. The same values as below.
+      float lse[2];
 #pragma unroll
-    for (int r = 0; r < 2; ++r) {
-      float l = l_run[r];
-      l += __shfl_xor_sync(kFullMask, l, 1);
-      l += __shfl_xor_sync(kFullMask, l, 2);
-      inv[r] = l > 0.f ? 1.f / l : 0.f;  // no visible key: O = 0
-      const int row = row_base + 8 * r;
-      if (row < w.rows && p.lse != nullptr && (lane & 3) == 0) {
-        p.lse[w.h * p.lse_head_stride + (s.q_token0 + row) * p.lse_row_stride] =
-            l > 0.f ? (m_run[r] + log2f(l)) * kLn2 : -INFINITY;
+      for (int r = 0; r < 2; ++r) {
+        float l = l_run[r];
+        l += __shfl_xor_sync(kFullMask, l, 1);
+        l += __shfl_xor_sync(kFullMask, l, 2);
+        inv[r] = l > 0.f ? 1.f / l : 0.f;  // no visible key: O = 0
+        lse[r] = l > 0.f ? (m_run[r] + log2f(l)) * kLn2 : -INFINITY;
       }
+      store_o_staged<Traits, true>(p, w, sm, o, inv, wg, warp_in_wg, lane, stsm_epilogue, to);
+#pragma unroll
+      for (int r = 0; r < 2; ++r) {
+        const int row = row_base + 8 * r;
+        if (row < w.rows && p.lse != nullptr && (lane & 3) == 0)
+          p.lse[w.h * p.lse_head_stride + (s.q_token0 + row) * p.lse_row_stride] = lse[r];
+      }
+    } else {
+#pragma unroll
+      for (int r = 0; r < 2; ++r) {
+        float l = l_run[r];
+        l += __shfl_xor_sync(kFullMask, l, 1);
+        l += __shfl_xor_sync(kFullMask, l, 2);
+        inv[r] = l > 0.f ? 1.f / l : 0.f;  // no visible key: O = 0
+        const int row = row_base + 8 * r;
+        if (row < w.rows && p.lse != nullptr && (lane & 3) == 0) {
+          p.lse[w.h * p.lse_head_stride + (s.q_token0 + row) * p.lse_row_stride] =
+              l > 0.f ? (m_run[r] + log2f(l)) * kLn2 : -INFINITY;
+        }
+      }
+      store_o_staged<Traits, false>(p, w, sm, o, inv, wg, warp_in_wg, lane, stsm_epilogue, to);
     }
-    store_o_staged<Traits>(p, w, sm, o, inv, wg, warp_in_wg, lane, stsm_epilogue);
     GA_PREFILL_STAMP(wg == 0 && warp_in_wg == 0 && lane == 0, kEpiEnd0);
     GA_PREFILL_STAMP(wg == 1 && warp_in_wg == 0 && lane == 0, kEpiEnd1);
     GA_PREFILL_STAMP_NS(wg == 0 && warp_in_wg == 0 && lane == 0, kEndNs);
@@ -1127,9 +1179,9 @@ __device__ void consume(const KernelParams& p, const Work& w, const Smem<Traits>
   }
 }
 
-template <class Traits>
-__device__ void prefill_cta(const KernelParams& p, const CUtensorMap* tq, const CUtensorMap* tk, const CUtensorMap* tv,
-                            int flags) {
+template <class Traits, bool kTmaO>
+__device__ void prefill_cta(const KernelParams& p, const CUtensorMap* tq, const CUtensorMap* tk,
+                            const CUtensorMap* tv, const CUtensorMap* to, int flags) {
   const bool heads_fastest = (flags & kLaunchHeadsFastest) != 0;
   const bool early_loads = Traits::kEarlyFirstLoads && (flags & kLaunchEarlyLoads) != 0;
   extern __shared__ __align__(128) unsigned char smem_raw[];
@@ -1177,6 +1229,7 @@ __device__ void prefill_cta(const KernelParams& p, const CUtensorMap* tq, const 
   }
   if (warp == Traits::kProducerWarp && lane == 0) {
     if constexpr (!Traits::kPackedDecode) hw::prefetch_tensormap(tq);  // (packed decode: no Q map)
+    if constexpr (kTmaO) hw::prefetch_tensormap(to);
     hw::prefetch_tensormap(tk);
     hw::prefetch_tensormap(tv);
   }
@@ -1213,7 +1266,7 @@ __device__ void prefill_cta(const KernelParams& p, const CUtensorMap* tq, const 
     }
     hw::setmaxnreg_inc<Traits::kConsumerRegs>();
     GA_PREFILL_STAMP(warp == 0 && lane == 0, kReady);
-    consume<Traits>(p, w, sm, warp / 4, warp % 4, lane, early_loads, (flags & kLaunchStsmEpilogue) != 0);
+    consume<Traits, kTmaO>(p, w, sm, warp / 4, warp % 4, lane, early_loads, (flags & kLaunchStsmEpilogue) != 0, to);
   }
 }
 
@@ -1224,35 +1277,50 @@ __device__ void prefill_cta(const KernelParams& p, const CUtensorMap* tq, const 
 // Hq, B); kLaunchQAhead, prefetch_q_ahead; kLaunchEarlyLoads, issue_first_loads;
 // kLaunchStsmEpilogue, store_o_staged with stmatrix (PrefillLaunch).
 // Packed decode: kLaunchFp8OneConverterWg or 0.
-template <class Traits>
+// kTmaO (Traits::kTmaStoreO only; PrefillLaunch::tma_store_o, batched Q): O leaves by TMA stores
+// through tmap_o. Without it tmap_o is not read (the launcher passes a copy of another map); it
+// comes after flags so that the other parameters keep their offsets.
+template <class Traits, bool kTmaO = false>
 __global__ void __launch_bounds__(Traits::kThreads, 1)
     sm90_prefill_kernel(const cuda_engine::KernelParams p, const __grid_constant__ CUtensorMap tmap_q,
                         const __grid_constant__ CUtensorMap tmap_k, const __grid_constant__ CUtensorMap tmap_v,
-                        const int flags) {
+                        const int flags, const __grid_constant__ CUtensorMap tmap_o) {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
-  prefill_detail::prefill_cta<Traits>(p, &tmap_q, &tmap_k, &tmap_v, flags);
+  static_assert(!kTmaO || Traits::kTmaStoreO, "the TMA store of O: prefill at D 128 / 256 only");
+  prefill_detail::prefill_cta<Traits, kTmaO>(p, &tmap_q, &tmap_k, &tmap_v, &tmap_o, flags);
 #else
   (void)p;
   (void)tmap_q;
   (void)tmap_k;
   (void)tmap_v;
   (void)flags;
+  (void)tmap_o;
 #endif
 }
 
 template <class Traits>
 Status launch_prefill_traits(const cuda_engine::KernelParams& p, const PrefillLaunch& l, cudaStream_t stream) {
-  auto* kernel = sm90_prefill_kernel<Traits>;
-  GA_RETURN_IF_ERROR(
-      cuda::set_max_dynamic_smem_once<sm90_prefill_kernel<Traits>>(static_cast<int>(Traits::kSmemBytes)));
   const auto m_blocks = static_cast<unsigned>(p.m_blocks), heads = static_cast<unsigned>(p.heads_q);
   const dim3 grid(l.heads_fastest ? heads : m_blocks, l.heads_fastest ? m_blocks : heads,
                   static_cast<unsigned>(p.batch));
   const int flags = (l.heads_fastest ? kLaunchHeadsFastest : 0) | (l.q_prefetch_ahead ? kLaunchQAhead : 0) |
                     (l.early_first_loads ? kLaunchEarlyLoads : 0) | (l.stsm_epilogue ? kLaunchStsmEpilogue : 0);
-  kernel<<<grid, Traits::kThreads, Traits::kSmemBytes, stream>>>(
-      p, *static_cast<const CUtensorMap*>(l.q_tmap), *static_cast<const CUtensorMap*>(l.k_tmap),
-      *static_cast<const CUtensorMap*>(l.v_tmap), flags);
+  const auto& q_map = *static_cast<const CUtensorMap*>(l.q_tmap);
+  const auto& k_map = *static_cast<const CUtensorMap*>(l.k_tmap);
+  const auto& v_map = *static_cast<const CUtensorMap*>(l.v_tmap);
+  if constexpr (Traits::kTmaStoreO) {
+    if (l.tma_store_o && l.o_tmap != nullptr && p.cu_seqlens_q == nullptr) {
+      constexpr auto kTmaKernel = sm90_prefill_kernel<Traits, true>;
+      GA_RETURN_IF_ERROR(cuda::set_max_dynamic_smem_once<kTmaKernel>(static_cast<int>(Traits::kSmemBytes)));
+      kTmaKernel<<<grid, Traits::kThreads, Traits::kSmemBytes, stream>>>(
+          p, q_map, k_map, v_map, flags, *static_cast<const CUtensorMap*>(l.o_tmap));
+      return cuda::last_launch_status("sm90_prefill_kernel (O by TMA store)");
+    }
+  }
+  GA_RETURN_IF_ERROR(
+      cuda::set_max_dynamic_smem_once<sm90_prefill_kernel<Traits>>(static_cast<int>(Traits::kSmemBytes)));
+  sm90_prefill_kernel<Traits><<<grid, Traits::kThreads, Traits::kSmemBytes, stream>>>(p, q_map, k_map, v_map,
+                                                                                      flags, q_map);
   return cuda::last_launch_status("sm90_prefill_kernel");
 }
 
@@ -1285,7 +1353,8 @@ inline bool fp8_one_converter_wg_requested() {
 }
 
 // The sm90 decode engine's multi-token path (grid: m_blocks row blocks x num_splits, Hkv, B), then
-// the split combine. The kernel takes no Q map in this mode: the K map fills the slot. kFp8: an
+// the split combine. The kernel takes no Q map in this mode: the K map fills its slot (the V map the
+// unread O map's). kFp8: an
 // f8e4m3 cache (head dim 128; the decode engine's fp8 maps, boxes of 64 rows of 128 bytes).
 template <class T, int kHeadDim, bool kFp8>
 Status launch_decode_packed_kv(const cuda_engine::KernelParams& p, const DecodeLaunch& l, cudaStream_t stream) {
@@ -1297,8 +1366,8 @@ Status launch_decode_packed_kv(const cuda_engine::KernelParams& p, const DecodeL
                   static_cast<unsigned>(p.batch));
   const auto& k_map = *static_cast<const CUtensorMap*>(l.k_tmap);
   const int flags = kFp8 && fp8_one_converter_wg_requested() ? kLaunchFp8OneConverterWg : 0;
-  kernel<<<grid, Traits::kThreads, Traits::kSmemBytes, stream>>>(p, k_map, k_map,
-                                                                  *static_cast<const CUtensorMap*>(l.v_tmap), flags);
+  const auto& v_map = *static_cast<const CUtensorMap*>(l.v_tmap);
+  kernel<<<grid, Traits::kThreads, Traits::kSmemBytes, stream>>>(p, k_map, k_map, v_map, flags, v_map);
   GA_RETURN_IF_ERROR(cuda::last_launch_status(kFp8 ? "sm90_prefill_kernel (packed decode, fp8 K/V)"
                                                    : "sm90_prefill_kernel (packed decode)"));
   if (p.num_splits == 1) return Status::Ok();

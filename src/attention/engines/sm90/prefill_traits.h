@@ -148,6 +148,14 @@ struct PrefillTraits {
   // Q: kDBlocks blocks of [kBlockM rows][64 d]; each block is kConsumerWgs TMA boxes of 64 rows.
   static constexpr int kQBoxRows = kRowsPerWg;
   static constexpr int kQBlockBytes = kBlockM * 128;
+  // O by TMA store (kLaunchTmaStoreO): each consumer warp stores its own 16 rows of the staged O
+  // (store_o_staged writes a warp's rows only), one box {64 d, 1 head, 16 rows, 1} per d block,
+  // from a 2048-byte-aligned place of the 128B-swizzled Q layout (whole 1024-byte swizzle atoms).
+  static constexpr int kOBoxRows = 16;
+  // Which prefill kernels have a second form with the TMA store of O (sm90_prefill_kernel<Traits,
+  // true>): D 128 and 256. D 64's consumers (160 registers) spilled 20 bytes in it (nvcc 13); D 64
+  // keeps the 16-byte stores.
+  static constexpr bool kTmaStoreO = kStagedEpilogue && kConsumerWgs == 2;
   static constexpr int kQBytes = kDBlocks * kQBlockBytes;
   // K or V tile: kDBlocks blocks of [kBlockN keys][64 d], each one TMA box of kBlockN rows, or
   // (kPackedDecode) kKvSubBoxes stacked boxes of 64 rows: the same bytes in the same 128B-swizzled
@@ -206,6 +214,8 @@ struct PrefillTraits {
   static_assert(sizeof(T) == 2, "wgmma path takes 16-bit inputs (bf16, fp16)");
   static_assert((kHeadDim == 64 || kHeadDim == 128 || kHeadDim == 256) && kBlockN % 16 == 0 && kBlockN <= 256,
                 "tile shapes (a TMA box has <= 256 rows; P's k-steps are 16 keys)");
+  static_assert(kRowsPerWg == 4 * kOBoxRows && (kOBoxRows * 128) % 1024 == 0,
+                "one O box per consumer warp, whole swizzle atoms");
   static_assert(kQBlockBytes % 1024 == 0 && kKvBoxBytes % 1024 == 0 &&
                     (kRowsPerWg * 128) % 1024 == 0,
                 "128B-swizzled operands start on 1024-byte boundaries (descriptor base offset 0)");

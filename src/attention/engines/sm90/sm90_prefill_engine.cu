@@ -36,6 +36,8 @@ std::atomic<int> g_q_ahead_mode{-1};
 std::atomic<int> g_early_loads_mode{-1};
 // sm90_engine::set_prefill_stsm_epilogue_mode: -1 the environment, 0 off, 1 on.
 std::atomic<int> g_stsm_epilogue_mode{-1};
+// sm90_engine::set_prefill_tma_store_o_mode: -1 the environment, 0 off, 1 on.
+std::atomic<int> g_tma_store_o_mode{-1};
 
 class Sm90PrefillAttention final : public AttentionEngine {
  public:
@@ -125,6 +127,18 @@ class Sm90PrefillAttention final : public AttentionEngine {
     launch.q_prefetch_ahead = sm90_engine::prefill_q_ahead();
     launch.early_first_loads = sm90_engine::prefill_early_loads();
     launch.stsm_epilogue = sm90_engine::prefill_stsm_epilogue();
+    // O by TMA stores (head dims 128 and 256: PrefillTraits::kTmaStoreO): batched Q only, through a
+    // rank-4 map of out whose row extent Sq clips each sequence's last query tile (varlen keeps the
+    // 16-byte stores: a rank-3 map would let a sequence's last tile write the next one's rows).
+    // Layouts a map cannot nest keep them too.
+    CUtensorMap o_map;
+    if (sm90_engine::prefill_tma_store_o() && head_dim != 64 && !q_is_varlen(p) && p.out.rank == 4 &&
+        sm90_engine::nested_strides(p.out)) {
+      GA_RETURN_IF_ERROR(
+          sm90_engine::encode_map_of(p.out, sm90_engine::PrefillTraits<__nv_bfloat16>::kOBoxRows, &o_map));
+      launch.tma_store_o = true;
+      launch.o_tmap = &o_map;
+    }
     const auto s = static_cast<cudaStream_t>(stream);
     if (p.q.dtype == DType::kBF16) return sm90_engine::launch_prefill<__nv_bfloat16>(kp, launch, s);
     return sm90_engine::launch_prefill<__half>(kp, launch, s);
@@ -138,6 +152,7 @@ namespace sm90_engine {
 void set_prefill_q_ahead_mode(int mode) { g_q_ahead_mode.store(clamp_mode(mode)); }
 void set_prefill_early_loads_mode(int mode) { g_early_loads_mode.store(clamp_mode(mode)); }
 void set_prefill_stsm_epilogue_mode(int mode) { g_stsm_epilogue_mode.store(clamp_mode(mode)); }
+void set_prefill_tma_store_o_mode(int mode) { g_tma_store_o_mode.store(clamp_mode(mode)); }
 
 // GROUPATTN_SM90_PREFILL_Q_AHEAD=1: the producer prefetches a later CTA's Q into L2
 // (PrefillLaunch::q_prefetch_ahead; docs/PREFILL_SM90.md, "Where a short CTA's time goes"). Off by
@@ -163,6 +178,14 @@ bool prefill_early_loads() {
 bool prefill_stsm_epilogue() {
   static const bool from_env = env_switch("GROUPATTN_SM90_PREFILL_STSM_EPILOGUE", true);
   return switch_value(g_stsm_epilogue_mode, from_env);
+}
+
+// O leaves the staged epilogue by TMA stores, each consumer warp its own 16 rows, batched Q only
+// (PrefillLaunch::tma_store_o; docs/PREFILL_SM90.md, "The epilogue by TMA store"). Off by default
+// until measured; GROUPATTN_SM90_PREFILL_TMA_STORE_O=1 turns it on. Bitwise the same.
+bool prefill_tma_store_o() {
+  static const bool from_env = env_switch("GROUPATTN_SM90_PREFILL_TMA_STORE_O", false);
+  return switch_value(g_tma_store_o_mode, from_env);
 }
 
 }  // namespace sm90_engine
