@@ -237,9 +237,10 @@ template <class Traits>
 using WgmmaS = hw::Wgmma<std::is_same_v<typename Traits::Element, __nv_bfloat16>, Traits::kBlockN, 0, 0>;
 
 // Packed decode: one KV tile as kKvSubBoxes 64-row boxes per d block of K and of V (paged: each box
-// inside one page, page_size being a multiple of 64). Boxes wholly past the sequence's last key
-// are not loaded (a paged sequence's block table may end there): their K rows are masked and
-// their V rows zeroed like any row past k_len (zero_stale_v), whatever the stage held.
+// inside one page, page_size being a multiple of 64; smaller pages: produce_packed_decode_runs
+// below). Boxes wholly past the sequence's last key are not loaded (a paged sequence's block table
+// may end there): their K rows are masked and their V rows zeroed like any row past k_len
+// (zero_stale_v), whatever the stage held.
 // packed_decode_boxes: the tile's boxes inside the sequence (>= 1); packed_decode_box_at: the map
 // coordinates (row, outer) of the box starting at key `key`; load_packed_decode_box: that box of K
 // or of V (`map`), every d block, into the tile at `dst`, arriving on `bar` (the caller expects
