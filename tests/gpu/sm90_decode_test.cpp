@@ -1363,6 +1363,64 @@ TEST_F(Sm90Decode, WorkspaceSplitModePinned) {
   }
 }
 
+// ---- Small pages in the packed-rows form (docs/DECODE_SM90.md section 22; the switch
+// GROUPATTN_SM90_DECODE_PACKED_SMALL_PAGES, set here through set_decode_packed_small_pages_mode) ----
+class PackedSmallPagesMode {
+ public:
+  explicit PackedSmallPagesMode(int mode) { sm90_engine::set_decode_packed_small_pages_mode(mode); }
+  ~PackedSmallPagesMode() { sm90_engine::set_decode_packed_small_pages_mode(-1); }
+};
+
+// The clusters of section 22's failure table (16/1 d64 x 2 and 4 tokens, 32/2 d256 x 4, 64/8 d128
+// x 8, 8/1 d128 x 4) and 8/2 x 16 (128 rows, both consumer warpgroups), at pages 16 (4 runs per
+// 64 keys), 8 (8-row runs; D 128: 16 lanes per 128-key tile), 48 (gcd 16: a page's runs straddle
+// tiles and splits) and 96 (gcd 32); lengths 1000, 41 and 300 (last tiles of 104, 41 and 44 keys:
+// runs past the sequence not loaded) and 4099 (a table over many 128-byte lines, the L2 prefetch
+// and the one-tile lookahead crossing lines and split ends); splits 1, 3 and automatic; NaN in
+// every cache row no key uses. With the switch off "sm90-rows" declines these pages (so with it on
+// the pinned engine can only have run the packed form); with it on, "sm90" and "sm90-rows" match
+// the fp64 reference, bf16, and f16 at page 16.
+TEST_F(Sm90Decode, PackedRowsSmallPages) {
+  const std::vector<std::tuple<int64_t, int64_t, int, int64_t>> shapes = {
+      {16, 1, 2, 64}, {16, 1, 4, 64}, {32, 2, 4, 256}, {64, 8, 8, 128}, {8, 1, 4, 128}, {8, 2, 16, 128}};
+  {
+    PackedSmallPagesMode off(0);
+    Case c = decode_case(64, 8, 8, {1000, 41, 300});
+    c.kv = KvKind::kPaged;
+    c.page_size = 16;
+    expect_declines(c, "sm90-rows", "page_size a multiple of 64");
+  }
+  PackedSmallPagesMode on(1);
+  for (int page : {16, 8, 48, 96}) {
+    for (auto [hq, hkv, tokens, d] : shapes) {
+      for (int splits : {1, 3, 0}) {
+        Case c = decode_case(hq, hkv, tokens, {1000, 41, 300}, d);
+        c.kv = KvKind::kPaged;
+        c.page_size = page;
+        c.num_splits = splits;
+        expect_ignores_stale_rows(c, kEngine);
+        expect_ignores_stale_rows(c, "sm90-rows");
+        if (page == 16 && splits == 3) {
+          c.dtype = DType::kF16;
+          check_case(c, kEngine);
+        }
+      }
+      Case wrap = decode_case(hq, hkv, tokens, {4099, 65}, d);
+      wrap.kv = KvKind::kPaged;
+      wrap.page_size = page;
+      wrap.num_splits = 0;
+      expect_ignores_stale_rows(wrap, "sm90-rows");
+    }
+  }
+  // fp8 caches in small pages keep swap-AB under "sm90" and are declined by "sm90-rows".
+  Case fp8 = decode_case(64, 8, 8, {1000, 41});
+  fp8.kv = KvKind::kPaged;
+  fp8.page_size = 16;
+  fp8.kv_fp8 = true;
+  check_case(fp8, kEngine);
+  expect_declines(fp8, "sm90-rows", "page_size a multiple of 64");
+}
+
 }  // namespace
 }  // namespace groupattn::test
 

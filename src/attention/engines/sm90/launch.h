@@ -120,6 +120,12 @@ bool decode_list_uniform_fast();
 void set_prefill_tma_store_o_mode(int mode);
 bool prefill_tma_store_o();
 
+// Multi-token decode on small pages in the packed-rows form (sm90_engine.cu pages_fit_packed_rows;
+// docs/DECODE_SM90.md section 22), a switch for measurement and tests: -1 from
+// GROUPATTN_SM90_DECODE_PACKED_SMALL_PAGES ("1": on; read at the first call, default off), 0 off, 1 on.
+void set_decode_packed_small_pages_mode(int mode);
+bool decode_packed_small_pages();
+
 // The prefill kernel of one head dim (64, 128 or 256).
 template <class T, int kHeadDim>
 Status launch_prefill_head_dim(const cuda_engine::KernelParams& p, const PrefillLaunch& l, cudaStream_t stream);

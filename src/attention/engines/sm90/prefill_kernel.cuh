@@ -240,9 +240,10 @@ template <class Traits>
 using WgmmaS = hw::Wgmma<std::is_same_v<typename Traits::Element, __nv_bfloat16>, Traits::kBlockN, 0, 0>;
 
 // Packed decode: one KV tile as kKvSubBoxes 64-row boxes per d block of K and of V (paged: each box
-// inside one page, page_size being a multiple of 64). Boxes wholly past the sequence's last key
-// are not loaded (a paged sequence's block table may end there): their K rows are masked and
-// their V rows zeroed like any row past k_len (zero_stale_v), whatever the stage held.
+// inside one page, page_size being a multiple of 64; smaller pages: produce_packed_decode_runs
+// below). Boxes wholly past the sequence's last key are not loaded (a paged sequence's block table
+// may end there): their K rows are masked and their V rows zeroed like any row past k_len
+// (zero_stale_v), whatever the stage held.
 // packed_decode_boxes: the tile's boxes inside the sequence (>= 1); packed_decode_box_at: the map
 // coordinates (row, outer) of the box starting at key `key`; load_packed_decode_box: that box of K
 // or of V (`map`), every d block, into the tile at `dst`, arriving on `bar` (the caller expects
@@ -302,6 +303,83 @@ __device__ __forceinline__ void produce_packed_decode_split_tile(const KernelPar
   hw::mbar_wait(sm.empty(stage), (static_cast<uint32_t>(it / Traits::kStages) & 1u) ^ 1u);
   hw::mbar_arrive_expect_tx(sm.full(stage), static_cast<uint32_t>(Traits::kTileBytes));
   load_packed_decode_box<Traits>(sm.v(stage), tv, w, row, outer, sm.full(stage));
+}
+
+// Packed decode on small pages (page_size a multiple of 8 but not of 64; 16-bit K/V; the engine
+// sends these here only with GROUPATTN_SM90_DECODE_PACKED_SMALL_PAGES on, docs/DECODE_SM90.md
+// section 22). The tensor maps' boxes are then runs of g = gcd(page_size, 64) rows (8..32), so a
+// 128-key tile (D 256: 64) is kBlockN / g runs, each in one page at a slot of its own. One lane
+// per run, as the swap-AB producer does (decode_mainloop.cuh produce, section 18): lane i looks up
+// run i's page and issues its kDBlocks K and V boxes at row offset i x g of the tile (TMA's 128B
+// swizzle is a function of the shared address and every run starts on a 1024-byte boundary, so the
+// runs compose into the one-box layout). The lookups of tile t + 1 are loaded before the wait for
+// tile t's stage, and lane 0 prefetches the table line kPackedTablePrefetchTiles ahead into L2 (a
+// line holds 32 pages: 4 tiles of 128 keys at page 16). Runs starting at or past the sequence's
+// end are not loaded (masked K rows, V rows zeroed by zero_stale_v, as for a whole 64-row box).
+// Lane 0's expect_tx precedes every lane's issue (__syncwarp); the barriers count one arrival.
+inline constexpr int kPackedTablePrefetchTiles = 8;
+
+// Whether a packed-decode launch takes produce_packed_decode_runs: paged with runs below 64 rows.
+__device__ __forceinline__ bool packed_decode_small_pages(const KernelParams& p) {
+  return p.block_table != nullptr && p.page_size % 64 != 0;
+}
+
+template <class Traits>
+__device__ void produce_packed_decode_runs(const KernelParams& p, const Smem<Traits>& sm, const CUtensorMap* tk,
+                                           const CUtensorMap* tv, const Work& w, int lane) {
+  static_assert(Traits::kPackedDecode && !Traits::kFp8Kv, "16-bit packed decode only");
+  static_assert(Traits::kBlockN / 8 <= 32, "one lane per run of >= 8 rows");
+  if (!w.has_tiles()) return;
+  const int box_rows = min(Traits::kKvBoxRows, p.page_size & -p.page_size);  // gcd(page_size, 64), >= 8
+  const int runs = Traits::kBlockN / box_rows;
+  const int32_t* table = p.block_table + w.b * p.block_table_stride;
+  // Run `lane` of tile blk: (page, slot); lanes past the tile's runs or the sequence look nothing up
+  // (a key past k_len may lie past the table's row).
+  auto coords = [&](int blk, int* outer, int* row) {
+    const int key = blk * Traits::kBlockN + lane * box_rows;
+    if (lane < runs && key < w.s.k_len) {
+      *outer = table[key / p.page_size];
+      *row = key % p.page_size;
+    }
+  };
+  int outer = 0, row = 0;
+  coords(w.blk_begin, &outer, &row);
+  const int dst = lane * box_rows * 128;  // run `lane`'s first row in each d block of the tile
+  for (int blk = w.blk_begin, it = 0; blk < w.blk_end; ++blk, ++it) {
+    const int stage = it % Traits::kStages;
+    const uint32_t phase = static_cast<uint32_t>(it / Traits::kStages) & 1u;
+    int next_outer = outer, next_row = row;
+    if (blk + 1 < w.blk_end) coords(blk + 1, &next_outer, &next_row);
+    if (lane == 0) {
+      const int ahead = (blk + kPackedTablePrefetchTiles) * Traits::kBlockN;  // a key of this sequence
+      if (ahead < w.s.k_len) {
+        asm volatile("prefetch.global.L2 [%0];" ::"l"(reinterpret_cast<uint64_t>(table + ahead / p.page_size))
+                     : "memory");
+      }
+    }
+    const int live = min(runs, (w.s.k_len - blk * Traits::kBlockN + box_rows - 1) / box_rows);
+    const auto half_bytes = static_cast<uint32_t>(live * box_rows * 128 * Traits::kDBlocks);  // K (or V) of the tile
+    if constexpr (Traits::kSplitKv) {  // D 256: K on k_full once the stage's K is free, V once its V is
+      hw::mbar_wait(sm.k_empty(stage), phase ^ 1u);
+      if (lane == 0) hw::mbar_arrive_expect_tx(sm.k_full(stage), half_bytes);
+      __syncwarp();
+      if (lane < live) load_packed_decode_box<Traits>(sm.k(stage) + dst, tk, w, row, outer, sm.k_full(stage));
+      hw::mbar_wait(sm.empty(stage), phase ^ 1u);
+      if (lane == 0) hw::mbar_arrive_expect_tx(sm.full(stage), half_bytes);
+      __syncwarp();
+      if (lane < live) load_packed_decode_box<Traits>(sm.v(stage) + dst, tv, w, row, outer, sm.full(stage));
+    } else {
+      hw::mbar_wait(sm.empty(stage), phase ^ 1u);
+      if (lane == 0) hw::mbar_arrive_expect_tx(sm.full(stage), 2 * half_bytes);
+      __syncwarp();
+      if (lane < live) {
+        load_packed_decode_box<Traits>(sm.k(stage) + dst, tk, w, row, outer, sm.full(stage));
+        load_packed_decode_box<Traits>(sm.v(stage) + dst, tv, w, row, outer, sm.full(stage));
+      }
+    }
+    outer = next_outer;
+    row = next_row;
+  }
 }
 
 // Split K/V (Traits::kSplitKv; the caller has waited for the stage's K half to be free): the K
@@ -1235,26 +1313,31 @@ __device__ void prefill_cta(const KernelParams& p, const CUtensorMap* tq, const 
   }
   __syncthreads();
 
-  if (warp >= Traits::kProducerWarp) {  // the producer warpgroup: one thread issues every copy
+  if (warp >= Traits::kProducerWarp) {  // the producer warpgroup: one thread issues every copy (small pages: a warp)
     hw::setmaxnreg_dec<Traits::kProducerRegs>();
     if constexpr (Traits::kFp8Kv) {  // ... and with an fp8 cache all four warps widen the tiles
       convert_fp8<Traits>(p, sm, tk, tv, w, tid - Traits::kConsumerThreads,
                           v_converter_wg ? Fp8Role::kK : Fp8Role::kKAndV);
     } else {
-      if (warp == Traits::kProducerWarp && lane == 0) {
-        if constexpr (Traits::kPackedDecode) {
-          // Packed decode re-derives the work here, after setmaxnreg: its values are then born
-          // inside the producer's 24 registers. Taken from before the fork they stay where the
-          // consumers' allocation put them, and at D 256 (O alone 128 of the consumers' 240)
-          // ptxas spilled 4 bytes for the paged lookups (the values are the same: cta_work is a
-          // function of the launch and of the lengths, which nothing writes during the kernel).
-          produce<Traits>(p, sm, tq, tk, tv, cta_work<Traits>(p, heads_fastest), 0);
-        } else {
-          GA_PREFILL_STAMP(!early_loads, kProducerStart);
-          produce<Traits>(p, sm, tq, tk, tv, w, early_loads ? 1 : 0);
-          GA_PREFILL_STAMP(true, kProducerDone);
-          if ((flags & kLaunchQAhead) != 0 && p.cu_seqlens_q == nullptr) prefetch_q_ahead<Traits>(tq, heads_fastest);
+      if constexpr (Traits::kPackedDecode) {
+        // Packed decode re-derives the work here, after setmaxnreg: its values are then born
+        // inside the producer's 24 registers. Taken from before the fork they stay where the
+        // consumers' allocation put them, and at D 256 (O alone 128 of the consumers' 240)
+        // ptxas spilled 4 bytes for the paged lookups (the values are the same: cta_work is a
+        // function of the launch and of the lengths, which nothing writes during the kernel).
+        // Small pages: the whole producer warp, one lane per run (produce_packed_decode_runs).
+        if (warp == Traits::kProducerWarp) {
+          if (packed_decode_small_pages(p)) {
+            produce_packed_decode_runs<Traits>(p, sm, tk, tv, cta_work<Traits>(p, heads_fastest), lane);
+          } else if (lane == 0) {
+            produce<Traits>(p, sm, tq, tk, tv, cta_work<Traits>(p, heads_fastest), 0);
+          }
         }
+      } else if (warp == Traits::kProducerWarp && lane == 0) {
+        GA_PREFILL_STAMP(!early_loads, kProducerStart);
+        produce<Traits>(p, sm, tq, tk, tv, w, early_loads ? 1 : 0);
+        GA_PREFILL_STAMP(true, kProducerDone);
+        if ((flags & kLaunchQAhead) != 0 && p.cu_seqlens_q == nullptr) prefetch_q_ahead<Traits>(tq, heads_fastest);
       }
     }
   } else {

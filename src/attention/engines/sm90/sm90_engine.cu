@@ -77,11 +77,18 @@ struct Geometry {
   int col_tile = 8, m_blocks = 0, n_blocks = 0;
 };
 
+// sm90_engine::set_decode_packed_small_pages_mode: -1 the environment, 0 off, 1 on.
+std::atomic<int> g_packed_small_pages_mode{-1};
+
 // Whether a problem the engine supports runs the packed-rows form.
-// The packed-rows form loads 64-row boxes, one page each: paged K/V must come in pages of a multiple
-// of 64 keys (smaller pages take the swap-AB form's per-page boxes or gather path).
+// The packed-rows form loads 64-row boxes, one page each, for pages of a multiple of 64 keys. With
+// the small-pages switch (decode_packed_small_pages, docs/DECODE_SM90.md section 22) a 16-bit cache
+// in pages of a multiple of 8 keys takes it too, its tiles as runs of gcd(page_size, 64) rows, one
+// producer lane per run (prefill_kernel.cuh produce_packed_decode_runs). Other pages (and fp8 caches
+// in them) take the swap-AB form's per-page boxes or gather path.
 bool pages_fit_packed_rows(const AttentionParams& p) {
-  return kv_layout(p) != KvLayout::kPaged || p.k.size(1) % sm90_engine::kBlockKV == 0;
+  if (kv_layout(p) != KvLayout::kPaged || p.k.size(1) % sm90_engine::kBlockKV == 0) return true;
+  return sm90_engine::decode_packed_small_pages() && !kv_is_fp8(p) && !sm90_engine::paged_gather(p.k.size(1));
 }
 
 bool use_packed_rows(const AttentionParams& p, const Geometry& g, Form form) {
@@ -263,7 +270,8 @@ class Sm90Attention final : public AttentionEngine {
       if (!pages_fit_packed_rows(p)) {
         return NotSupported("sm90-rows engine: paged K/V needs page_size a multiple of " +
                             std::to_string(sm90_engine::kBlockKV) + " (got " + std::to_string(p.k.size(1)) +
-                            "); sm90 serves other page sizes with its swap-AB form");
+                            "; a 16-bit cache in pages of a multiple of 8 with GROUPATTN_SM90_DECODE_PACKED_SMALL_"
+                            "PAGES=1); sm90 serves other page sizes with its swap-AB form");
       }
     }
     if (kv_is_fp8(p)) {
@@ -437,6 +445,17 @@ bool decode_list_heads_fastest() {
 bool decode_list_uniform_fast() {
   static const bool from_env = env_switch("GROUPATTN_SM90_DECODE_LIST_UNIFORM_FAST", true);
   return switch_value(g_list_uniform_fast_mode, from_env);
+}
+
+void set_decode_packed_small_pages_mode(int mode) { g_packed_small_pages_mode.store(clamp_mode(mode)); }
+
+// GROUPATTN_SM90_DECODE_PACKED_SMALL_PAGES=1: multi-token decode on 16-bit pages of a multiple of 8
+// (not of 64) keys takes the packed-rows form at the same row cuts as other layouts
+// (docs/DECODE_SM90.md section 22). Off by default until measured (written without a GPU); the same
+// answers either way up to the forms' rounding (each form is checked against the fp64 reference).
+bool decode_packed_small_pages() {
+  static const bool from_env = env_switch("GROUPATTN_SM90_DECODE_PACKED_SMALL_PAGES", false);
+  return switch_value(g_packed_small_pages_mode, from_env);
 }
 
 }  // namespace sm90_engine
