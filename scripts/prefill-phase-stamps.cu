@@ -141,7 +141,7 @@ static void run_mode(const Problem& pr, bool causal, const std::vector<int>& sho
   const char* stsm = std::getenv("GROUPATTN_SM90_PREFILL_STSM_EPILOGUE");
   l.stsm_epilogue = stsm == nullptr || std::atoi(stsm) != 0;  // the engine's default: on (d 128 / 256)
   const char* tma_o = std::getenv("GROUPATTN_SM90_PREFILL_TMA_STORE_O");
-  if (tma_o != nullptr && std::atoi(tma_o) != 0) {  // the engine's default: off; batched Q as here
+  if (tma_o == nullptr || std::atoi(tma_o) != 0) {  // the engine's default: on (d 128 / 256); batched Q as here
     map_of(o, pr.hq, Traits::kOBoxRows, &om);
     l.o_tmap = &om;
     l.tma_store_o = true;

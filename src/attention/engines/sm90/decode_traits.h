@@ -68,6 +68,17 @@ constexpr int64_t packed_decode_min_rows(int64_t head_dim, bool fp8) {
   return kPackedDecodeMinRows;
 }
 
+// Pages of a multiple of 8 but not of 64 keys (16-bit; the packed form's per-page runs, section 22):
+// at D 128 the cut moves from 32 to 33 rows. With exactly 32 rows swap-AB needs one 32-column block,
+// and where HBM is the limit it beats the per-page producer (session 10, page 16, x 4 tokens: 8/1
+// B32 x 32K 152 against 174 us, 64/8 B32 x 32K 998 against 1355); it loses at small K/V (8/1 B32 x
+// 4K 37.5 against 29.3, B1 x 128K 47.4 against 32.0), a size-dependent cut not yet measured enough
+// to draw. D 64 (17) and D 256 (33) keep theirs: the packed form won every row measured there.
+inline constexpr int64_t kPackedDecodeMinRowsSmallPages = 33;  // 16-bit K/V, head dim 128
+constexpr int64_t packed_decode_min_rows_small_pages(int64_t head_dim) {
+  return head_dim == 128 ? kPackedDecodeMinRowsSmallPages : packed_decode_min_rows(head_dim, false);
+}
+
 // The form a decode problem the engine supports runs, chosen here only (sm90_engine.cu; the CPU
 // tier's selection test): packed rows when the packed query rows per KV head (group x new tokens,
 // the longest sequence's) reach packed_decode_min_rows (fp8: at head dim 128 only, its tiles

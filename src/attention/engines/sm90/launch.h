@@ -116,13 +116,13 @@ void set_decode_list_uniform_fast_mode(int mode);
 bool decode_list_uniform_fast();
 
 // The TMA store of O (PrefillLaunch::tma_store_o), the same kind of switch:
-// GROUPATTN_SM90_PREFILL_TMA_STORE_O ("1": on; default off).
+// GROUPATTN_SM90_PREFILL_TMA_STORE_O ("0": off; default on).
 void set_prefill_tma_store_o_mode(int mode);
 bool prefill_tma_store_o();
 
 // Multi-token decode on small pages in the packed-rows form (sm90_engine.cu pages_fit_packed_rows;
 // docs/DECODE_SM90.md section 22), a switch for measurement and tests: -1 from
-// GROUPATTN_SM90_DECODE_PACKED_SMALL_PAGES ("1": on; read at the first call, default off), 0 off, 1 on.
+// GROUPATTN_SM90_DECODE_PACKED_SMALL_PAGES ("0": off; read at the first call, default on), 0 off, 1 on.
 void set_decode_packed_small_pages_mode(int mode);
 bool decode_packed_small_pages();
 

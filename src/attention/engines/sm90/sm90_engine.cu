@@ -94,7 +94,11 @@ bool pages_fit_packed_rows(const AttentionParams& p) {
 bool use_packed_rows(const AttentionParams& p, const Geometry& g, Form form) {
   if (form == Form::kPackedRows) return true;
   // (kAuto and kWorkspaceSplits choose the same form.)
-  return pages_fit_packed_rows(p) && sm90_engine::packed_rows_form(g.head_dim, kv_is_fp8(p), g.group, g.max_q);
+  if (!pages_fit_packed_rows(p) || !sm90_engine::packed_rows_form(g.head_dim, kv_is_fp8(p), g.group, g.max_q)) {
+    return false;
+  }
+  const bool small_pages = kv_layout(p) == KvLayout::kPaged && p.k.size(1) % sm90_engine::kBlockKV != 0;
+  return !small_pages || g.group * g.max_q >= sm90_engine::packed_decode_min_rows_small_pages(g.head_dim);
 }
 
 Geometry geometry(const AttentionParams& p, Form form) {
@@ -451,10 +455,11 @@ void set_decode_packed_small_pages_mode(int mode) { g_packed_small_pages_mode.st
 
 // GROUPATTN_SM90_DECODE_PACKED_SMALL_PAGES=1: multi-token decode on 16-bit pages of a multiple of 8
 // (not of 64) keys takes the packed-rows form at the same row cuts as other layouts
-// (docs/DECODE_SM90.md section 22). Off by default until measured (written without a GPU); the same
+// (docs/DECODE_SM90.md section 22). On by default since session 10's measurement (page 16: 1.2-2.3x
+// faster on every row of more than 32 query rows a KV head; =0 restores swap-AB there); the same
 // answers either way up to the forms' rounding (each form is checked against the fp64 reference).
 bool decode_packed_small_pages() {
-  static const bool from_env = env_switch("GROUPATTN_SM90_DECODE_PACKED_SMALL_PAGES", false);
+  static const bool from_env = env_switch("GROUPATTN_SM90_DECODE_PACKED_SMALL_PAGES", true);
   return switch_value(g_packed_small_pages_mode, from_env);
 }
 
