@@ -69,14 +69,20 @@ constexpr int64_t packed_decode_min_rows(int64_t head_dim, bool fp8) {
 }
 
 // Pages of a multiple of 8 but not of 64 keys (16-bit; the packed form's per-page runs, section 22):
-// at D 128 the cut moves from 32 to 33 rows. With exactly 32 rows swap-AB needs one 32-column block,
-// and where HBM is the limit it beats the per-page producer (session 10, page 16, x 4 tokens: 8/1
-// B32 x 32K 152 against 174 us, 64/8 B32 x 32K 998 against 1355); it loses at small K/V (8/1 B32 x
-// 4K 37.5 against 29.3, B1 x 128K 47.4 against 32.0), a size-dependent cut not yet measured enough
-// to draw. D 64 (17) and D 256 (33) keep theirs: the packed form won every row measured there.
-inline constexpr int64_t kPackedDecodeMinRowsSmallPages = 33;  // 16-bit K/V, head dim 128
-constexpr int64_t packed_decode_min_rows_small_pages(int64_t head_dim) {
-  return head_dim == 128 ? kPackedDecodeMinRowsSmallPages : packed_decode_min_rows(head_dim, false);
+// at D 128 with exactly 32 rows swap-AB needs one 32-column block, and where HBM is the limit it
+// beats the per-page producer, which tops out near 3.1 TB/s. Measured at page 16 x 4 tokens, session
+// 10 (packed against swap-AB, us; K/V bytes = B x L x Hkv x D x 4):
+//     67 MB   8/1 B32 x 4K 29.3 / 37.5, 8/1 B1 x 128K 32.0 / 47.4      packed
+//    134 MB   8/1 B8 x 32K 51.5 / 54.7, 8/1 B32 x 8K 50.6 / 56.6       packed
+//    268 MB   8/1 B16 x 32K 92.9 / 87.1, 8/1 B32 x 16K 92.8 / 89.0     swap-AB
+//   >= 537 MB 8/1 B32 x 32K 174 / 152, 64/8 B4 x 32K 179 / 151, B32 x 32K 1355 / 998   swap-AB
+// so the cut moves to 33 rows where the host's K/V bound reaches kSmallPagesSwapAbMinKvBytes (between
+// the last packed and the first swap-AB point). D 64 (17) and D 256 (33) keep theirs: the packed
+// form won every row measured there.
+inline constexpr int64_t kSmallPagesSwapAbMinKvBytes = int64_t{192} << 20;
+constexpr int64_t packed_decode_min_rows_small_pages(int64_t head_dim, int64_t kv_bytes) {
+  if (head_dim == 128 && kv_bytes >= kSmallPagesSwapAbMinKvBytes) return kPackedDecodeMinRows + 1;
+  return packed_decode_min_rows(head_dim, false);
 }
 
 // The form a decode problem the engine supports runs, chosen here only (sm90_engine.cu; the CPU

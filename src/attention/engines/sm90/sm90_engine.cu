@@ -98,7 +98,9 @@ bool use_packed_rows(const AttentionParams& p, const Geometry& g, Form form) {
     return false;
   }
   const bool small_pages = kv_layout(p) == KvLayout::kPaged && p.k.size(1) % sm90_engine::kBlockKV != 0;
-  return !small_pages || g.group * g.max_q >= sm90_engine::packed_decode_min_rows_small_pages(g.head_dim);
+  if (!small_pages) return true;
+  const int64_t kv_bytes = 2 * g.batch * g.max_k * g.heads_kv * g.head_dim * 2;  // 16-bit: fp8 never gets here
+  return g.group * g.max_q >= sm90_engine::packed_decode_min_rows_small_pages(g.head_dim, kv_bytes);
 }
 
 Geometry geometry(const AttentionParams& p, Form form) {
