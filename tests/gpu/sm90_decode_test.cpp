@@ -1173,15 +1173,14 @@ TEST_F(Sm90Decode, PackedRowsFp8DeterministicOver20Runs) {
 }
 
 // With one consumer warpgroup (<= 64 packed rows) the second widens V while the producer warpgroup
-// widens K (docs/DECODE_SM90.md section 21); GROUPATTN_SM90_FP8_CONVERTER_WGS=1 restores section
-// 17's single converter warpgroup. Same widening, same products in the same order: bitwise-equal O
+// widens K (docs/DECODE_SM90.md section 21); GROUPATTN_SM90_FP8_CONVERTER_WGS=1 (forced here through
+// set_decode_fp8_one_converter_wg_mode) restores section 17's single converter warpgroup. Same widening, same products in the same order: bitwise-equal O
 // and LSE, and the new form against the fp64 reference. 4, 6, 8 tokens at group 8 (32, 48, 64
 // rows; pinned to the packed form, which 4 tokens would otherwise leave to swap-AB) and 16 (two
 // consumer warpgroups: both settings run the same form); tile counts 1, 2, 3 and 33 (both fp8
 // slots and both K and V tiles wrap, the last tile partial), bf16 and f16, batched with one split
 // and paged 64 with 3.
 TEST_F(Sm90Decode, PackedRowsFp8VConverterWarpgroupBitwise) {
-  constexpr const char* kSwitch = "GROUPATTN_SM90_FP8_CONVERTER_WGS";
   for (int tokens : {4, 6, 8, 16}) {
     for (DType dt : {DType::kBF16, DType::kF16}) {
       for (bool paged : {false, true}) {
@@ -1197,9 +1196,9 @@ TEST_F(Sm90Decode, PackedRowsFp8VConverterWarpgroupBitwise) {
         auto p = make_problem(c);
         HostTensor o_new = like(p->out), l_new = like(p->lse), o_old = like(p->out), l_old = like(p->lse);
         ASSERT_TRUE(run_cuda(*p, &o_new, &l_new, "sm90-rows").ok()) << describe(c);
-        ASSERT_EQ(setenv(kSwitch, "1", 1), 0);
+        sm90_engine::set_decode_fp8_one_converter_wg_mode(1);
         const bool old_ok = run_cuda(*p, &o_old, &l_old, "sm90-rows").ok();
-        ASSERT_EQ(unsetenv(kSwitch), 0);
+        sm90_engine::set_decode_fp8_one_converter_wg_mode(-1);
         ASSERT_TRUE(old_ok) << describe(c);
         EXPECT_TRUE(bitwise_equal(o_new, o_old) && bitwise_equal(l_new, l_old))
             << describe(c) << ": the two converter forms differ";

@@ -20,6 +20,8 @@ struct DecodeLaunch {
   int col_tile = 8;    // column_tile(max_q * group)
   int head_dim = 128;  // D == Dv: one of kDecodeHeadDims
   bool fp8 = false;    // f8e4m3 K/V (head dim 128): fp8 tensor maps, in-register conversion
+  // fp8 packed rows with section 17's single converter warpgroup (decode_fp8_one_converter_wg).
+  bool fp8_one_converter_wg = false;
   // Cluster mode (p.cluster_reduce) with a caller-forced split count: one cluster resident at a
   // time is enough (an automatic count needs the whole grid resident, one wave).
   bool cluster_forced = false;
@@ -119,6 +121,11 @@ bool decode_list_uniform_fast();
 // GROUPATTN_SM90_PREFILL_TMA_STORE_O ("0": off; default on).
 void set_prefill_tma_store_o_mode(int mode);
 bool prefill_tma_store_o();
+
+// fp8 packed rows with one converter warpgroup (DecodeLaunch::fp8_one_converter_wg; docs/DECODE_SM90.md
+// section 21), the same kind of switch: GROUPATTN_SM90_FP8_CONVERTER_WGS ("1": one; default two).
+void set_decode_fp8_one_converter_wg_mode(int mode);
+bool decode_fp8_one_converter_wg();
 
 // Multi-token decode on small pages in the packed-rows form (sm90_engine.cu pages_fit_packed_rows;
 // docs/DECODE_SM90.md section 22), a switch for measurement and tests: -1 from

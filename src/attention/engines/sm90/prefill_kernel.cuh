@@ -1427,14 +1427,6 @@ Status launch_prefill(const cuda_engine::KernelParams& p, const PrefillLaunch& l
   return launch_prefill_head_dim<T, 128>(p, l, stream);
 }
 
-// The A/B switch of docs/DECODE_SM90.md section 21: GROUPATTN_SM90_FP8_CONVERTER_WGS=1 runs the
-// fp8 packed form with section 17's single converter warpgroup. Read at every launch (a few tens of
-// ns) so that one process -- a test, a bench pair -- can time or compare both forms.
-inline bool fp8_one_converter_wg_requested() {
-  const char* env = std::getenv("GROUPATTN_SM90_FP8_CONVERTER_WGS");
-  return env != nullptr && env[0] == '1' && env[1] == '\0';
-}
-
 // The sm90 decode engine's multi-token path (grid: m_blocks row blocks x num_splits, Hkv, B), then
 // the split combine. The kernel takes no Q map in this mode: the K map fills its slot (the V map the
 // unread O map's). kFp8: an
@@ -1448,7 +1440,7 @@ Status launch_decode_packed_kv(const cuda_engine::KernelParams& p, const DecodeL
   const dim3 grid(static_cast<unsigned>(p.m_blocks * p.num_splits), static_cast<unsigned>(p.heads_kv),
                   static_cast<unsigned>(p.batch));
   const auto& k_map = *static_cast<const CUtensorMap*>(l.k_tmap);
-  const int flags = kFp8 && fp8_one_converter_wg_requested() ? kLaunchFp8OneConverterWg : 0;
+  const int flags = kFp8 && l.fp8_one_converter_wg ? kLaunchFp8OneConverterWg : 0;
   const auto& v_map = *static_cast<const CUtensorMap*>(l.v_tmap);
   kernel<<<grid, Traits::kThreads, Traits::kSmemBytes, stream>>>(p, k_map, k_map, v_map, flags, v_map);
   GA_RETURN_IF_ERROR(cuda::last_launch_status(kFp8 ? "sm90_prefill_kernel (packed decode, fp8 K/V)"

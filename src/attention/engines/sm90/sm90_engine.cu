@@ -77,6 +77,8 @@ struct Geometry {
   int col_tile = 8, m_blocks = 0, n_blocks = 0;
 };
 
+// sm90_engine::set_decode_fp8_one_converter_wg_mode: -1 the environment, 0 off, 1 on.
+std::atomic<int> g_fp8_one_converter_wg_mode{-1};
 // sm90_engine::set_decode_packed_small_pages_mode: -1 the environment, 0 off, 1 on.
 std::atomic<int> g_packed_small_pages_mode{-1};
 
@@ -406,6 +408,7 @@ class Sm90Attention final : public AttentionEngine {
     launch.col_tile = g.col_tile;
     launch.head_dim = static_cast<int>(g.head_dim);
     launch.fp8 = kv_is_fp8(p);
+    launch.fp8_one_converter_wg = launch.fp8 && sm90_engine::decode_fp8_one_converter_wg();
     launch.cluster_forced = p.num_splits > 0;
     return launch;
   }
@@ -451,6 +454,16 @@ bool decode_list_heads_fastest() {
 bool decode_list_uniform_fast() {
   static const bool from_env = env_switch("GROUPATTN_SM90_DECODE_LIST_UNIFORM_FAST", true);
   return switch_value(g_list_uniform_fast_mode, from_env);
+}
+
+void set_decode_fp8_one_converter_wg_mode(int mode) { g_fp8_one_converter_wg_mode.store(clamp_mode(mode)); }
+
+// GROUPATTN_SM90_FP8_CONVERTER_WGS=1: fp8 packed rows with section 17's single converter warpgroup
+// instead of section 21's two (measured the same speed or slower; docs/DECODE_SM90.md section 21).
+// Read once; the same bits either way.
+bool decode_fp8_one_converter_wg() {
+  static const bool from_env = env_switch("GROUPATTN_SM90_FP8_CONVERTER_WGS", false);
+  return switch_value(g_fp8_one_converter_wg_mode, from_env);
 }
 
 void set_decode_packed_small_pages_mode(int mode) { g_packed_small_pages_mode.store(clamp_mode(mode)); }
