@@ -63,11 +63,13 @@ struct BenchOptions {
 
 #if GROUPATTN_WITH_CUDA
 
-// The GROUPATTN_SM90_* measurement switches set in the environment (they change which kernel form
-// runs: docs/DECODE_SM90.md, docs/PREFILL_SM90.md), printed so an A/B log says what it measured.
+// The GROUPATTN_SM90_* and GROUPATTN_CUDA_* measurement switches set in the environment (they change
+// which kernel form runs: docs/DECODE_SM90.md, docs/PREFILL_SM90.md, docs/ENGINES.md), printed so
+// an A/B log says what it measured.
 void print_kernel_switches() {
   for (char** e = environ; e != nullptr && *e != nullptr; ++e) {
-    if (std::strncmp(*e, "GROUPATTN_SM90_", 15) == 0) std::printf("  switch: %s\n", *e);
+    if (std::strncmp(*e, "GROUPATTN_SM90_", 15) == 0 || std::strncmp(*e, "GROUPATTN_CUDA_", 15) == 0)
+      std::printf("  switch: %s\n", *e);
   }
 }
 

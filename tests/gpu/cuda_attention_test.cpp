@@ -13,6 +13,7 @@
 #include <algorithm>
 #include <numeric>
 #include <string>
+#include <tuple>
 #include <utility>
 #include <vector>
 
@@ -755,6 +756,150 @@ TEST_F(CudaAttention, GqaEqualsCopiedUpBitwiseBf16) {
 TEST_F(CudaAttention, GqaEqualsCopiedUpBitwiseF16) {
   EXPECT_GT(gqa_equals_copied_up_cases(DType::kF16), 0)
       << "no case straddles the decode kernel's row cut: the pinned comparisons ran nowhere";
+}
+
+// The D 256 128-row tile (8 warps x 16 rows; launch.h, tile_rows with d256_wide), forced on through
+// the measurement switch's test hook for the test's lifetime (default: the environment, off).
+class D256WideTile {
+ public:
+  explicit D256WideTile(int mode) { cuda_engine::set_cuda_prefill_d256_wide_mode(mode); }
+  ~D256WideTile() { cuda_engine::set_cuda_prefill_d256_wide_mode(-1); }
+  D256WideTile(const D256WideTile&) = delete;
+  D256WideTile& operator=(const D256WideTile&) = delete;
+};
+
+// Whether this device gives a block the wide tile's shared memory; where it does not (sm86/sm89,
+// 99 KB), the host keeps the 64-row tile, which the other tests cover.
+bool device_fits_d256_wide() {
+  int dev = 0, optin = 0;
+  if (cudaGetDevice(&dev) != cudaSuccess ||
+      cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev) != cudaSuccess)
+    return false;
+  return static_cast<size_t>(optin) >= cuda_engine::tile_smem_bytes(256, cuda_engine::kTileRowsLarge);
+}
+
+// The wide tile takes a problem whose longest sequence has >= 128 packed rows. Group 8 (8/1) x 17
+// tokens is 136 rows: one full CTA and one with a single active warp (8 rows); group 2 (8/4) x 65
+// tokens 130 rows; the short sequences of a varlen batch run in CTAs where most warps are past the
+// end (inactive warps, their Q rows zero-filled). Masks: full, causal (bottom-right; Sq > Sk gives
+// rows that see no key), a two-sided window without causal, softcap with causal.
+void d256_wide_cases(DType dt) {
+  const std::vector<std::pair<int64_t, int64_t>> ratios = {{8, 2}, {8, 4}, {8, 1}};
+  struct Mask {
+    bool causal;
+    int64_t left, right;
+    float softcap;
+    bool longest;  // the 1000-token sequence too (the fp64 reference's cost keeps it to two masks)
+  };
+  const Mask masks[] = {{false, -1, -1, 0.f, true}, {true, -1, -1, 0.f, true}, {false, 200, 30, 0.f, false},
+                        {true, -1, -1, 7.f, false}};
+  uint64_t seed = 256000;
+  for (auto [hq, hkv] : ratios) {
+    for (const Mask& m : masks) {
+      Case c;
+      c.dtype = dt, c.d = 256, c.hq = hq, c.hkv = hkv;
+      c.causal = m.causal, c.window_left = m.left, c.window_right = m.right, c.softcap = m.softcap;
+      // varlen: Sq > Sk (385 / 300), Sq < Sk (128 / 256, 17 / 40), Sq == Sk, around 128 and 64
+      c.q_varlen = true;
+      c.kv = KvKind::kVarlen;
+      c.q_lens = {385, 129, 128, 127, 65, 17};
+      c.k_lens = {300, 129, 256, 127, 65, 40};
+      if (m.longest) {
+        c.q_lens.insert(c.q_lens.begin(), 1000);
+        c.k_lens.insert(c.k_lens.begin(), 1000);
+      }
+      c.seed = ++seed;
+      check_case(c);
+      // batched: one length per case, a second sequence with a different K length (seqlens_k)
+      Case bc = c;
+      bc.q_varlen = false;
+      bc.kv = KvKind::kBatched;
+      for (int n : {385, 129, 128, 127, 65, 17}) {
+        bc.q_lens = {n, n};
+        bc.k_lens = {n, n + 61};
+        bc.seed = ++seed;
+        check_case(bc);
+      }
+    }
+  }
+  // Paged K/V (shuffled pages of 16), split-KV partials from wide tiles then the combine, strided
+  // views of every tensor.
+  Case c;
+  c.dtype = dt, c.d = 256, c.hq = 8, c.hkv = 2;
+  c.q_lens = {150, 150};
+  c.k_lens = {150, 700};
+  c.causal = true;
+  c.kv = KvKind::kPaged;
+  check_case(c);
+  c.kv = KvKind::kBatched;
+  c.q_lens = {40};
+  c.k_lens = {3000};
+  c.num_splits = 3;
+  check_case(c);
+  c.num_splits = 0;
+  c.q_lens = {129, 129};
+  c.k_lens = {129, 200};
+  c.strided = true;
+  check_case(c);
+}
+
+TEST_F(CudaAttention, D256WideTileBf16) {
+  if (!device_fits_d256_wide()) GTEST_SKIP() << "the device's per-block shared memory is below the wide tile's";
+  D256WideTile wide(1);
+  d256_wide_cases(DType::kBF16);
+}
+
+TEST_F(CudaAttention, D256WideTileF16) {
+  if (!device_fits_d256_wide()) GTEST_SKIP() << "the device's per-block shared memory is below the wide tile's";
+  D256WideTile wide(1);
+  d256_wide_cases(DType::kF16);
+}
+
+// Native GQA == copied up on the wide tile (both sides 128-row tiles: 8/2 and 8/4 x 130 tokens;
+// 8/1 x 17 tokens: 136 rows natively on the wide tile, 17 copied up on the 64-row tile, which the
+// per-row math shared by the two tiles makes bitwise equal too), splits 1 and 3. And the wide tile
+// against the 64-row tile on one problem (switch off, then on; splits fixed, since the planner's
+// wave differs between them): the same bits, since each row runs the same MMAs and softmax steps
+// over the same 64-key tiles.
+TEST_F(CudaAttention, D256WideTileBitwise) {
+  if (!device_fits_d256_wide()) GTEST_SKIP() << "the device's per-block shared memory is below the wide tile's";
+  for (DType dt : {DType::kBF16, DType::kF16}) {
+    std::vector<Case> cases;
+    for (auto [hq, hkv, sq] : {std::tuple<int64_t, int64_t, int>{8, 2, 130}, {8, 4, 130}, {8, 1, 17}}) {
+      for (int splits : {1, 3}) {
+        Case c;
+        c.dtype = dt, c.d = 256, c.hq = hq, c.hkv = hkv;
+        c.q_lens = {sq, sq};
+        c.k_lens = {sq + 100, 60};  // the second: Sq > Sk for sq 130, rows that see no key
+        c.causal = true;
+        c.num_splits = splits;
+        cases.push_back(c);
+      }
+    }
+    Case window = cases.front();
+    window.causal = false;
+    window.window_left = 50, window.window_right = 10;
+    window.softcap = 5.f;
+    cases.push_back(window);
+    for (const Case& c : cases) {
+      {
+        D256WideTile wide(1);
+        expect_gqa_equals_copied_up(c);
+      }
+      auto p = make_problem(c);
+      HostTensor o_narrow = like(p->out), l_narrow = like(p->lse), o_wide = like(p->out), l_wide = like(p->lse);
+      {
+        D256WideTile narrow(0);
+        ASSERT_TRUE(run_cuda(*p, &o_narrow, &l_narrow).ok()) << describe(c);
+      }
+      {
+        D256WideTile wide(1);
+        ASSERT_TRUE(run_cuda(*p, &o_wide, &l_wide).ok()) << describe(c);
+      }
+      EXPECT_TRUE(bitwise_equal(o_narrow, o_wide)) << describe(c) << ": O differs between the 64- and 128-row tiles";
+      EXPECT_TRUE(bitwise_equal(l_narrow, l_wide)) << describe(c) << ": LSE differs between the 64- and 128-row tiles";
+    }
+  }
 }
 
 TEST_F(CudaAttention, DeterministicOver20Runs) {
