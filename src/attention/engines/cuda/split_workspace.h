@@ -18,7 +18,8 @@ inline size_t split_workspace_align_up(size_t x) {
 
 // Bytes of the O partials, fp32 [S, total_q, Hq, Dv], rounded up to the alignment.
 inline size_t split_partial_o_bytes(int splits, int64_t total_q, int64_t heads_q, int64_t head_dim_v) {
-  return split_workspace_align_up(static_cast<size_t>(splits) * total_q * heads_q * head_dim_v * sizeof(float));
+  return split_workspace_align_up(static_cast<size_t>(splits) * total_q * heads_q * head_dim_v *
+                                  sizeof(float));
 }
 
 // Split-KV workspace: o_partial fp32 [S, total_q, Hq, Dv], then lse_partial fp32 [S, total_q, Hq],
@@ -33,8 +34,9 @@ inline size_t split_workspace_bytes(int splits, int64_t total_q, int64_t heads_q
 inline void set_split_workspace(KernelParams* kp, void* workspace, int64_t total_q, int64_t head_dim_v) {
   kp->partial_rows = total_q * kp->heads_q;
   kp->o_partial = static_cast<float*>(workspace);
-  kp->lse_partial = reinterpret_cast<float*>(static_cast<char*>(workspace) +
-                                             split_partial_o_bytes(kp->num_splits, total_q, kp->heads_q, head_dim_v));
+  kp->lse_partial =
+      reinterpret_cast<float*>(static_cast<char*>(workspace) +
+                               split_partial_o_bytes(kp->num_splits, total_q, kp->heads_q, head_dim_v));
   // The combine kernel reads the tile kernel's layout: O [S, total_q, Hq, Dv], LSE [S, total_q, Hq].
   kp->o_partial_in = kp->o_partial;
   kp->part_o_split_stride = kp->partial_rows * head_dim_v;

@@ -19,23 +19,23 @@
 namespace groupattn::sm90_engine::decode_stamps {
 
 enum Slot : int {
-  kSmId = 0,        // %smid + 1 (0: the CTA wrote nothing)
-  kKind,            // kKindWork, kKindEmptySlot or kKindEmptyColumns (value, not a time)
-  kStartNs,         // %globaltimer at kernel entry (thread 0)
-  kStart,           // clock64 at kernel entry (thread 0)
-  kPlanDone,        // work-list mode: after fold_list_slot returned (0 in the ordinary mode)
-  kRangeKnown,      // the CTA's sequence and tile range known (both modes), before the barrier init
-  kBarrier,         // after the CTA's __syncthreads (barriers initialised, tensor maps prefetched)
-  kProducerFirst,   // producer lane 0: the first tile's TMAs issued (after its empty[] wait)
-  kProducerLast,    // producer lane 0: the last tile's TMAs issued
-  kQReady,          // consumer warpgroup: Q in shared memory (after load_q's named barrier)
-  kFirstTile,       // consumer: the first full[] wait returned (tile blk_begin landed)
-  kLoopEnd,         // consumer: the last tile's O^T product done and its stage released
-  kEnd,             // consumer: partials / O / LSE written (write_output or cluster_reduce_output);
-                    // an empty CTA: its return
-  kEndNs,           // %globaltimer at kEnd
-  kTiles,           // blk_end - blk_begin (value)
-  kSeq,             // the sequence b (value; -1 + 2^64 for an empty list slot)
+  kSmId = 0,       // %smid + 1 (0: the CTA wrote nothing)
+  kKind,           // kKindWork, kKindEmptySlot or kKindEmptyColumns (value, not a time)
+  kStartNs,        // %globaltimer at kernel entry (thread 0)
+  kStart,          // clock64 at kernel entry (thread 0)
+  kPlanDone,       // work-list mode: after fold_list_slot returned (0 in the ordinary mode)
+  kRangeKnown,     // the CTA's sequence and tile range known (both modes), before the barrier init
+  kBarrier,        // after the CTA's __syncthreads (barriers initialised, tensor maps prefetched)
+  kProducerFirst,  // producer lane 0: the first tile's TMAs issued (after its empty[] wait)
+  kProducerLast,   // producer lane 0: the last tile's TMAs issued
+  kQReady,         // consumer warpgroup: Q in shared memory (after load_q's named barrier)
+  kFirstTile,      // consumer: the first full[] wait returned (tile blk_begin landed)
+  kLoopEnd,        // consumer: the last tile's O^T product done and its stage released
+  kEnd,            // consumer: partials / O / LSE written (write_output or cluster_reduce_output);
+                   // an empty CTA: its return
+  kEndNs,          // %globaltimer at kEnd
+  kTiles,          // blk_end - blk_begin (value)
+  kSeq,            // the sequence b (value; -1 + 2^64 for an empty list slot)
   kSlots
 };
 
@@ -81,12 +81,11 @@ __device__ __forceinline__ void stamp(int slot, unsigned long long value) {
 
 }  // namespace groupattn::sm90_engine::decode_stamps
 
-#define GA_DECODE_STAMP(cond, slot)                              \
-  do {                                                           \
-    if (cond)                                                    \
-      ::groupattn::sm90_engine::decode_stamps::stamp(            \
-          ::groupattn::sm90_engine::decode_stamps::slot,         \
-          ::groupattn::sm90_engine::decode_stamps::clock_now()); \
+#define GA_DECODE_STAMP(cond, slot)                                                                         \
+  do {                                                                                                      \
+    if (cond)                                                                                               \
+      ::groupattn::sm90_engine::decode_stamps::stamp(::groupattn::sm90_engine::decode_stamps::slot,         \
+                                                     ::groupattn::sm90_engine::decode_stamps::clock_now()); \
   } while (0)
 #define GA_DECODE_STAMP_VALUE(cond, slot, value)                                                    \
   do {                                                                                              \
@@ -97,18 +96,18 @@ __device__ __forceinline__ void stamp(int slot, unsigned long long value) {
 #define GA_DECODE_STAMP_NS(cond, slot) \
   GA_DECODE_STAMP_VALUE(cond, slot, ::groupattn::sm90_engine::decode_stamps::ns_now())
 // Entry: %smid, globaltimer, clock64 (in that order, so kStart is the later of the two times).
-#define GA_DECODE_STAMP_ENTRY(cond)                                                                     \
-  do {                                                                                                  \
-    GA_DECODE_STAMP_VALUE(cond, kSmId, ::groupattn::sm90_engine::decode_stamps::sm_id() + 1);           \
-    GA_DECODE_STAMP_NS(cond, kStartNs);                                                                 \
-    GA_DECODE_STAMP(cond, kStart);                                                                      \
+#define GA_DECODE_STAMP_ENTRY(cond)                                                           \
+  do {                                                                                        \
+    GA_DECODE_STAMP_VALUE(cond, kSmId, ::groupattn::sm90_engine::decode_stamps::sm_id() + 1); \
+    GA_DECODE_STAMP_NS(cond, kStartNs);                                                       \
+    GA_DECODE_STAMP(cond, kStart);                                                            \
   } while (0)
 // Exit of any CTA: its kind, clock64, then globaltimer.
-#define GA_DECODE_STAMP_EXIT(cond, kind)                                                     \
-  do {                                                                                       \
-    GA_DECODE_STAMP_VALUE(cond, kKind, ::groupattn::sm90_engine::decode_stamps::kind);       \
-    GA_DECODE_STAMP(cond, kEnd);                                                             \
-    GA_DECODE_STAMP_NS(cond, kEndNs);                                                        \
+#define GA_DECODE_STAMP_EXIT(cond, kind)                                               \
+  do {                                                                                 \
+    GA_DECODE_STAMP_VALUE(cond, kKind, ::groupattn::sm90_engine::decode_stamps::kind); \
+    GA_DECODE_STAMP(cond, kEnd);                                                       \
+    GA_DECODE_STAMP_NS(cond, kEndNs);                                                  \
   } while (0)
 #else
 #define GA_DECODE_STAMP(cond, slot) \

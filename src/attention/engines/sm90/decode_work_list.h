@@ -85,8 +85,10 @@ inline size_t list_partials_bytes(int64_t slots, int64_t max_q, int64_t heads_q,
   return cuda_engine::split_workspace_align_up(
       cuda_engine::split_workspace_bytes(static_cast<int>(slots), max_q, heads_q, head_dim));
 }
-inline size_t list_workspace_bytes(int64_t slots, int64_t max_q, int64_t heads_q, int64_t head_dim, int64_t batch) {
-  return list_partials_bytes(slots, max_q, heads_q, head_dim) + sizeof(int32_t) * static_cast<size_t>(2 * batch);
+inline size_t list_workspace_bytes(int64_t slots, int64_t max_q, int64_t heads_q, int64_t head_dim,
+                                   int64_t batch) {
+  return list_partials_bytes(slots, max_q, heads_q, head_dim) +
+         sizeof(int32_t) * static_cast<size_t>(2 * batch);
 }
 
 // The chunk rule above. count(c) must return f(c) = sum_b list_splits_of(n_b, c) over the batch.
