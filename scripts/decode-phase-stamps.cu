@@ -437,7 +437,15 @@ void run_mode(const Problem& pr, const Buffers& buf, bool list, int sms, const s
 
   // Timelines: each CTA's entry (us after the kernel's first entry, globaltimer) and its phase
   // points (us after its entry, clock64).
-  for (int sm : show_sms) {
+  // Plus the first SM that ran empty CTAs, if none of the requested did.
+  std::vector<int> timeline_sms = show_sms;
+  bool shown_empty = false;
+  for (int sm : show_sms)
+    shown_empty |= sm >= 0 && sm < static_cast<int>(empties_per_sm.size()) && empties_per_sm[sm] > 0;
+  for (size_t m = 0; m < empties_per_sm.size() && !shown_empty; ++m) {
+    if (empties_per_sm[m] > 0) timeline_sms.push_back(static_cast<int>(m)), shown_empty = true;
+  }
+  for (int sm : timeline_sms) {
     if (sm < 0 || sm >= static_cast<int>(by_sm.size())) continue;
     const auto& v = by_sm[sm];
     std::printf(
