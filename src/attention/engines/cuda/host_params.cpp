@@ -7,13 +7,6 @@ namespace groupattn::cuda_engine {
 namespace {
 
 constexpr int64_t kUnboundedWindow = int64_t{1} << 31;
-constexpr size_t kWorkspaceAlign = 256;
-
-size_t align_up(size_t x) { return (x + kWorkspaceAlign - 1) / kWorkspaceAlign * kWorkspaceAlign; }
-
-size_t partial_o_bytes(int splits, int64_t total_q, int64_t heads_q, int64_t head_dim_v) {
-  return align_up(static_cast<size_t>(splits) * total_q * heads_q * head_dim_v * sizeof(float));
-}
 
 // The last three dims are (row, head, element); batched/paged tensors add a leading one.
 void strides3(const TensorView& t, int64_t* batch, int64_t* row, int64_t* head) {
@@ -71,26 +64,6 @@ KernelParams kernel_params_from(const AttentionParams& p) {
   kp.window_left = std::min(p.window_left, kUnboundedWindow);
   kp.window_right = std::min(p.window_right, kUnboundedWindow);
   return kp;
-}
-
-size_t split_workspace_bytes(int splits, int64_t total_q, int64_t heads_q, int64_t head_dim_v) {
-  return partial_o_bytes(splits, total_q, heads_q, head_dim_v) +
-         align_up(static_cast<size_t>(splits) * total_q * heads_q * sizeof(float));
-}
-
-void set_split_workspace(KernelParams* kp, void* workspace, int64_t total_q, int64_t head_dim_v) {
-  kp->partial_rows = total_q * kp->heads_q;
-  kp->o_partial = static_cast<float*>(workspace);
-  kp->lse_partial = reinterpret_cast<float*>(static_cast<char*>(workspace) +
-                                             partial_o_bytes(kp->num_splits, total_q, kp->heads_q, head_dim_v));
-  // The combine kernel reads the tile kernel's layout: O [S, total_q, Hq, Dv], LSE [S, total_q, Hq].
-  kp->o_partial_in = kp->o_partial;
-  kp->part_o_split_stride = kp->partial_rows * head_dim_v;
-  kp->part_o_row_stride = kp->heads_q * head_dim_v;
-  kp->part_o_head_stride = head_dim_v;
-  kp->part_lse_split_stride = kp->partial_rows;
-  kp->part_lse_row_stride = kp->heads_q;
-  kp->part_lse_head_stride = 1;
 }
 
 }  // namespace groupattn::cuda_engine

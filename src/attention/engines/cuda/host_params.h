@@ -7,6 +7,7 @@
 #include <cstdint>
 
 #include "attention/engines/cuda/kernel_params.h"
+#include "attention/engines/cuda/split_workspace.h"
 #include "groupattn/attention.h"
 
 namespace groupattn::cuda_engine {
@@ -17,11 +18,6 @@ namespace groupattn::cuda_engine {
 // split workspace are the engine's.
 KernelParams kernel_params_from(const AttentionParams& p);
 
-// Split-KV workspace: o_partial fp32 [S, total_q, Hq, Dv], then lse_partial fp32 [S, total_q, Hq],
-// each starting on a 256-byte boundary.
-size_t split_workspace_bytes(int splits, int64_t total_q, int64_t heads_q, int64_t head_dim_v);
-// Points kp's partial buffers into `workspace` (laid out as above, for kp->num_splits splits) and
-// sets the strides the combine kernel reads them with.
-void set_split_workspace(KernelParams* kp, void* workspace, int64_t total_q, int64_t head_dim_v);
+// The split-KV workspace layout (split_workspace_bytes, set_split_workspace): split_workspace.h.
 
 }  // namespace groupattn::cuda_engine

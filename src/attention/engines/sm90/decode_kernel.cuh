@@ -36,6 +36,7 @@
 
 #include "attention/engines/sm90/decode_combine.cuh"
 #include "attention/engines/sm90/decode_epilogue.cuh"
+#include "attention/engines/sm90/decode_phase_stamps.cuh"
 #include "attention/engines/sm90/decode_traits.h"
 #include "attention/engines/sm90/decode_work_list.cuh"
 #include "attention/engines/sm90/launch.h"
@@ -51,6 +52,7 @@ __device__ void decode_cta(const KernelParams& p, const CUtensorMap* tmap_k, con
   constexpr int kN = Traits::kN, kBlockKV = Traits::kBlockKV;
   extern __shared__ __align__(128) unsigned char smem_raw[];
   const SmemMap<Traits> sm{hw::align_1024(smem_raw)};
+  GA_DECODE_STAMP_ENTRY(threadIdx.x == 0);
 
   CtaWork w;
   // Work-list mode (p.seq_splits set): slot w.split of the plane names the sequence and tiles,
@@ -74,6 +76,7 @@ __device__ void decode_cta(const KernelParams& p, const CUtensorMap* tmap_k, con
       hw::prefetch_tensormap(tmap_v);
     }
     const ListSlot e = fold_list_slot(p, p.list_plane_wave, w.split, static_cast<int>(threadIdx.x % 32));
+    GA_DECODE_STAMP(threadIdx.x == 0, kPlanDone);
     // The combine's {count, first slot} of the sequence: written by its split 0 in plane (0, 0),
     // before any return below; the combine reads it after griddepcontrol.wait (grid complete).
     if (e.b >= 0 && e.split == 0 && column < p.num_splits && w.kv_group == 0 && threadIdx.x == 0) {
@@ -82,7 +85,11 @@ __device__ void decode_cta(const KernelParams& p, const CUtensorMap* tmap_k, con
       seq[1] = e.first;
     }
     w.b = e.b;
-    if (w.b < 0) return;  // a slot past the plan's last (the grid is sized for the bound)
+    if (w.b < 0) {  // a slot past the plan's last (the grid is sized for the bound)
+      GA_DECODE_STAMP_VALUE(threadIdx.x == 0, kSeq, w.b);
+      GA_DECODE_STAMP_EXIT(threadIdx.x == 0, kKindEmptySlot);
+      return;
+    }
     list_begin = e.begin;
     list_end = e.end;
   }
@@ -92,7 +99,10 @@ __device__ void decode_cta(const KernelParams& p, const CUtensorMap* tmap_k, con
   w.col0 = m_block * kN;
   // The whole CTA, before any barrier (in cluster mode every split of the column block, i.e. the
   // whole cluster, returns here: col0 and total_cols do not depend on the split).
-  if (w.col0 >= total_cols) return;
+  if (w.col0 >= total_cols) {
+    GA_DECODE_STAMP_EXIT(threadIdx.x == 0, kKindEmptyColumns);
+    return;
+  }
   w.cols = min(kN, total_cols - w.col0);
   w.kvh = cuda_engine::kv_head_of(w.kv_group * p.group, p.group, p.heads_kv);
   // Visible keys are non-decreasing in the token: the CTA needs [lo(first), hi(last)], and every
@@ -114,6 +124,9 @@ __device__ void decode_cta(const KernelParams& p, const CUtensorMap* tmap_k, con
   }
   w.common_lo = last_vis.lo;
   w.common_hi = first_vis.hi;
+  GA_DECODE_STAMP(threadIdx.x == 0, kRangeKnown);
+  GA_DECODE_STAMP_VALUE(threadIdx.x == 0, kTiles, w.blk_end - w.blk_begin);
+  GA_DECODE_STAMP_VALUE(threadIdx.x == 0, kSeq, w.b);
 
   const int tid = static_cast<int>(threadIdx.x), warp = tid / 32, lane = tid % 32;
   // Small pages: the producer warp gathers the tiles with cp.async (produce(), gather_tile()),
@@ -131,6 +144,7 @@ __device__ void decode_cta(const KernelParams& p, const CUtensorMap* tmap_k, con
     hw::prefetch_tensormap(tmap_v);
   }
   __syncthreads();
+  GA_DECODE_STAMP(tid == 0, kBarrier);
 
   if (warp == Traits::kProducerWarp) {
     produce<Traits>(p, w, sm, tmap_k, tmap_v, lane);
@@ -144,6 +158,7 @@ __device__ void decode_cta(const KernelParams& p, const CUtensorMap* tmap_k, con
   // ---- consumer warpgroup ----
   load_q<Traits>(p, w, sm, tid);
   hw::named_bar_sync(kBarOperands, Traits::kConsumerThreads);
+  GA_DECODE_STAMP(tid == 0, kQReady);
 
   float o[Traits::kDBlocks][kN / 2];  // O^T: one m64 block per 64 d
 #pragma unroll
@@ -160,6 +175,7 @@ __device__ void decode_cta(const KernelParams& p, const CUtensorMap* tmap_k, con
   for (int blk = w.blk_begin, it = 0; blk < w.blk_end; ++blk, ++it) {
     const int stage = it % Traits::kStages;
     hw::mbar_wait(sm.full(stage), static_cast<uint32_t>(it / Traits::kStages) & 1u);
+    GA_DECODE_STAMP(tid == 0 && it == 0, kFirstTile);
     // Gathered tiles were written by cp.async (generic proxy); the GEMMs read them through the
     // async proxy. (fp8 reads its tiles with ordinary loads.)
     if (!Traits::kFp8 && gather) hw::fence_proxy_async_smem();
@@ -200,12 +216,14 @@ __device__ void decode_cta(const KernelParams& p, const CUtensorMap* tmap_k, con
       if (lane == 0) hw::mbar_arrive(sm.empty(stage));
     }
   }
+  GA_DECODE_STAMP(tid == 0, kLoopEnd);
   cuda::allow_dependent_launch();
   if (p.cluster_reduce) {
     cluster_reduce_output<Traits>(p, w, softmax, o, sm, warp, lane, v_scale);
   } else {
     write_output<Traits>(p, w, softmax, o, sm.red_sum(), warp, lane, v_scale);
   }
+  GA_DECODE_STAMP_EXIT(tid == 0, kKindWork);
 }
 #endif  // __CUDA_ARCH_FEAT_SM90_ALL
 

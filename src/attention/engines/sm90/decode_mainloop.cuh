@@ -49,6 +49,7 @@
 #include "attention/engines/cuda/kernel_params.h"
 #include "attention/engines/cuda/seq_and_mask.cuh"
 #include "attention/engines/sm90/decode_traits.h"
+#include "attention/engines/sm90/decode_phase_stamps.cuh"
 #include "cuda/cp_async.cuh"
 #include "cuda/sm90/hopper.cuh"
 #include "cuda/sm90/wgmma.cuh"
@@ -241,6 +242,8 @@ __device__ void produce(const KernelParams& p, const CtaWork& w, const SmemMap<T
                           sm.full(stage));
       }
     }
+    GA_DECODE_STAMP(lane == 0 && it == 0, kProducerFirst);
+    GA_DECODE_STAMP(lane == 0 && blk + 1 == w.blk_end, kProducerLast);
 #pragma unroll
     for (int h = 0; h < 2; ++h) outer[h] = next_outer[h], row[h] = next_row[h];
   }

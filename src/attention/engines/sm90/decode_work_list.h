@@ -31,7 +31,10 @@
 #pragma once
 
 #include <algorithm>
+#include <cstddef>
 #include <cstdint>
+
+#include "attention/engines/cuda/split_workspace.h"
 
 #if defined(__CUDACC__)
 #define GA_WL_HD __host__ __device__
@@ -73,6 +76,19 @@ inline int list_plane_wave(int sm_count, int split_wave, int64_t kv_heads, int64
 // Slots (CTAs per plane) the list may fill; the grid's x extent is m_blocks x this.
 inline int64_t list_slot_bound(int plane_wave, int64_t batch) {
   return batch <= plane_wave ? plane_wave : int64_t{kListWaves} * plane_wave + batch;
+}
+
+// Work-list workspace: the split partials of `slots` slots of max_q x Hq rows (the portable layout,
+// cuda_engine::set_split_workspace with total_q = max_q), then at a 256-byte boundary the
+// per-sequence {count, first slot} (KernelParams::seq_splits, 2 x batch int32).
+inline size_t list_partials_bytes(int64_t slots, int64_t max_q, int64_t heads_q, int64_t head_dim) {
+  return cuda_engine::split_workspace_align_up(
+      cuda_engine::split_workspace_bytes(static_cast<int>(slots), max_q, heads_q, head_dim));
+}
+inline size_t list_workspace_bytes(int64_t slots, int64_t max_q, int64_t heads_q, int64_t head_dim,
+                                   int64_t batch) {
+  return list_partials_bytes(slots, max_q, heads_q, head_dim) +
+         sizeof(int32_t) * static_cast<size_t>(2 * batch);
 }
 
 // The chunk rule above. count(c) must return f(c) = sum_b list_splits_of(n_b, c) over the batch.

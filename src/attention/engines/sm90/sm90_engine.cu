@@ -219,14 +219,13 @@ ListPlan list_plan(const AttentionParams& p, const Geometry& g, int num_splits, 
   return l;
 }
 
-// Work-list workspace: the split partials of `slots` slots of max_q x Hq rows (the portable
-// layout), then at a 256-byte boundary the per-sequence {count, first slot}.
+// Work-list workspace (decode_work_list.h): the partials of l.slots slots of max_q x Hq rows, then
+// the per-sequence {count, first slot}.
 size_t list_partials_bytes(const ListPlan& l, const Geometry& g) {
-  const size_t b = cuda_engine::split_workspace_bytes(static_cast<int>(l.slots), g.max_q, g.heads_q, g.head_dim);
-  return (b + 255) / 256 * 256;
+  return sm90_engine::list_partials_bytes(l.slots, g.max_q, g.heads_q, g.head_dim);
 }
 size_t list_workspace_bytes(const ListPlan& l, const Geometry& g) {
-  return list_partials_bytes(l, g) + sizeof(int32_t) * static_cast<size_t>(2 * g.batch);
+  return sm90_engine::list_workspace_bytes(l.slots, g.max_q, g.heads_q, g.head_dim, g.batch);
 }
 
 class Sm90Attention final : public AttentionEngine {
