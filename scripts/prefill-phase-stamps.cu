@@ -16,7 +16,8 @@
 //   barrier (the "producer's first TMA" stamp is then thread 0's, before that barrier);
 //   GROUPATTN_SM90_PREFILL_STSM_EPILOGUE (default on, =0 off): the staged epilogue's shared-memory writes by stmatrix;
 //   GROUPATTN_SM90_PREFILL_TMA_STORE_O=1: O leaves by TMA stores, each consumer warp its 16 rows (d 128 / 256); the
-//   "epilogue end" stamps are then warp 0's of each warpgroup after its stores' shared-memory reads.
+//   "epilogue end" stamps are then warp 0's of each warpgroup after its stores' shared-memory reads;
+//   GROUPATTN_SM90_PREFILL_D256_N80=1 (head dim 256): the 80-key form (PrefillTraitsD256N80).
 #ifndef GROUPATTN_PREFILL_PHASE_STAMPS
 #error "build with -DGROUPATTN_PREFILL_PHASE_STAMPS (see the file's first lines)"
 #endif
@@ -181,10 +182,11 @@ static void run_mode(const Problem& pr, bool causal, const std::vector<int>& sho
 
   std::printf(
       "\n== prefill bf16 %d/%d d%d B%d S%d %s: %d CTAs (%s), %d threads, Q ahead %d, early loads %d, stsm "
-      "epilogue %d, TMA store of O %d\n",
+      "epilogue %d, TMA store of O %d, %d-key tiles\n",
       pr.hq, pr.hkv, pr.d, pr.batch, pr.seq, causal ? "causal" : "full", ctas,
       l.heads_fastest ? "heads fastest" : "query tiles fastest", Traits::kThreads, l.q_prefetch_ahead ? 1 : 0,
-      l.early_first_loads ? 1 : 0, l.stsm_epilogue ? 1 : 0, l.tma_store_o && Traits::kTmaStoreO ? 1 : 0);
+      l.early_first_loads ? 1 : 0, l.stsm_epilogue ? 1 : 0, l.tma_store_o && Traits::kTmaStoreO ? 1 : 0,
+      Traits::kBlockN);
   std::printf(
       "kernel time: %.1f us unstamped (mean of 10), %.1f us stamped (one launch); O sample non-finite: %d\n",
       us_plain, us_stamped, nonfinite);
@@ -370,11 +372,15 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "need Hq a multiple of Hkv and head dim 128 or 256\n");
     return 2;
   }
+  const char* n80_env = std::getenv("GROUPATTN_SM90_PREFILL_D256_N80");
+  const bool n80 = n80_env != nullptr && std::atoi(n80_env) != 0;
   for (int pass = 0; pass < 2; ++pass) {
     const bool causal = pass == 0;
     if ((causal && mode == "full") || (!causal && mode == "causal")) continue;
     if (pr.d == 128) {
       run_mode<ga::sm90_engine::PrefillTraits<__nv_bfloat16, 128>>(pr, causal, sms, show);
+    } else if (n80) {  // as the engine reads GROUPATTN_SM90_PREFILL_D256_N80 (default off)
+      run_mode<ga::sm90_engine::PrefillTraitsD256N80<__nv_bfloat16>>(pr, causal, sms, show);
     } else {
       run_mode<ga::sm90_engine::PrefillTraits<__nv_bfloat16, 256>>(pr, causal, sms, show);
     }

@@ -365,6 +365,73 @@ TEST_F(Sm90Prefill, HeadDim256SeqlensKIgnoresStaleRows) {
   }
 }
 
+// Head dim 256 in the 80-key form (PrefillLaunch::d256_n80, forced; docs/PREFILL_SM90.md, "Head dim
+// 256 with 80-key tiles") against the fp64 reference with the harness's guards (NaN-poisoned
+// outputs, untouched neighbours): 80 divides neither the 128-row query tile nor a power of two, so
+// the diagonal tiles of bottom-right causal masks, windows and the partial last tile (Sk not a
+// multiple of 80) fall at other places than with 64 keys. Sq == Sk around both tiles (79, 80, 81,
+// 129, 385, 1000: 12.5 KV tiles), full / causal / window / softcap; Sq != Sk both ways (with Sq >
+// Sk the first rows see no key); three sequences at GQA 8/2, MQA 8/1 and 16/2; seqlens_k with NaN
+// stale rows (a last tile of 1 and of 79 keys); varlen Q and K/V (both epilogues: batched Q takes
+// the TMA store of O, varlen Q the 16-byte stores); bf16 and f16.
+class D256N80Mode {
+ public:
+  explicit D256N80Mode(int mode) { sm90_engine::set_prefill_d256_n80_mode(mode); }
+  ~D256N80Mode() { sm90_engine::set_prefill_d256_n80_mode(-1); }
+};
+
+TEST_F(Sm90Prefill, HeadDim256N80Tiles) {
+  D256N80Mode on(1);
+  static_assert(sm90_engine::kPrefillTileD256N80.block_n == 80, "the lengths below sit around 80 keys");
+  for (DType dt : {DType::kBF16, DType::kF16}) {
+    auto with = [dt](Case c) {
+      c.d = 256;
+      c.dtype = dt;
+      return c;
+    };
+    // MQA at the longest length (the fp64 reference's time grows with Hq x Sq x Sk).
+    for (bool causal : {false, true}) check_case(with(prefill_case(2, 1, 1, 1000, 1000, causal)), kEngine);
+    for (int n : {385, 129, 80, 81, 79, 17}) {
+      Case c = with(prefill_case(4, 2, 1, n, n, false));
+      check_case(c, kEngine);
+      c.causal = true;
+      check_case(c, kEngine);
+      c.causal = false;
+      c.window_left = 50, c.window_right = 70;
+      check_case(c, kEngine);
+      c.window_left = 100, c.window_right = 0;
+      check_case(c, kEngine);
+      c.window_left = c.window_right = -1;
+      c.causal = true;
+      c.softcap = 30.f;
+      check_case(c, kEngine);
+    }
+    for (auto [sq, sk] :
+         std::vector<std::pair<int, int>>{{129, 385}, {385, 129}, {100, 81}, {17, 300}, {300, 79}}) {
+      for (bool causal : {false, true}) check_case(with(prefill_case(4, 2, 1, sq, sk, causal)), kEngine);
+    }
+    for (auto [hq, hkv] : std::vector<std::pair<int64_t, int64_t>>{{8, 2}, {8, 1}, {16, 2}}) {
+      for (bool causal : {false, true}) check_case(with(prefill_case(hq, hkv, 3, 200, 241, causal)), kEngine);
+    }
+    for (bool causal : {false, true}) {
+      Case k = with(prefill_case(8, 2, 3, 150, 300, causal));
+      k.k_lens = {300, 161, 79};
+      expect_ignores_stale_rows(k, kEngine);
+    }
+    Case v = with(prefill_case(8, 2, 1, 1, 1, true));
+    v.q_varlen = true;
+    v.kv = KvKind::kVarlen;
+    v.q_lens = {129, 1, 0, 300, 80, 81, 79};
+    v.k_lens = {129, 200, 5, 300, 0, 161, 80};
+    for (bool causal : {false, true}) {
+      v.causal = causal;
+      check_case(v, kEngine);
+    }
+    v.window_left = 60, v.window_right = 10;
+    check_case(v, kEngine);
+  }
+}
+
 TEST_F(Sm90Prefill, DeclinesWithReason) {
   std::vector<std::pair<Case, std::string>> cases;
   Case c = prefill_case(8, 2, 1, 100, 100, true);

@@ -77,6 +77,10 @@ struct PrefillLaunch {
   // next, and at head dim 64). Results are the same either way.
   bool tma_store_o = false;
   const void* o_tmap = nullptr;
+  // Head dim 256: the 80-key form (PrefillTraitsD256N80, prefill_launch_tile; k_tmap and v_tmap
+  // then have 80-row boxes). Ignored at other head dims. Results agree with the 64-key form's to
+  // rounding (the softmax sees other tile boundaries), both against the fp64 reference.
+  bool d256_n80 = false;
 };
 
 // Runs the prefill kernel (grid: m_blocks, Hq, B, or Hq, m_blocks, B with l.heads_fastest);
@@ -121,6 +125,11 @@ bool decode_list_uniform_fast();
 // GROUPATTN_SM90_PREFILL_TMA_STORE_O ("0": off; default on).
 void set_prefill_tma_store_o_mode(int mode);
 bool prefill_tma_store_o();
+
+// The 80-key D 256 prefill form (PrefillLaunch::d256_n80), the same kind of switch:
+// GROUPATTN_SM90_PREFILL_D256_N80 ("1": on; default off until measured).
+void set_prefill_d256_n80_mode(int mode);
+bool prefill_d256_n80();
 
 // fp8 packed rows with one converter warpgroup (DecodeLaunch::fp8_one_converter_wg; docs/DECODE_SM90.md
 // section 21), the same kind of switch: GROUPATTN_SM90_FP8_CONVERTER_WGS ("1": one; default two).

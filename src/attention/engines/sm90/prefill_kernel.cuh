@@ -867,6 +867,12 @@ __device__ __forceinline__ void store_o_staged(const KernelParams& p, const Work
 template <class Traits, bool kTmaO>
 __device__ void consume(const KernelParams& p, const Work& w, const Smem<Traits>& sm, int wg, int warp_in_wg,
                         int lane, bool first_k_own, bool stsm_epilogue, const CUtensorMap* to) {
+  if constexpr (Traits::kTrimLiveValues) {
+    // Lane 0's (the same in the whole warp): ptxas then derives the turn barriers and the
+    // warpgroup's rows and addresses in uniform registers.
+    wg = __shfl_sync(kFullMask, wg, 0);
+    warp_in_wg = __shfl_sync(kFullMask, warp_in_wg, 0);
+  }
   const SeqInfo& s = w.s;
   const int m0 = w.m0, blk_begin = w.blk_begin, blk_end = w.blk_end;
   using T = typename Traits::Element;
@@ -1169,6 +1175,10 @@ __device__ void consume(const KernelParams& p, const Work& w, const Smem<Traits>
   if constexpr (Traits::kPackedDecode) cuda::allow_dependent_launch();
   if constexpr (Traits::kStagedEpilogue) {
     float inv[2];
+    // The LSE column of the sequence's first query; Traits::kTrimLiveValues: re-derived here
+    // rather than held through the loop (its 64 bits were the last values ptxas spilled).
+    int64_t q_token0 = s.q_token0;
+    if constexpr (Traits::kTrimLiveValues) q_token0 = cuda_engine::seq_info(p, w.b).q_token0;
     if constexpr (kTmaO) {
       // LSE after O has left: the form's proxy fence (MEMBAR.ALL.CTA) then has no global store of
       // this thread before it to order. The same values as below.
@@ -1186,7 +1196,7 @@ __device__ void consume(const KernelParams& p, const Work& w, const Smem<Traits>
       for (int r = 0; r < 2; ++r) {
         const int row = row_base + 8 * r;
         if (row < w.rows && p.lse != nullptr && (lane & 3) == 0)
-          p.lse[w.h * p.lse_head_stride + (s.q_token0 + row) * p.lse_row_stride] = lse[r];
+          p.lse[w.h * p.lse_head_stride + (q_token0 + row) * p.lse_row_stride] = lse[r];
       }
     } else {
 #pragma unroll
@@ -1197,7 +1207,7 @@ __device__ void consume(const KernelParams& p, const Work& w, const Smem<Traits>
         inv[r] = l > 0.f ? 1.f / l : 0.f;  // no visible key: O = 0
         const int row = row_base + 8 * r;
         if (row < w.rows && p.lse != nullptr && (lane & 3) == 0) {
-          p.lse[w.h * p.lse_head_stride + (s.q_token0 + row) * p.lse_row_stride] =
+          p.lse[w.h * p.lse_head_stride + (q_token0 + row) * p.lse_row_stride] =
               l > 0.f ? (m_run[r] + log2f(l)) * kLn2 : -INFINITY;
         }
       }
@@ -1407,9 +1417,14 @@ Status launch_prefill_traits(const cuda_engine::KernelParams& p, const PrefillLa
   return cuda::last_launch_status("sm90_prefill_kernel");
 }
 
+// Head dim 256 with l.d256_n80: the 80-key form (PrefillTraitsD256N80, its own kernels; K/V maps
+// of 80-row boxes).
 template <class T, int kHeadDim>
 Status launch_prefill_head_dim(const cuda_engine::KernelParams& p, const PrefillLaunch& l,
                                cudaStream_t stream) {
+  if constexpr (kHeadDim == 256) {
+    if (l.d256_n80) return launch_prefill_traits<PrefillTraitsD256N80<T>>(p, l, stream);
+  }
   return launch_prefill_traits<PrefillTraits<T, kHeadDim>>(p, l, stream);
 }
 

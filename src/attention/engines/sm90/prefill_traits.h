@@ -60,6 +60,18 @@ constexpr PrefillTile prefill_tile(int head_dim) {
                           : PrefillTile{kPrefillBlockM, 128, 3, false};
 }
 
+// The second D 256 prefill form (PrefillTraitsD256N80; GROUPATTN_SM90_PREFILL_D256_N80, default off
+// until measured; docs/PREFILL_SM90.md, "Head dim 256 with 80-key tiles"): 80 keys, 2 stages, split
+// K/V barriers (Q 64 KB + 2 x 80 KB = 224 KB, FA3's d256 width). The fixed per-tile work of a
+// consumer thread (row max / sum shuffles, the 128-FMUL O rescale, barriers and waits) is spread over
+// 5 k-steps of the O product instead of 4. An 80-row box is 10 whole 1024-byte swizzle atoms, so
+// every box and stage stays 1024-aligned.
+inline constexpr PrefillTile kPrefillTileD256N80{kPrefillBlockM, 80, 2, true};
+// The KV tile of a prefill launch: the head dim's, or the 80-key D 256 form's.
+constexpr PrefillTile prefill_launch_tile(int head_dim, bool d256_n80) {
+  return head_dim == 256 && d256_n80 ? kPrefillTileD256N80 : prefill_tile(head_dim);
+}
+
 // The KV tile of the packed-decode mode (the sm90 decode engine's multi-token form), chosen apart
 // from prefill_tile: decode streams the cache once, so what counts is the bytes in flight per SM
 // (one CTA per SM), not the prefill's arithmetic per tile (docs/DECODE_SM90.md sections 12, 16).
@@ -96,13 +108,18 @@ constexpr PrefillTile packed_decode_tile(int head_dim) {
 // S(t) was done, and the consumers' next S waited for the widening on every tile.
 //   shared memory: Q 32 KB + converted K 2 x 32 KB + converted V 2 x 32 KB + fp8 2 x 32 KB = 224 KB
 // The producer warpgroup then needs registers to convert: 56 / 224 instead of 24 / 240.
-template <class T, int kHeadDim_ = 128, bool kPackedDecode_ = false, bool kFp8Kv_ = false>
-struct PrefillTraits {
+// kD256N80_: the 80-key D 256 prefill form (kPrefillTileD256N80). PrefillTraits and
+// PrefillTraitsD256N80 below are the names the kernels are instantiated with (distinct types, so
+// the default kernels keep their symbols).
+template <class T, int kHeadDim_, bool kPackedDecode_, bool kFp8Kv_, bool kD256N80_>
+struct PrefillTraitsBase {
   using Element = T;
   static constexpr bool kPackedDecode = kPackedDecode_;
   static constexpr bool kFp8Kv = kFp8Kv_;
   static constexpr int kHeadDim = kHeadDim_;
-  static constexpr PrefillTile kTile = kPackedDecode_ ? packed_decode_tile(kHeadDim_) : prefill_tile(kHeadDim_);
+  static constexpr PrefillTile kTile = kD256N80_        ? kPrefillTileD256N80
+                                       : kPackedDecode_ ? packed_decode_tile(kHeadDim_)
+                                                        : prefill_tile(kHeadDim_);
   static constexpr int kBlockM = kTile.block_m;
   static constexpr int kBlockN = kTile.block_n;
   static constexpr int kRowsPerWg = 64;
@@ -134,6 +151,12 @@ struct PrefillTraits {
   // a warpgroup wholly past the sequence's last row computed every tile. Three warpgroups only:
   // with 128 rows and 128 keys both warpgroups end on the same tile when Sq == Sk.
   static constexpr bool kSkipUnseenTiles = !kPackedDecode && kConsumerWgs == 3;
+  // The consumer holds fewer values through its loop (prefill_kernel.cuh, consume): its warpgroup
+  // and warp indices as lane 0's (ptxas then derives the turn barriers and the warpgroup's rows in
+  // uniform registers) and the LSE column re-derived after the loop. The 80-key form only: its S
+  // (40), P (20) and O (128) registers leave ~50 of the consumers' 240, and ptxas spilled 32 / 36
+  // bytes without these (nvcc 13; 0 with them). The other forms keep their SASS.
+  static constexpr bool kTrimLiveValues = kD256N80_;
   static constexpr int kConsumerWarps = 4 * kConsumerWgs;
   static constexpr int kConsumerThreads = 32 * kConsumerWarps;
   static constexpr int kThreads = kConsumerThreads + 128;  // + the producer warpgroup
@@ -235,6 +258,17 @@ struct PrefillTraits {
                 "boxes");
   static_assert(!kFp8Kv || kBlockN == 32 * kConverterWarps, "fp8 K/V: one converter thread per key row");
   static_assert(kFp8TileBytes % 1024 == 0 && kFp8Offset % 1024 == 0, "fp8 tiles are 128B-swizzled TMA boxes");
+  static_assert(kStageOffset % 1024 == 0 && kStageBytes % 1024 == 0 && kTileBytes % 1024 == 0,
+                "every K and V box of every stage starts on a 1024-byte boundary");
+  static_assert(!kD256N80_ || (kHeadDim == 256 && !kPackedDecode && !kFp8Kv && kSplitKv && kStages == 2),
+                "the 80-key form: D 256 prefill, 16-bit K/V, two split stages");
 };
+
+template <class T, int kHeadDim_ = 128, bool kPackedDecode_ = false, bool kFp8Kv_ = false>
+struct PrefillTraits : PrefillTraitsBase<T, kHeadDim_, kPackedDecode_, kFp8Kv_, false> {};
+
+// The 80-key D 256 prefill form (kPrefillTileD256N80): sm90_prefill_kernel<PrefillTraitsD256N80<T>, ...>.
+template <class T>
+struct PrefillTraitsD256N80 : PrefillTraitsBase<T, 256, false, false, true> {};
 
 }  // namespace groupattn::sm90_engine

@@ -38,6 +38,8 @@ std::atomic<int> g_early_loads_mode{-1};
 std::atomic<int> g_stsm_epilogue_mode{-1};
 // sm90_engine::set_prefill_tma_store_o_mode: -1 the environment, 0 off, 1 on.
 std::atomic<int> g_tma_store_o_mode{-1};
+// sm90_engine::set_prefill_d256_n80_mode: -1 the environment, 0 off, 1 on.
+std::atomic<int> g_d256_n80_mode{-1};
 
 class Sm90PrefillAttention final : public AttentionEngine {
  public:
@@ -82,7 +84,8 @@ class Sm90PrefillAttention final : public AttentionEngine {
       return NotSupported("sm90-prefill engine: batch and query heads must be <= " + std::to_string(kMaxGridYZ));
     }
     const int64_t int_max = std::numeric_limits<int32_t>::max();
-    const sm90_engine::PrefillTile tile = sm90_engine::prefill_tile(static_cast<int>(p.q.size(-1)));
+    const sm90_engine::PrefillTile tile =
+        sm90_engine::prefill_launch_tile(static_cast<int>(p.q.size(-1)), sm90_engine::prefill_d256_n80());
     if (q_rows > int_max - tile.block_m || kv_rows > int_max - tile.block_n) {
       return NotSupported("sm90-prefill engine: sequence lengths (total tokens if varlen) must fit in int32");
     }
@@ -95,22 +98,25 @@ class Sm90PrefillAttention final : public AttentionEngine {
     cuda_engine::KernelParams kp = cuda_engine::kernel_params_from(p);
     kp.num_splits = 1;
     // kp.seqlen_q: Sq, or max_seqlen_q for varlen Q (the grid covers the longest sequence). Query
-    // and KV tiles of the head dim's kernel (prefill_tile, the same choice the traits make).
+    // and KV tiles of the launched kernel (prefill_launch_tile, the same choice the traits make; head
+    // dim 256 takes the 80-key form when its switch is on).
     const int head_dim = static_cast<int>(p.q.size(-1));
-    const int block_m = sm90_engine::prefill_tile(head_dim).block_m;
+    const bool d256_n80 = head_dim == 256 && sm90_engine::prefill_d256_n80();
+    const sm90_engine::PrefillTile tile = sm90_engine::prefill_launch_tile(head_dim, d256_n80);
+    const int block_m = tile.block_m;
     kp.m_blocks = (kp.seqlen_q + block_m - 1) / block_m;
     if (kp.batch == 0 || kp.heads_q == 0) return Status::Ok();
     CUtensorMap q_map, k_map, v_map;
     GA_RETURN_IF_ERROR(sm90_engine::encode_map_of(p.q, sm90_engine::PrefillTraits<__nv_bfloat16>::kQBoxRows, &q_map));
     // K and V boxes: one KV tile.
-    const int block_n = sm90_engine::prefill_tile(head_dim).block_n;
-    GA_RETURN_IF_ERROR(sm90_engine::encode_map_of(p.k, block_n, &k_map));
-    GA_RETURN_IF_ERROR(sm90_engine::encode_map_of(p.v, block_n, &v_map));
+    GA_RETURN_IF_ERROR(sm90_engine::encode_map_of(p.k, tile.block_n, &k_map));
+    GA_RETURN_IF_ERROR(sm90_engine::encode_map_of(p.v, tile.block_n, &v_map));
     sm90_engine::PrefillLaunch launch;
     launch.q_tmap = &q_map;
     launch.k_tmap = &k_map;
     launch.v_tmap = &v_map;
     launch.head_dim = head_dim;
+    launch.d256_n80 = d256_n80;
     // Causal or windowed, query tiles differ in work (causal: 1 .. m_blocks KV tiles). The default
     // grid launches each head's tiles longest first, so the last heads' longest tiles start near the
     // end of the grid and the other SMs idle while they finish (S2048 B8 causal, list-scheduling
@@ -153,6 +159,7 @@ void set_prefill_q_ahead_mode(int mode) { g_q_ahead_mode.store(clamp_mode(mode))
 void set_prefill_early_loads_mode(int mode) { g_early_loads_mode.store(clamp_mode(mode)); }
 void set_prefill_stsm_epilogue_mode(int mode) { g_stsm_epilogue_mode.store(clamp_mode(mode)); }
 void set_prefill_tma_store_o_mode(int mode) { g_tma_store_o_mode.store(clamp_mode(mode)); }
+void set_prefill_d256_n80_mode(int mode) { g_d256_n80_mode.store(clamp_mode(mode)); }
 
 // GROUPATTN_SM90_PREFILL_Q_AHEAD=1: the producer prefetches a later CTA's Q into L2
 // (PrefillLaunch::q_prefetch_ahead; docs/PREFILL_SM90.md, "Where a short CTA's time goes"). Off by
@@ -187,6 +194,15 @@ bool prefill_stsm_epilogue() {
 bool prefill_tma_store_o() {
   static const bool from_env = env_switch("GROUPATTN_SM90_PREFILL_TMA_STORE_O", true);
   return switch_value(g_tma_store_o_mode, from_env);
+}
+
+// Head dim 256 in the 80-key form (PrefillTraitsD256N80: 80-key tiles, 2 split stages, 224 KB;
+// PrefillLaunch::d256_n80; docs/PREFILL_SM90.md, "Head dim 256 with 80-key tiles"). Off by default
+// until measured: GROUPATTN_SM90_PREFILL_D256_N80=1 turns it on. The results agree with the 64-key
+// form's to rounding (other tile boundaries in the online softmax), not bitwise.
+bool prefill_d256_n80() {
+  static const bool from_env = env_switch("GROUPATTN_SM90_PREFILL_D256_N80", false);
+  return switch_value(g_d256_n80_mode, from_env);
 }
 
 }  // namespace sm90_engine
