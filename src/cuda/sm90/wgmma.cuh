@@ -1,7 +1,9 @@
 // wgmma.mma_async m64nNk16 wrappers (sm_90a), f32 accumulators, 16-bit inputs, both operands read
 // from shared memory through descriptors (the SS form). Generated once by a short script (the
 // register lists are mechanical); the form follows the verified probe of
-// /work/shared/probes/hopper_probe.cu (tests b, c, g), written for this library.
+// /work/shared/probes/hopper_probe.cu (tests b, c, g), written for this library. N = 80 (the
+// sm90 prefill's 80-key D 256 form, S = Q K^T) is the same form at another valid N (a multiple of
+// 8 up to 256); unverified on the GPU until that form's test runs.
 //
 //   D[64 x N] (+)= A[64 x 16] * B[16 x N]
 //   scale_d   0: D = A*B (old D ignored), nonzero: D += A*B (run-time predicate)

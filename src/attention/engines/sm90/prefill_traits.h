@@ -41,7 +41,9 @@ inline constexpr int kPrefillBlockM = 128;
 //   D 256:     3 stages of 128 keys (3 x 128 KB) do not fit in 227 KB. 64 keys, 2 stages: Q 64 KB
 //              + 2 x 64 KB = 192 KB. Per consumer thread O is 128 registers, S 32 and P 16; the
 //              overlapped loop compiles without spills. FA3's 80 keys (2 stages, 224 KB) spilled
-//              36 bytes in this kernel (ptxas, consumers at 240 registers), so it is not used.
+//              32-36 bytes in this loop (ptxas, consumers at 240 registers); it compiles without
+//              spills as a second form with fewer long-lived values (kPrefillTileD256N80 below,
+//              PrefillTraitsBase::kTrimLiveValues), behind a switch until measured.
 // split_kv: K and V of a stage have their own full / empty barriers, so a stage's K half is
 // refilled as soon as every warp's S product that read it is done, while its V half waits for
 // the O product one tile later. With one barrier pair per stage and 2 stages, tile i + 2 could
