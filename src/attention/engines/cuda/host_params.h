@@ -24,4 +24,10 @@ size_t split_workspace_bytes(int splits, int64_t total_q, int64_t heads_q, int64
 // sets the strides the combine kernel reads them with.
 void set_split_workspace(KernelParams* kp, void* workspace, int64_t total_q, int64_t head_dim_v);
 
+// Work-list workspace (decode_work_list.h; both decode engines): the split partials of `slots`
+// slots of max_q x Hq rows (the layout above with total_q = max_q), then at a 256-byte boundary the
+// per-sequence {split count, first slot} (int32 [batch][2]) the combine reads.
+size_t list_partials_bytes(int64_t slots, int64_t max_q, int64_t heads_q, int64_t head_dim_v);
+size_t list_workspace_bytes(int64_t slots, int64_t batch, int64_t max_q, int64_t heads_q, int64_t head_dim_v);
+
 }  // namespace groupattn::cuda_engine

@@ -1,4 +1,4 @@
-// The chunk rule of the sm90 decode work list (decode_work_list.h; docs/DECODE_SM90.md section
+// The chunk rule of the decode work list (cuda/decode_work_list.h, both decode engines; docs/DECODE_SM90.md section
 // 20), run on the host over arrays of per-sequence tile counts: the planning kernel runs the same
 // integer function on the device. Pins the plan's bounds (slots within list_slot_bound: P for a
 // batch of at most P, the one-wave plan; at most kListMaxSplits splits a sequence, >= kListMinTiles tiles a
@@ -11,16 +11,16 @@
 #include <random>
 #include <vector>
 
-#include "attention/engines/sm90/decode_work_list.h"
+#include "attention/engines/cuda/decode_work_list.h"
 
 namespace groupattn::test {
 namespace {
 
-using sm90_engine::kListMaxSplits;
-using sm90_engine::kListMinTiles;
-using sm90_engine::list_chunk;
-using sm90_engine::list_slot_bound;
-using sm90_engine::list_splits_of;
+using cuda_engine::kListMaxSplits;
+using cuda_engine::kListMinTiles;
+using cuda_engine::list_chunk;
+using cuda_engine::list_slot_bound;
+using cuda_engine::list_splits_of;
 
 struct Plan {
   int64_t chunk = 0;
