@@ -89,6 +89,18 @@ inline bool list_serves_batch(int64_t batch, int plane_wave) {
   return !(batch <= plane_wave && 2 * batch > plane_wave);
 }
 
+// P for a kernel that holds `ctas_per_sm` CTAs an SM (the cuda engine's decode kernel, 2 at D 64 /
+// 128 on the H200; its ordinary planner fills SMs x that many): that wave, or where it puts the
+// batch in the band list_serves_batch turns away (P / 2 < B <= P: 64/8 B32, P 33) the wave of one
+// CTA an SM when the batch exceeds it -- the several-wave plan (CTAs of c tiles that the hardware
+// dispatches two an SM as they free up), the sm90 engine's plan of those rows. 0: no list.
+inline int list_plane_wave_for(int sm_count, int ctas_per_sm, int64_t kv_heads, int64_t m_blocks, int64_t batch) {
+  const int wave = list_plane_wave(sm_count, ctas_per_sm, kv_heads, m_blocks);
+  if (list_serves_batch(batch, wave)) return wave;
+  const int one_per_sm = list_plane_wave(sm_count, 1, kv_heads, m_blocks);
+  return batch > one_per_sm && list_serves_batch(batch, one_per_sm) ? one_per_sm : 0;
+}
+
 // The chunk rule above. count(c) must return f(c) = sum_b list_splits_of(n_b, c) over the batch.
 template <class Count>
 GA_WL_HD int64_t list_chunk(int64_t total, int64_t max_n, int64_t batch, int plane_wave, Count count) {
