@@ -174,5 +174,33 @@ TEST(Sm90DecodeWorkList, BatchesWithinAWaveGetOneWave) {
   }
 }
 
+// The batches both engines' host rules send to the list (list_serves_batch), and the cuda
+// engine's P (list_plane_wave_for: its decode kernel holds two CTAs an SM at D 64 / 128 on the
+// H200, one at D 256). The bench's rows on 132 SMs: 8/1 B32 and B128 one wave of P 264; 64/8 B32
+// (P 33 puts it in the band (P / 2, P]) the several-wave plan of P 16; 64/8 B128 several waves of
+// P 33; D 256 32/2 B22 one wave of P 66.
+TEST(Sm90DecodeWorkList, BatchesTheListServesAndTheCudaEnginesWave) {
+  using cuda_engine::list_plane_wave_for;
+  using cuda_engine::list_serves_batch;
+  EXPECT_FALSE(list_serves_batch(1, 132));
+  EXPECT_TRUE(list_serves_batch(2, 132));
+  EXPECT_TRUE(list_serves_batch(66, 132));
+  EXPECT_FALSE(list_serves_batch(67, 132));
+  EXPECT_FALSE(list_serves_batch(132, 132));
+  EXPECT_TRUE(list_serves_batch(133, 132));
+  EXPECT_TRUE(list_serves_batch(cuda_engine::kListMaxBatch, 132));
+  EXPECT_FALSE(list_serves_batch(cuda_engine::kListMaxBatch + 1, 132));
+  EXPECT_EQ(list_plane_wave_for(132, 2, 1, 1, 32), 264);
+  EXPECT_EQ(list_plane_wave_for(132, 2, 1, 1, 128), 264);
+  EXPECT_EQ(list_plane_wave_for(132, 2, 8, 1, 32), 16);
+  EXPECT_EQ(list_plane_wave_for(132, 2, 8, 1, 24), 16);
+  EXPECT_EQ(list_plane_wave_for(132, 2, 8, 1, 128), 33);
+  EXPECT_EQ(list_plane_wave_for(132, 1, 2, 1, 22), 66);
+  EXPECT_EQ(list_plane_wave_for(132, 2, 2, 1, 100), 66);  // (66, 132]: several waves of P 66
+  // One CTA an SM already (D 256): the band has no other wave to fall back to.
+  EXPECT_EQ(list_plane_wave_for(132, 1, 2, 1, 40), 0);
+  EXPECT_EQ(list_plane_wave_for(132, 2, 2, 1, 1), 0);
+}
+
 }  // namespace
 }  // namespace groupattn::test
