@@ -1,5 +1,6 @@
-// The chunk rule of the decode work list (cuda/decode_work_list.h, both decode engines; docs/DECODE_SM90.md section
-// 20), run on the host over arrays of per-sequence tile counts: the planning kernel runs the same
+// The chunk rule of the decode work list (cuda/decode_work_list.h, both decode engines;
+// docs/DECODE_SM90.md section 20), run on the host over arrays of per-sequence tile counts: the
+// decode CTAs run the same
 // integer function on the device. Pins the plan's bounds (slots within list_slot_bound: P for a
 // batch of at most P, the one-wave plan; at most kListMaxSplits splits a sequence, >= kListMinTiles tiles a
 // CTA) and the plans it gives the benchmark's uniform and mixed batches.

@@ -674,13 +674,14 @@ const std::vector<WorkListShape> kWorkListShapes = {
 // The sm90 tests' lengths (sm90_decode_test.cpp work_list_lens), continued past 24 sequences with
 // short ones and every 7th near the longest.
 std::vector<int> work_list_lens(int batch, int longest) {
-  const std::vector<int> base = {longest, 0,  1,   100, 4099, 0,           65,   700, 2048, 64,  longest / 3 + 5, 5,
-                                 3,       999, 0, 128, 63,   longest - 1, 1500, 2,   0,    257, 4096,            31};
+  const std::vector<int> base = {longest, 0, 1,   100, 4099, 0,  65,          700,  2048, 64, longest / 3 + 5,
+                                 5,       3, 999, 0,   128,  63, longest - 1, 1500, 2,    0,  257,
+                                 4096,    31};
   std::vector<int> lens;
   for (int i = 0; i < batch; ++i) {
     lens.push_back(i < static_cast<int>(base.size()) ? base[static_cast<size_t>(i)]
-                   : i % 7 == 0                       ? longest - i
-                                                      : (i * 37) % 900 + (i % 5 == 0 ? 0 : 1));
+                   : i % 7 == 0                      ? longest - i
+                                                     : (i * 37) % 900 + (i % 5 == 0 ? 0 : 1));
   }
   return lens;
 }
@@ -719,7 +720,8 @@ size_t work_list_bytes(const Case& c) {
   const int64_t batch = static_cast<int64_t>(c.k_lens.size());
   const int plane_wave = cuda_engine::list_plane_wave_for(sms, decode_ctas_per_sm_bf16(c.d), c.hkv, 1, batch);
   if (plane_wave <= 0) return 0;
-  return cuda_engine::list_workspace_bytes(cuda_engine::list_slot_bound(plane_wave, batch), batch, 1, c.hq, c.d);
+  return cuda_engine::list_workspace_bytes(cuda_engine::list_slot_bound(plane_wave, batch), batch, 1, c.hq,
+                                           c.d);
 }
 
 // Shapes [first, last) of kWorkListShapes, batched and paged 16 / 64 (two tests: each stays well
@@ -736,7 +738,9 @@ void expect_work_list_shapes_match_reference(size_t first, size_t last) {
 }
 
 TEST_F(CudaAttention, WorkListMixedLengthsOneWave) { expect_work_list_shapes_match_reference(0, 2); }
-TEST_F(CudaAttention, WorkListMixedLengthsD256AndSeveralWaves) { expect_work_list_shapes_match_reference(2, 4); }
+TEST_F(CudaAttention, WorkListMixedLengthsD256AndSeveralWaves) {
+  expect_work_list_shapes_match_reference(2, 4);
+}
 
 // The list is what runs with the switch on (its workspace: partials of list_slot_bound slots of one
 // token's rows, then the per-sequence {count, first slot}; no ordinary split count gives this
@@ -773,7 +777,8 @@ TEST_F(CudaAttention, WorkListIsTakenAndRepeatable) {
           for (int run = 1; run < 3; ++run) {
             HostTensor o = like(p->out), l = like(p->lse);
             ASSERT_TRUE(run_cuda(*p, &o, &l).ok());
-            ASSERT_TRUE(bitwise_equal(o, o0) && bitwise_equal(l, l0)) << describe(c) << " run " << run << " differs";
+            ASSERT_TRUE(bitwise_equal(o, o0) && bitwise_equal(l, l0))
+                << describe(c) << " run " << run << " differs";
           }
         }
       }

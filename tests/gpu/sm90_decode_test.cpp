@@ -15,9 +15,9 @@
 #include <utility>
 #include <vector>
 
+#include "attention/engines/cuda/decode_work_list.h"
 #include "attention/engines/cuda/host_params.h"
 #include "attention/engines/sm90/decode_split_plan.h"
-#include "attention/engines/cuda/decode_work_list.h"
 #include "attention/engines/sm90/launch.h"
 #include "gpu/cuda_attention_harness.h"
 #include "groupattn/attention.h"

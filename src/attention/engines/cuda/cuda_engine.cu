@@ -195,7 +195,8 @@ ListPlan list_plan(const AttentionParams& p, const Geometry& g, int num_splits, 
   const KernelParams kp = cuda_engine::kernel_params_from(p);
   if (kp.seqlens_k == nullptr || kp.window_left >= 0) return l;
   if (num_splits > cuda_engine::kListMaxPlanSplits) return l;
-  const int64_t kv_bytes = 2 * g.batch * g.max_k * g.heads_kv * g.head_dim * static_cast<int64_t>(dtype_size(p.k.dtype));
+  const int64_t kv_bytes =
+      2 * g.batch * g.max_k * g.heads_kv * g.head_dim * static_cast<int64_t>(dtype_size(p.k.dtype));
   if (kv_bytes < cuda_engine::kListMinKvBytes) return l;
   // The plan sums the batch's tile counts in 32-bit integers.
   constexpr int64_t kKeys = cuda_engine::kDecodeBlockKeys;
@@ -372,7 +373,8 @@ class CudaAttention final : public AttentionEngine {
     kp.num_splits = num_splits_for(p, g, sms);
     if (g.batch == 0 || g.max_q == 0 || kp.m_blocks == 0) return Status::Ok();  // nothing to compute
     if (const ListPlan list = list_plan(p, g, kp.num_splits, sms); list.use) {
-      if (workspace == nullptr) return Status(StatusCode::kInternal, "cuda engine: work-list run without workspace");
+      if (workspace == nullptr)
+        return Status(StatusCode::kInternal, "cuda engine: work-list run without workspace");
       kp.num_splits = static_cast<int>(list.slots);
       cuda_engine::set_split_workspace(&kp, workspace, g.max_q, g.head_dim_v);  // partial_rows = max_q x Hq
       auto* counts = static_cast<char*>(workspace) +

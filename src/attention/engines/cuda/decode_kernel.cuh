@@ -11,12 +11,12 @@
 // above 16 heads) read the same K/V at about the same time. Work-list mode (decode_list_kernel,
 // p.seq_splits set; batches of mixed lengths, docs/ENGINES.md "Mixed lengths: the work list"):
 // grid (m_blocks * slots, Hkv, 1), and each CTA computes from the lengths which sequence and 64-key
-// blocks its slot holds (decode_work_list.cuh fold_list_slot, shared with the sm90 engine). 4 warps; the CTA's split is a range of
-// 64-key blocks and warp w takes the 16-key sub-tile w of each: it streams its own sub-tiles
-// through a private kStages-deep cp.async ring (no CTA barrier in the mainloop), computes
-// S = Q K^T (16 x 16), masks (per row: causal among the new tokens), runs the online softmax and
-// O += P V for its keys. At the end the warps' (max, sum, O) are merged through shared memory in
-// warp order (deterministic).
+// blocks its slot holds (decode_work_list.cuh fold_list_slot, shared with the sm90 engine).
+// 4 warps; the CTA's split is a range of 64-key blocks and warp w takes the 16-key sub-tile w of
+// each: it streams its own sub-tiles through a private kStages-deep cp.async ring (no CTA barrier
+// in the mainloop), computes S = Q K^T (16 x 16), masks (per row: causal among the new tokens),
+// runs the online softmax and O += P V for its keys. At the end the warps' (max, sum, O) are
+// merged through shared memory in warp order (deterministic).
 //
 // Rows are independent in the MMAs, and which keys a warp sees depends on the sequence and split
 // only (sub-tile u goes to warp u mod 4); a sub-tile fully masked for a row leaves its state

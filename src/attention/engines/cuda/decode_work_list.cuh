@@ -1,10 +1,12 @@
 // The plan of the decode work-list mode (decode_work_list.h; docs/DECODE_SM90.md section 20),
 // shared by the sm90 swap-AB decode kernel and the cuda engine's one-token decode kernel (warp
-// shuffles and integer arithmetic only), folded into the decode CTAs: every CTA computes the batch's chunk and its own slot's entry from
-// the sequences' lengths (fold_list_slot), so no planning launch sits on the critical path
-// (session 9's separate planning kernel was removed in session 10: the same plan, the same speed).
+// shuffles and integer arithmetic only), folded into the decode CTAs: every CTA computes the
+// batch's chunk and its own slot's entry from the sequences' lengths (fold_list_slot), so no
+// planning launch sits on the critical path (session 9's separate planning kernel was removed in
+// session 10: the same plan, the same speed).
 //
-//   n_b = ceil(k_len_b / kTileKeys)    the sequence's KV tiles (64 keys in both kernels) (seq_info: seqlens_k / the cache length)
+//   n_b = ceil(k_len_b / kTileKeys)    the sequence's KV tiles (seq_info: seqlens_k / the cache
+//                                      length; 64-key tiles in both kernels)
 //   c   = list_chunk(total, max n, B, P)  warp reductions of integers (the same c in every CTA)
 //   s_b = max(1, ceil(n_b / c)),  first_b = s_0 + .. + s_{b-1} (warp scans)
 //   slot first_b + i, i < s_b      ->  sequence b, split i, tiles split_range(n_b, i, s_b)
@@ -82,7 +84,8 @@ struct ListSlot {
 // kernel's registers: 154 -> 164 at D 128 kN 32, 193 -> 211 at D 256.)
 // kTileKeys: keys per tile of the calling kernel (its split_range unit).
 template <int kTileKeys>
-__device__ __forceinline__ ListSlot fold_list_slot(const KernelParams& p, int plane_wave, int slot, int lane) {
+__device__ __forceinline__ ListSlot fold_list_slot(const KernelParams& p, int plane_wave, int slot,
+                                                   int lane) {
   using namespace work_list_detail;
   const int batch = p.batch;
   int max_n = 0, total = 0;

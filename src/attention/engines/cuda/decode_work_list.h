@@ -94,7 +94,8 @@ inline bool list_serves_batch(int64_t batch, int plane_wave) {
 // batch in the band list_serves_batch turns away (P / 2 < B <= P: 64/8 B32, P 33) the wave of one
 // CTA an SM when the batch exceeds it -- the several-wave plan (CTAs of c tiles that the hardware
 // dispatches two an SM as they free up), the sm90 engine's plan of those rows. 0: no list.
-inline int list_plane_wave_for(int sm_count, int ctas_per_sm, int64_t kv_heads, int64_t m_blocks, int64_t batch) {
+inline int list_plane_wave_for(int sm_count, int ctas_per_sm, int64_t kv_heads, int64_t m_blocks,
+                               int64_t batch) {
   const int wave = list_plane_wave(sm_count, ctas_per_sm, kv_heads, m_blocks);
   if (list_serves_batch(batch, wave)) return wave;
   const int one_per_sm = list_plane_wave(sm_count, 1, kv_heads, m_blocks);

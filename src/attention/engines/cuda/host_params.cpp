@@ -82,8 +82,10 @@ size_t list_partials_bytes(int64_t slots, int64_t max_q, int64_t heads_q, int64_
   return align_up(split_workspace_bytes(static_cast<int>(slots), max_q, heads_q, head_dim_v));
 }
 
-size_t list_workspace_bytes(int64_t slots, int64_t batch, int64_t max_q, int64_t heads_q, int64_t head_dim_v) {
-  return list_partials_bytes(slots, max_q, heads_q, head_dim_v) + sizeof(int32_t) * static_cast<size_t>(2 * batch);
+size_t list_workspace_bytes(int64_t slots, int64_t batch, int64_t max_q, int64_t heads_q,
+                            int64_t head_dim_v) {
+  return list_partials_bytes(slots, max_q, heads_q, head_dim_v) +
+         sizeof(int32_t) * static_cast<size_t>(2 * batch);
 }
 
 void set_split_workspace(KernelParams* kp, void* workspace, int64_t total_q, int64_t head_dim_v) {

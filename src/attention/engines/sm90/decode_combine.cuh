@@ -7,15 +7,16 @@
 #include <cuda_runtime.h>
 
 #include "attention/engines/cuda/combine_kernel.cuh"
+#include "attention/engines/cuda/decode_work_list.h"
 #include "attention/engines/cuda/kernel_params.h"
 #include "attention/engines/sm90/decode_split_plan.h"
-#include "attention/engines/cuda/decode_work_list.h"
 #include "cuda/pdl.cuh"
 #include "groupattn/status.h"
 
 namespace groupattn::sm90_engine {
 
-static_assert(!cuda_engine::use_wide_combine(cuda_engine::kListMaxSplits), "work-list rows take the one-warp combine");
+static_assert(!cuda_engine::use_wide_combine(cuda_engine::kListMaxSplits),
+              "work-list rows take the one-warp combine");
 static_assert(kCombineSplitBatch == cuda_engine::kSplitBatch && kCombineWideWarps == cuda_engine::kWideWarps &&
                   kCombineWideMinSplits == cuda_engine::kWideMinSplits,
               "the split planner's combine cost counts the combine kernels' batches (decode_split_plan.h)");

@@ -32,11 +32,11 @@
 #include <string>
 
 #include "attention/engine_list.h"
+#include "attention/engines/cuda/decode_work_list.h"
 #include "attention/engines/cuda/host_params.h"
 #include "attention/engines/cuda/split_planner.h"
 #include "attention/engines/sm90/decode_split_plan.h"
 #include "attention/engines/sm90/decode_traits.h"
-#include "attention/engines/cuda/decode_work_list.h"
 #include "attention/engines/sm90/engine_checks.h"
 #include "attention/engines/sm90/launch.h"
 #include "attention/engines/sm90/mode_switch.h"
@@ -208,8 +208,10 @@ ListPlan list_plan(const AttentionParams& p, const Geometry& g, int num_splits, 
   shape.fp8 = kv_is_fp8(p);
   shape.small_pages = kv_layout(p) == KvLayout::kPaged &&
                       sm90_engine::paged_box_rows(p.k.size(1)) < sm90_engine::kBlockKV;
-  l.plane_wave = cuda_engine::list_plane_wave(sm_count, sm90_engine::split_wave_of(shape), g.heads_kv, g.m_blocks);
-  if (!cuda_engine::list_serves_batch(g.batch, l.plane_wave)) return l;  // 2..kListMaxBatch, not P / 2 < B <= P
+  l.plane_wave =
+      cuda_engine::list_plane_wave(sm_count, sm90_engine::split_wave_of(shape), g.heads_kv, g.m_blocks);
+  if (!cuda_engine::list_serves_batch(g.batch, l.plane_wave))
+    return l;  // 2..kListMaxBatch, not P / 2 < B <= P
   l.slots = cuda_engine::list_slot_bound(l.plane_wave, g.batch);
   l.use = l.slots * g.m_blocks <= std::numeric_limits<int32_t>::max();
   return l;
