@@ -43,7 +43,7 @@
 #include "attention/engines/cuda/split_workspace.h"
 #include "attention/engines/sm90/decode_kernel.cuh"
 #include "attention/engines/sm90/decode_split_plan.h"
-#include "attention/engines/sm90/decode_work_list.h"
+#include "attention/engines/cuda/decode_work_list.h"
 #include "attention/engines/sm90/engine_checks.h"
 #include "attention/engines/sm90/tma_desc.h"
 
@@ -165,18 +165,18 @@ void run_mode(const Problem& pr, const Buffers& buf, bool list, int sms, const s
   shape.batch = pr.batch, shape.kv_heads = pr.hkv, shape.m_blocks = m_blocks, shape.n_blocks = n_blocks;
   shape.head_dim = kHeadDim, shape.col_tile = col_tile;
   const int splits = s90::auto_decode_splits(shape);
-  const int plane_wave = s90::list_plane_wave(sms, s90::split_wave_of(shape), pr.hkv, m_blocks);
-  const int64_t slots = s90::list_slot_bound(plane_wave, pr.batch);
+  const int plane_wave = ga::cuda_engine::list_plane_wave(sms, s90::split_wave_of(shape), pr.hkv, m_blocks);
+  const int64_t slots = ga::cuda_engine::list_slot_bound(plane_wave, pr.batch);
   void* ws = nullptr;
   int64_t ctas = 0;
   if (list) {
-    const size_t bytes = s90::list_workspace_bytes(slots, 1, pr.hq, kHeadDim, pr.batch);
+    const size_t bytes = ga::cuda_engine::list_workspace_bytes(slots, 1, pr.hq, kHeadDim, pr.batch);
     CHECK(cudaMalloc(&ws, bytes));
     kp.num_splits = static_cast<int>(slots);
     kp.cluster_reduce = false;
     ga::cuda_engine::set_split_workspace(&kp, ws, 1, kHeadDim);  // partial_rows = max_q x Hq
     kp.seq_splits = reinterpret_cast<int32_t*>(static_cast<char*>(ws) +
-                                               s90::list_partials_bytes(slots, 1, pr.hq, kHeadDim));
+                                               ga::cuda_engine::list_partials_bytes(slots, 1, pr.hq, kHeadDim));
     kp.list_plane_wave = plane_wave;
     kp.list_heads_fastest =
         env_on("GROUPATTN_SM90_DECODE_LIST_HEADS_FASTEST", true) && slots * m_blocks <= s90::kMaxGridYZ;
@@ -505,9 +505,9 @@ int main(int argc, char** argv) {
     }
   }
   if (pr.hkv <= 0 || pr.hq % pr.hkv != 0 || pr.hq / pr.hkv > s90::kMaxCols || pr.batch < 2 ||
-      pr.batch > s90::kListMaxBatch || pr.kv_len < 1) {
+      pr.batch > ga::cuda_engine::kListMaxBatch || pr.kv_len < 1) {
     std::fprintf(stderr, "need Hq a multiple of Hkv (group <= %d), 2 <= batch <= %d, kv-len >= 1\n",
-                 s90::kMaxCols, s90::kListMaxBatch);
+                 s90::kMaxCols, ga::cuda_engine::kListMaxBatch);
     return 2;
   }
   int sms = 0;

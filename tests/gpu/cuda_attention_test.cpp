@@ -17,6 +17,7 @@
 #include <utility>
 #include <vector>
 
+#include "attention/engines/cuda/decode_work_list.h"
 #include "attention/engines/cuda/host_params.h"
 #include "attention/engines/cuda/launch.h"
 #include "gpu/cuda_attention_harness.h"
@@ -647,6 +648,171 @@ TEST_F(CudaAttention, DecodeBatchedCacheWithSeqlensAndVarlenQ) {
   c.kv = KvKind::kPaged;
   c.k_lens = {500, 16, 77};
   check_case(c);
+}
+
+// The decode work list for batches of mixed lengths (cuda/decode_work_list.h, shared with the sm90
+// engine; docs/ENGINES.md "Mixed lengths: the work list"), forced on (GROUPATTN_CUDA_DECODE_WORK_LIST
+// is off by default). Taken only above kListMinKvBytes of K/V (from the longest length), where the
+// ordinary plan has at most kListMaxPlanSplits splits and the batch is one list_plane_wave_for
+// serves: on 132 SMs 8/1 d128 B32 (ordinary 8 splits; one wave of P 264, the longest sequence cut
+// at the cap of 16), 32/2 d64 B32 (4 splits; P 132), 32/2 d256 B22 (3 splits; one CTA an SM, P
+// 66), 64/8 d128 B24 (4 splits; the several-wave plan of P 16, 121 empty slots a plane). Lengths
+// end mid-tile, on a tile and on one key; empty sequences give O = 0, LSE = -inf. Shapes no larger
+// than the K/V threshold needs (192-432 MiB bound, ~40K keys in all).
+class CudaWorkListMode {
+ public:
+  explicit CudaWorkListMode(int mode) { cuda_engine::set_cuda_decode_work_list_mode(mode); }
+  ~CudaWorkListMode() { cuda_engine::set_cuda_decode_work_list_mode(-1); }
+};
+
+struct WorkListShape {
+  int64_t hq, hkv, d;
+  int batch, longest;
+};
+const std::vector<WorkListShape> kWorkListShapes = {
+    {8, 1, 128, 32, 12288}, {32, 2, 64, 32, 12288}, {32, 2, 256, 22, 6144}, {64, 8, 128, 24, 4608}};
+
+// The sm90 tests' lengths (sm90_decode_test.cpp work_list_lens), continued past 24 sequences with
+// short ones and every 7th near the longest.
+std::vector<int> work_list_lens(int batch, int longest) {
+  const std::vector<int> base = {longest, 0, 1,   100, 4099, 0,  65,          700,  2048, 64, longest / 3 + 5,
+                                 5,       3, 999, 0,   128,  63, longest - 1, 1500, 2,    0,  257,
+                                 4096,    31};
+  std::vector<int> lens;
+  for (int i = 0; i < batch; ++i) {
+    lens.push_back(i < static_cast<int>(base.size()) ? base[static_cast<size_t>(i)]
+                   : i % 7 == 0                      ? longest - i
+                                                     : (i * 37) % 900 + (i % 5 == 0 ? 0 : 1));
+  }
+  return lens;
+}
+
+Case work_list_case(const WorkListShape& sh, KvKind kv, int page) {
+  Case c;
+  c.hq = sh.hq, c.hkv = sh.hkv, c.d = sh.d;
+  c.q_lens = std::vector<int>(static_cast<size_t>(sh.batch), 1);
+  c.k_lens = work_list_lens(sh.batch, sh.longest);
+  c.kv = kv;
+  c.page_size = page;
+  c.causal = true;
+  c.num_splits = 0;  // automatic: a forced count never takes the list
+  c.seed = static_cast<uint64_t>(sh.d + page + sh.batch);
+  return c;
+}
+
+int decode_ctas_per_sm_bf16(int64_t d) {
+  switch (d) {
+    case 64:
+      return cuda_engine::decode_ctas_per_sm<__nv_bfloat16, 64>();
+    case 128:
+      return cuda_engine::decode_ctas_per_sm<__nv_bfloat16, 128>();
+    default:
+      return cuda_engine::decode_ctas_per_sm<__nv_bfloat16, 256>();
+  }
+}
+
+// The list's workspace for c (bf16, one new token), or 0 where this device's planner would not
+// take it (list_plane_wave_for declines the batch).
+size_t work_list_bytes(const Case& c) {
+  int dev = 0, sms = 0;
+  if (cudaGetDevice(&dev) != cudaSuccess ||
+      cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev) != cudaSuccess)
+    return 0;
+  const int64_t batch = static_cast<int64_t>(c.k_lens.size());
+  const int plane_wave = cuda_engine::list_plane_wave_for(sms, decode_ctas_per_sm_bf16(c.d), c.hkv, 1, batch);
+  if (plane_wave <= 0) return 0;
+  return cuda_engine::list_workspace_bytes(cuda_engine::list_slot_bound(plane_wave, batch), batch, 1, c.hq,
+                                           c.d);
+}
+
+// Shapes [first, last) of kWorkListShapes, batched and paged 16 / 64 (two tests: each stays well
+// inside gpu-check's 150 s per test; the host's random K/V of B x longest rows is most of it).
+void expect_work_list_shapes_match_reference(size_t first, size_t last) {
+  CudaWorkListMode forced(1);
+  for (size_t i = first; i < last; ++i) {
+    for (KvKind kv : {KvKind::kBatched, KvKind::kPaged}) {
+      for (int page : kv == KvKind::kPaged ? std::vector<int>{16, 64} : std::vector<int>{64}) {
+        expect_ignores_stale_rows(work_list_case(kWorkListShapes[i], kv, page), "cuda");  // NaN in stale rows
+      }
+    }
+  }
+}
+
+TEST_F(CudaAttention, WorkListMixedLengthsOneWave) { expect_work_list_shapes_match_reference(0, 2); }
+TEST_F(CudaAttention, WorkListMixedLengthsD256AndSeveralWaves) {
+  expect_work_list_shapes_match_reference(2, 4);
+}
+
+// The list is what runs with the switch on (its workspace: partials of list_slot_bound slots of one
+// token's rows, then the per-sequence {count, first slot}; no ordinary split count gives this
+// size), and the ordinary plan with it off; both against the reference; the list bitwise the same
+// over 3 runs (fixed chunk, slot order and combine order); paged 64 at every shape, batched at
+// the first (the host's batched K/V is the slow part).
+TEST_F(CudaAttention, WorkListIsTakenAndRepeatable) {
+  for (const WorkListShape& sh : kWorkListShapes) {
+    for (KvKind kv : {KvKind::kPaged, KvKind::kBatched}) {
+      if (kv == KvKind::kBatched && &sh != &kWorkListShapes[0]) continue;
+      const Case c = work_list_case(sh, kv, 64);
+      auto p = make_problem(c);
+      const size_t list_bytes = work_list_bytes(c);
+      // The H200 takes the list at every shape above (the GPU tier's device); elsewhere the
+      // planner may not, and only the results are checked.
+      if (have_sm90_device()) {
+        EXPECT_GT(list_bytes, 0u) << describe(c);
+      }
+      RunOptions opt;
+      opt.engine = "cuda";
+      for (int mode : {1, 0}) {
+        CudaWorkListMode forced(mode);
+        size_t bytes = 0;
+        ASSERT_TRUE(attention_workspace_bytes(p->device_params(), opt, &bytes).ok());
+        if (mode == 1 && list_bytes > 0) {
+          EXPECT_EQ(bytes, list_bytes) << describe(c) << ": the work list is not taken";
+        } else if (mode == 0 && list_bytes > 0) {
+          EXPECT_NE(bytes, list_bytes) << describe(c) << ": the work list is taken with the switch off";
+        }
+        check_case(c);
+        if (mode == 1) {
+          HostTensor o0 = like(p->out), l0 = like(p->lse);
+          ASSERT_TRUE(run_cuda(*p, &o0, &l0).ok());
+          for (int run = 1; run < 3; ++run) {
+            HostTensor o = like(p->out), l = like(p->lse);
+            ASSERT_TRUE(run_cuda(*p, &o, &l).ok());
+            ASSERT_TRUE(bitwise_equal(o, o0) && bitwise_equal(l, l0))
+                << describe(c) << " run " << run << " differs";
+          }
+        }
+      }
+    }
+  }
+}
+
+// Equal lengths through the list (seqlens_k all equal: the host cannot tell; the plan's uniform
+// shortcut, the ordinary plan's 8 splits of 17 / 16 tiles), and every sequence empty but one.
+TEST_F(CudaAttention, WorkListUniformAndNearlyEmpty) {
+  CudaWorkListMode forced(1);
+  Case c;
+  c.hq = 8, c.hkv = 1, c.d = 128;
+  c.q_lens = std::vector<int>(32, 1);
+  c.k_lens = std::vector<int>(32, 8193);
+  c.kv = KvKind::kPaged;
+  c.page_size = 64;
+  c.causal = true;
+  c.num_splits = 0;
+  if (have_sm90_device()) {
+    auto p = make_problem(c);
+    RunOptions opt;
+    opt.engine = "cuda";
+    size_t bytes = 0;
+    ASSERT_TRUE(attention_workspace_bytes(p->device_params(), opt, &bytes).ok());
+    EXPECT_EQ(bytes, work_list_bytes(c)) << describe(c) << ": the work list is not taken";
+  }
+  expect_ignores_stale_rows(c, "cuda");
+  std::vector<int> lens(32, 0);
+  lens[9] = 32768;
+  c.k_lens = lens;
+  c.page_size = 16;
+  expect_ignores_stale_rows(c, "cuda");
 }
 
 TEST_F(CudaAttention, StridedViews) {

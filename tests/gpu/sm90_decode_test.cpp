@@ -15,9 +15,9 @@
 #include <utility>
 #include <vector>
 
+#include "attention/engines/cuda/decode_work_list.h"
 #include "attention/engines/cuda/host_params.h"
 #include "attention/engines/sm90/decode_split_plan.h"
-#include "attention/engines/sm90/decode_work_list.h"
 #include "attention/engines/sm90/launch.h"
 #include "gpu/cuda_attention_harness.h"
 #include "groupattn/attention.h"
@@ -386,7 +386,7 @@ TEST_F(Sm90Decode, MixedLengthsWithEmptySequences) {
   }
 }
 
-// The device-side work list (sm90/decode_work_list.h, docs/DECODE_SM90.md section 20) is taken
+// The device-side work list (cuda/decode_work_list.h, docs/DECODE_SM90.md section 20) is taken
 // only above kListMinKvBytes of K/V (from the longest length) and where the ordinary plan has at
 // most kListMaxPlanSplits splits (>= 17 sequence x KV head rows on 132 SMs): these batches of 24
 // hold two long sequences (32K keys; 16K at D 256, 8K for 64/8) among short and empty ones, so the
@@ -501,8 +501,8 @@ TEST_F(Sm90Decode, WorkListFoldedPlanAgainstReferenceAndRepeatable) {
     shape.head_dim = static_cast<int>(sh.d);
     shape.small_pages = sh.page > 0 && sm90_engine::paged_box_rows(sh.page) < sm90_engine::kBlockKV;
     const int64_t batch = static_cast<int64_t>(sh.lens.size());
-    const int64_t slots = sm90_engine::list_slot_bound(
-        sm90_engine::list_plane_wave(sms, sm90_engine::split_wave_of(shape), sh.hkv, 1), batch);
+    const int64_t slots = cuda_engine::list_slot_bound(
+        cuda_engine::list_plane_wave(sms, sm90_engine::split_wave_of(shape), sh.hkv, 1), batch);
     const size_t list_bytes = work_list_workspace_bytes(slots, batch, sh.hq, sh.d);
     RunOptions opt;
     opt.engine = kEngine;
@@ -632,7 +632,7 @@ TEST_F(Sm90Decode, WorkListIsTaken) {
   ASSERT_EQ(cudaGetDevice(&dev), cudaSuccess);
   ASSERT_EQ(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev), cudaSuccess);
   const int64_t batch = static_cast<int64_t>(c.k_lens.size());
-  const int64_t slots = sm90_engine::list_slot_bound(sm90_engine::list_plane_wave(sms, 1, 1, 1), batch);
+  const int64_t slots = cuda_engine::list_slot_bound(cuda_engine::list_plane_wave(sms, 1, 1, 1), batch);
   EXPECT_EQ(bytes, work_list_workspace_bytes(slots, batch, 8, 128));
   // A forced count keeps the ordinary plan (on sm90-split: sm90 would reduce 3 splits in clusters).
   c.num_splits = 3;

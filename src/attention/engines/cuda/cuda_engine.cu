@@ -13,6 +13,7 @@
 
 #include "attention/attention_views.h"
 #include "attention/engine_list.h"
+#include "attention/engines/cuda/decode_work_list.h"
 #include "attention/engines/cuda/host_params.h"
 #include "attention/engines/cuda/launch.h"
 #include "attention/engines/cuda/mode_switch.h"
@@ -199,6 +200,44 @@ int num_splits_for(const AttentionParams& p, const Geometry& g, int sm_count) {
   return cuda_engine::plan_num_splits(sp, p.num_splits);
 }
 
+// The decode kernel's work list for batches of mixed lengths (decode_work_list.h; docs/ENGINES.md,
+// "Mixed lengths: the work list"), or none (use false). The sm90 engine's conditions (its
+// list_plan): the decode kernel with the automatic split count (a forced count keeps its meaning),
+// per-sequence lengths the host cannot see (seqlens_k, or paged), no left window (the list balances
+// whole sequences), an ordinary plan of at most kListMaxPlanSplits splits, a K/V upper bound of at
+// least kListMinKvBytes, and a batch list_plane_wave_for serves (P from the decode kernel's CTAs
+// per SM). Depends only on shapes and flags, never on data.
+struct ListPlan {
+  bool use = false;
+  int plane_wave = 0;  // P
+  int64_t slots = 0;   // list_slot_bound(P, B): the grid's CTAs per plane and the partials' slots
+};
+
+ListPlan list_plan(const AttentionParams& p, const Geometry& g, int num_splits, int sm_count) {
+  ListPlan l;
+  if (!g.decode || p.num_splits > 0 || g.m_blocks <= 0) return l;
+  if (!cuda_engine::cuda_decode_work_list()) return l;
+  const KernelParams kp = cuda_engine::kernel_params_from(p);
+  if (kp.seqlens_k == nullptr || kp.window_left >= 0) return l;
+  if (num_splits > cuda_engine::kListMaxPlanSplits) return l;
+  const int64_t kv_bytes =
+      2 * g.batch * g.max_k * g.heads_kv * g.head_dim * static_cast<int64_t>(dtype_size(p.k.dtype));
+  if (kv_bytes < cuda_engine::kListMinKvBytes) return l;
+  // The plan sums the batch's tile counts in 32-bit integers.
+  constexpr int64_t kKeys = cuda_engine::kDecodeBlockKeys;
+  if (g.batch * ((g.max_k + kKeys - 1) / kKeys) >= std::numeric_limits<int32_t>::max()) return l;
+  l.plane_wave = cuda_engine::list_plane_wave_for(sm_count, decode_ctas_per_sm_for(p, g.head_dim), g.heads_kv,
+                                                  g.m_blocks, g.batch);
+  if (l.plane_wave <= 0) return l;
+  l.slots = cuda_engine::list_slot_bound(l.plane_wave, g.batch);
+  l.use = l.slots * g.m_blocks <= std::numeric_limits<int32_t>::max();
+  return l;
+}
+
+size_t list_workspace_bytes(const ListPlan& l, const Geometry& g) {
+  return cuda_engine::list_workspace_bytes(l.slots, g.max_q, g.heads_q, g.head_dim_v, g.batch);
+}
+
 template <class T>
 Status dispatch_decode_head_dim(int64_t d, const KernelParams& kp, cudaStream_t stream, bool use_pdl) {
   switch (d) {
@@ -345,6 +384,7 @@ class CudaAttention final : public AttentionEngine {
     if (!cuda_device_properties(&sms, &cc).ok()) return 0;
     const Geometry g = geometry(p, form_);
     const int splits = num_splits_for(p, g, sms);
+    if (const ListPlan l = list_plan(p, g, splits, sms); l.use) return list_workspace_bytes(l, g);
     if (splits <= 1) return 0;
     return cuda_engine::split_workspace_bytes(splits, g.total_q, g.heads_q, g.head_dim_v);
   }
@@ -357,7 +397,17 @@ class CudaAttention final : public AttentionEngine {
     kp.m_blocks = g.m_blocks;
     kp.num_splits = num_splits_for(p, g, sms);
     if (g.batch == 0 || g.max_q == 0 || kp.m_blocks == 0) return Status::Ok();  // nothing to compute
-    if (kp.num_splits > 1) {
+    if (const ListPlan list = list_plan(p, g, kp.num_splits, sms); list.use) {
+      if (workspace == nullptr)
+        return Status(StatusCode::kInternal, "cuda engine: work-list run without workspace");
+      kp.num_splits = static_cast<int>(list.slots);
+      cuda_engine::set_split_workspace(&kp, workspace, g.max_q, g.head_dim_v);  // partial_rows = max_q x Hq
+      auto* counts = static_cast<char*>(workspace) +
+                     cuda_engine::list_partials_bytes(list.slots, g.max_q, g.heads_q, g.head_dim_v);
+      kp.seq_splits = reinterpret_cast<int32_t*>(counts);
+      kp.list_plane_wave = list.plane_wave;
+      kp.list_uniform_fast = true;  // equal lengths: the same plan without the search's loads
+    } else if (kp.num_splits > 1) {
       if (workspace == nullptr)
         return Status(StatusCode::kInternal, "cuda engine: split-KV run without workspace");
       cuda_engine::set_split_workspace(&kp, workspace, g.total_q, g.head_dim_v);
@@ -378,6 +428,9 @@ class CudaAttention final : public AttentionEngine {
   Form form_;
 };
 
+// cuda_engine::set_cuda_decode_work_list_mode: -1 the environment, 0 off, 1 on.
+std::atomic<int> g_cuda_work_list_mode{-1};
+
 }  // namespace
 
 namespace cuda_engine {
@@ -391,6 +444,15 @@ void set_cuda_prefill_d256_wide_mode(int mode) { g_prefill_d256_wide_mode.store(
 bool prefill_d256_wide() {
   static const bool from_env = env_switch("GROUPATTN_CUDA_PREFILL_D256_WIDE", false);
   return switch_value(g_prefill_d256_wide_mode, from_env);
+}
+
+void set_cuda_decode_work_list_mode(int mode) { g_cuda_work_list_mode.store(clamp_mode(mode)); }
+
+// GROUPATTN_CUDA_DECODE_WORK_LIST=1 turns the work list on (any non-zero integer); unset or 0, off
+// until measured on the H200 (docs/ENGINES.md, "Mixed lengths: the work list"). Read once.
+bool cuda_decode_work_list() {
+  static const bool from_env = env_switch("GROUPATTN_CUDA_DECODE_WORK_LIST", false);
+  return switch_value(g_cuda_work_list_mode, from_env);
 }
 
 }  // namespace cuda_engine

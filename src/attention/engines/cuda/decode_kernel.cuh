@@ -8,12 +8,15 @@
 //   out / lse, or o_partial / lse_partial when split: the tile kernel's formats (kernel_params.h)
 //
 // Grid (m_blocks * num_splits, Hkv, B), the m-block the fast index so m-blocks of one split (groups
-// above 16 heads) read the same K/V at about the same time. 4 warps; the CTA's split is a range of
-// 64-key blocks and warp w takes the 16-key sub-tile w of each: it streams its own sub-tiles
-// through a private kStages-deep cp.async ring (no CTA barrier in the mainloop), computes
-// S = Q K^T (16 x 16), masks (per row: causal among the new tokens), runs the online softmax and
-// O += P V for its keys. At the end the warps' (max, sum, O) are merged through shared memory in
-// warp order (deterministic).
+// above 16 heads) read the same K/V at about the same time. Work-list mode (decode_list_kernel,
+// p.seq_splits set; batches of mixed lengths, docs/ENGINES.md "Mixed lengths: the work list"):
+// grid (m_blocks * slots, Hkv, 1), and each CTA computes from the lengths which sequence and 64-key
+// blocks its slot holds (decode_work_list.cuh fold_list_slot, shared with the sm90 engine).
+// 4 warps; the CTA's split is a range of 64-key blocks and warp w takes the 16-key sub-tile w of
+// each: it streams its own sub-tiles through a private kStages-deep cp.async ring (no CTA barrier
+// in the mainloop), computes S = Q K^T (16 x 16), masks (per row: causal among the new tokens),
+// runs the online softmax and O += P V for its keys. At the end the warps' (max, sum, O) are
+// merged through shared memory in warp order (deterministic).
 //
 // Rows are independent in the MMAs, and which keys a warp sees depends on the sequence and split
 // only (sub-tile u goes to warp u mod 4); a sub-tile fully masked for a row leaves its state
@@ -32,6 +35,7 @@
 
 #include <cstdint>
 
+#include "attention/engines/cuda/decode_work_list.cuh"
 #include "attention/engines/cuda/kernel_params.h"
 #include "attention/engines/cuda/seq_and_mask.cuh"
 #include "cuda/cp_async.cuh"
@@ -159,15 +163,34 @@ struct DecodeKernel {
     }
   }
 
+  // kList: the work-list mode (a separate instantiation, so the ordinary kernel is unchanged).
+  template <bool kList>
   static __device__ void run(const KernelParams& p) {
     extern __shared__ __align__(16) unsigned char smem_raw[];
     T* q_s = reinterpret_cast<T*>(smem_raw);
     T* ring = q_s + Traits::kQElems;
 
     const int m_block = blockIdx.x % p.m_blocks;
-    const int split = blockIdx.x / p.m_blocks;
-    const int kv_group = blockIdx.y;  // query heads [kv_group * group, +group)
-    const int b = blockIdx.z;
+    const int split = blockIdx.x / p.m_blocks;  // work-list mode: the slot of the (KV head, m-block) plane
+    const int kv_group = blockIdx.y;            // query heads [kv_group * group, +group)
+    int b = blockIdx.z;
+    int list_begin = 0, list_end = 0;
+    if constexpr (kList) {
+      // Every warp computes the slot's entry (the same integers in every CTA; no barrier).
+      const ListSlot e = fold_list_slot<Traits::kBlockKeys>(p, p.list_plane_wave, split,
+                                                            static_cast<int>(threadIdx.x % cuda::kWarpSize));
+      // The combine's {count, first slot} of the sequence: written by its split 0 in plane (0, 0)
+      // before any return below; the combine reads it after the whole grid has completed.
+      if (e.b >= 0 && e.split == 0 && m_block == 0 && kv_group == 0 && threadIdx.x == 0) {
+        int32_t* seq = const_cast<int32_t*>(p.seq_splits) + 2 * e.b;
+        seq[0] = e.splits;
+        seq[1] = e.first;
+      }
+      if (e.b < 0) return;  // a slot past the plan's last (the grid is sized for list_slot_bound)
+      b = e.b;
+      list_begin = e.begin;
+      list_end = e.end;
+    }
     const SeqInfo s = seq_info(p, b);
     const int row0 = m_block * kRows;                      // packed row of tile row 0
     const int rows = min(kRows, s.q_len * p.group - row0);  // real rows of this tile (varlen: fewer)
@@ -188,7 +211,12 @@ struct DecodeKernel {
     const int all_lo = vis_last.lo, all_hi = vis_first.hi;  // keys every row of the tile sees
     const int n_blocks = (s.k_len + Traits::kBlockKeys - 1) / Traits::kBlockKeys;
     int blk_begin = 0, blk_end = 0;
-    split_range(n_blocks, split, p.num_splits, &blk_begin, &blk_end);
+    if constexpr (kList) {
+      blk_begin = list_begin;
+      blk_end = min(list_end, n_blocks);
+    } else {
+      split_range(n_blocks, split, p.num_splits, &blk_begin, &blk_end);
+    }
     int u_begin = blk_begin * kWarps, u_end = blk_end * kWarps;
     if (vis_first.lo <= vis_last.hi) {
       u_begin = max(u_begin, vis_first.lo / kWarpKeys);
@@ -423,13 +451,15 @@ struct DecodeKernel {
       for (int w = 0; w < kWarps; ++w) x += o_m[(w * kRows + row) * Traits::kMergeRowStride + c] * factor[w];
       return x * inv;
     };
-    if (p.num_splits == 1) {
+    if (!kList && p.num_splits == 1) {
       T* o = static_cast<T*>(p.out) + so.o_offset + tok * p.o_row_stride + head * p.o_head_stride;
 #pragma unroll
       for (int c = c0; c < c0 + Traits::kMergeCols; c += 2) Mma::store2(o + c, o_at(c), o_at(c + 1));
       if (p.lse != nullptr && c0 == 0) p.lse[head * p.lse_head_stride + q_token * p.lse_row_stride] = lse;
     } else {
-      const int64_t prow = static_cast<int64_t>(split) * p.partial_rows + q_token * p.heads_q + head;
+      // Work-list mode: slot `split` holds one sequence's rows, at its own token (row_splits).
+      const int64_t part_token = kList ? static_cast<int64_t>(tok) : q_token;
+      const int64_t prow = static_cast<int64_t>(split) * p.partial_rows + part_token * p.heads_q + head;
       if (c0 == 0) p.lse_partial[prow] = lse;
       if (l > 0.f) {  // the combine kernel reads O only of splits with a finite LSE
         float* o = p.o_partial + prow * Traits::kHeadDim;
@@ -443,7 +473,13 @@ struct DecodeKernel {
 
 template <class Traits>
 __global__ void __launch_bounds__(Traits::kThreads) decode_kernel(const KernelParams p) {
-  DecodeKernel<Traits>::run(p);
+  DecodeKernel<Traits>::template run<false>(p);
+}
+
+// The work-list mode (p.seq_splits, p.list_plane_wave; grid (m_blocks * slots, Hkv, 1)).
+template <class Traits>
+__global__ void __launch_bounds__(Traits::kThreads) decode_list_kernel(const KernelParams p) {
+  DecodeKernel<Traits>::template run<true>(p);
 }
 
 }  // namespace groupattn::cuda_engine

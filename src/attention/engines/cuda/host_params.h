@@ -18,6 +18,7 @@ namespace groupattn::cuda_engine {
 // split workspace are the engine's.
 KernelParams kernel_params_from(const AttentionParams& p);
 
-// The split-KV workspace layout (split_workspace_bytes, set_split_workspace): split_workspace.h.
+// The split-KV workspace layout (split_workspace_bytes, set_split_workspace): split_workspace.h;
+// the work list's (list_partials_bytes, list_workspace_bytes, both decode engines): decode_work_list.h.
 
 }  // namespace groupattn::cuda_engine

@@ -61,7 +61,7 @@ struct KernelParams {
   int64_t part_o_split_stride = 0, part_o_row_stride = 0, part_o_head_stride = 0;
   int64_t part_lse_split_stride = 0, part_lse_row_stride = 0, part_lse_head_stride = 0;
   const void* o_partial_in = nullptr;  // the combine kernel's O source (o_partial, or the merge's)
-  // sm90 decode, work-list mode (sm90/decode_work_list.h; docs/DECODE_SM90.md section 20): the
+  // sm90 decode, work-list mode (cuda/decode_work_list.h; docs/DECODE_SM90.md section 20): the
   // decode grid is (m_blocks x num_splits slots, Hkv, 1) and each CTA computes its slot's sequence
   // and tiles from the lengths (decode_work_list.cuh fold_list_slot; list_plane_wave: the plan's P).
   // seq_splits [batch][2]: {split count, first slot}, written on the device by split 0 of each

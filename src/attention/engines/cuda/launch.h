@@ -85,7 +85,9 @@ int tile_ctas_per_sm(int tile_rows);
 
 // Runs the decode kernel and, when p.num_splits > 1, the combine kernel; p.m_blocks is
 // ceil(max query tokens x group / kDecodeRows) (1 under use_decode_kernel; more when pinned).
-// Instantiated for has_decode_kernel head dims only.
+// With p.seq_splits set, the work-list mode (decode_work_list.h): p.num_splits is the slot bound
+// (list_slot_bound), p.list_plane_wave the plan's P, and the partials hold slots of max_q x Hq rows
+// (list_partials_bytes); the combine always runs. Instantiated for has_decode_kernel head dims only.
 template <class T, int kHeadDim>
 Status launch_decode(const KernelParams& p, cudaStream_t stream, bool use_pdl);
 
@@ -93,5 +95,12 @@ Status launch_decode(const KernelParams& p, cudaStream_t stream, bool use_pdl);
 // device's shared memory per CTA is too small for it (the engine then uses the tile kernel).
 template <class T, int kHeadDim>
 int decode_ctas_per_sm();
+
+// The decode work list for batches of mixed lengths (docs/ENGINES.md, "Mixed lengths: the work
+// list"), a measurement switch: GROUPATTN_CUDA_DECODE_WORK_LIST (read once; default off until
+// measured, any non-zero integer on). set_cuda_decode_work_list_mode overrides it for tests: -1 the
+// environment, 0 off, 1 on. cuda_decode_work_list() is the value in force.
+void set_cuda_decode_work_list_mode(int mode);
+bool cuda_decode_work_list();
 
 }  // namespace groupattn::cuda_engine

@@ -66,12 +66,33 @@ Status launch_attention(const KernelParams& p, int tile_rows, cudaStream_t strea
   return launch_split_combine<T, kHeadDim>(p, stream, use_pdl);
 }
 
+static_assert(!use_wide_combine(kListMaxSplits), "work-list rows take the one-warp combine");
+
+// The decode kernel's work-list mode (p.seq_splits; decode_work_list.h): grid (m_blocks x slots,
+// Hkv, 1) with p.num_splits = slots, then the combine over every row, each reading its sequence's
+// {count, first slot}. At most kListMaxSplits splits a sequence, so the combine kernel is chosen by
+// that bound (the one-warp kernel), never by the data.
+template <class Decode>
+Status launch_decode_list(const KernelParams& p, cudaStream_t stream, bool use_pdl) {
+  using T = typename Decode::Element;
+  auto* kernel = decode_list_kernel<Decode>;
+  GA_RETURN_IF_ERROR(
+      cuda::set_max_dynamic_smem_once<decode_list_kernel<Decode>>(static_cast<int>(Decode::kSmemBytes)));
+  const dim3 grid(static_cast<unsigned>(p.m_blocks * p.num_splits), static_cast<unsigned>(p.heads_kv), 1);
+  kernel<<<grid, Decode::kThreads, Decode::kSmemBytes, stream>>>(p);
+  GA_RETURN_IF_ERROR(cuda::last_launch_status("decode_list_kernel"));
+  KernelParams q = p;
+  q.num_splits = kListMaxSplits;
+  return launch_combine<T, Decode::kHeadDim>(q, stream, use_pdl);
+}
+
 template <class T, int kHeadDim>
 Status launch_decode(const KernelParams& p, cudaStream_t stream, bool use_pdl) {
   static_assert(has_decode_kernel(kHeadDim), "launch_decode is instantiated for the decode head dims only");
   using Decode = DecodeTraits<T, kHeadDim>;
   static_assert(Decode::kRows == kDecodeRows && Decode::kBlockKeys == kDecodeBlockKeys,
                 "host decode tile sizes (launch.h) must match the kernel traits");
+  if (p.seq_splits != nullptr) return launch_decode_list<Decode>(p, stream, use_pdl);
   auto* kernel = decode_kernel<Decode>;
   GA_RETURN_IF_ERROR(
       cuda::set_max_dynamic_smem_once<decode_kernel<Decode>>(static_cast<int>(Decode::kSmemBytes)));

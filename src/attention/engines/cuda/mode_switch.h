@@ -1,8 +1,7 @@
-// Measurement switches of the cuda engine (an A/B inside one process): a value from the
+// Measurement switches of the CUDA engines (an A/B inside one process): a value from the
 // environment, read once by each switch (a static in its function, so no getenv per call), that
-// tests override with a mode (-1 the environment, 0 off, 1 on) held in an atomic. The same pattern
-// as the sm90 engines' mode_switch.h, kept here so the portable engine (built for sm80 too) does
-// not depend on sm90 headers.
+// tests override with a mode (-1 the environment, 0 off, 1 on) held in an atomic. The sm90 engine's
+// switches use the same helpers (sm90/mode_switch.h).
 #pragma once
 
 #include <atomic>

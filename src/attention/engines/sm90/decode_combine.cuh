@@ -7,15 +7,16 @@
 #include <cuda_runtime.h>
 
 #include "attention/engines/cuda/combine_kernel.cuh"
+#include "attention/engines/cuda/decode_work_list.h"
 #include "attention/engines/cuda/kernel_params.h"
 #include "attention/engines/sm90/decode_split_plan.h"
-#include "attention/engines/sm90/decode_work_list.h"
 #include "cuda/pdl.cuh"
 #include "groupattn/status.h"
 
 namespace groupattn::sm90_engine {
 
-static_assert(!cuda_engine::use_wide_combine(kListMaxSplits), "work-list rows take the one-warp combine");
+static_assert(!cuda_engine::use_wide_combine(cuda_engine::kListMaxSplits),
+              "work-list rows take the one-warp combine");
 static_assert(kCombineSplitBatch == cuda_engine::kSplitBatch && kCombineWideWarps == cuda_engine::kWideWarps &&
                   kCombineWideMinSplits == cuda_engine::kWideMinSplits,
               "the split planner's combine cost counts the combine kernels' batches (decode_split_plan.h)");
@@ -27,7 +28,7 @@ template <class T, int kHeadDim>
 Status launch_split_combine(const cuda_engine::KernelParams& p, cudaStream_t stream) {
   if (p.seq_splits != nullptr) {
     cuda_engine::KernelParams q = p;
-    q.num_splits = kListMaxSplits;
+    q.num_splits = cuda_engine::kListMaxSplits;
     return cuda_engine::launch_combine<T, kHeadDim>(q, stream, /*use_pdl=*/true);
   }
   return cuda_engine::launch_combine<T, kHeadDim>(p, stream, /*use_pdl=*/true);  // D == Dv

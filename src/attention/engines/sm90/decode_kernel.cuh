@@ -34,11 +34,11 @@
 #include <atomic>
 #include <cstdint>
 
+#include "attention/engines/cuda/decode_work_list.cuh"
 #include "attention/engines/sm90/decode_combine.cuh"
 #include "attention/engines/sm90/decode_epilogue.cuh"
 #include "attention/engines/sm90/decode_phase_stamps.cuh"
 #include "attention/engines/sm90/decode_traits.h"
-#include "attention/engines/sm90/decode_work_list.cuh"
 #include "attention/engines/sm90/launch.h"
 #include "core/host_timing.h"
 #include "cuda/cuda_check.h"
@@ -75,7 +75,8 @@ __device__ void decode_cta(const KernelParams& p, const CUtensorMap* tmap_k, con
       hw::prefetch_tensormap(tmap_k);  // (in flight during the plan)
       hw::prefetch_tensormap(tmap_v);
     }
-    const ListSlot e = fold_list_slot(p, p.list_plane_wave, w.split, static_cast<int>(threadIdx.x % 32));
+    const cuda_engine::ListSlot e = cuda_engine::fold_list_slot<kBlockKV>(p, p.list_plane_wave, w.split,
+                                                                          static_cast<int>(threadIdx.x % 32));
     GA_DECODE_STAMP(threadIdx.x == 0, kPlanDone);
     // The combine's {count, first slot} of the sequence: written by its split 0 in plane (0, 0),
     // before any return below; the combine reads it after griddepcontrol.wait (grid complete).

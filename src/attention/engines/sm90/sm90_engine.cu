@@ -32,11 +32,11 @@
 #include <string>
 
 #include "attention/engine_list.h"
+#include "attention/engines/cuda/decode_work_list.h"
 #include "attention/engines/cuda/host_params.h"
 #include "attention/engines/cuda/split_planner.h"
 #include "attention/engines/sm90/decode_split_plan.h"
 #include "attention/engines/sm90/decode_traits.h"
-#include "attention/engines/sm90/decode_work_list.h"
 #include "attention/engines/sm90/engine_checks.h"
 #include "attention/engines/sm90/launch.h"
 #include "attention/engines/sm90/mode_switch.h"
@@ -196,11 +196,11 @@ ListPlan list_plan(const AttentionParams& p, const Geometry& g, int num_splits, 
   if (!sm90_engine::decode_work_list()) return l;
   const KernelParams kp = cuda_engine::kernel_params_from(p);
   if (kp.seqlens_k == nullptr || kp.window_left >= 0) return l;
-  if (g.batch < 2 || g.batch > sm90_engine::kListMaxBatch || num_splits > sm90_engine::kListMaxPlanSplits) return l;
+  if (num_splits > cuda_engine::kListMaxPlanSplits) return l;
   if (use_cluster_reduction(p, g, num_splits, sm_count, form)) return l;
   const int64_t elem = kv_is_fp8(p) ? 1 : 2;
   const int64_t kv_bytes = 2 * g.batch * g.max_k * g.heads_kv * g.head_dim * elem;
-  if (kv_bytes < sm90_engine::kListMinKvBytes) return l;
+  if (kv_bytes < cuda_engine::kListMinKvBytes) return l;
   // The plan sums the batch's tile counts in 32-bit integers.
   if (g.batch * ((g.max_k + sm90_engine::kBlockKV - 1) / sm90_engine::kBlockKV) >= std::numeric_limits<int32_t>::max()) return l;
   sm90_engine::DecodeSplitShape shape;
@@ -208,13 +208,11 @@ ListPlan list_plan(const AttentionParams& p, const Geometry& g, int num_splits, 
   shape.fp8 = kv_is_fp8(p);
   shape.small_pages = kv_layout(p) == KvLayout::kPaged &&
                       sm90_engine::paged_box_rows(p.k.size(1)) < sm90_engine::kBlockKV;
-  l.plane_wave = sm90_engine::list_plane_wave(sm_count, sm90_engine::split_wave_of(shape), g.heads_kv, g.m_blocks);
-  // P / 2 < B <= P: one wave leaves room to split fewer than B sequences in two, so the plan is
-  // nearly the ordinary one and the list's fixed cost is all that changes (measured with the
-  // planning kernel of session 9, 8/1 B128 x 8K mixed, P 132: 3000 against 3293 GB/s without the
-  // list; section 20).
-  if (g.batch <= l.plane_wave && 2 * g.batch > l.plane_wave) return l;
-  l.slots = sm90_engine::list_slot_bound(l.plane_wave, g.batch);
+  l.plane_wave =
+      cuda_engine::list_plane_wave(sm_count, sm90_engine::split_wave_of(shape), g.heads_kv, g.m_blocks);
+  if (!cuda_engine::list_serves_batch(g.batch, l.plane_wave))
+    return l;  // 2..kListMaxBatch, not P / 2 < B <= P
+  l.slots = cuda_engine::list_slot_bound(l.plane_wave, g.batch);
   l.use = l.slots * g.m_blocks <= std::numeric_limits<int32_t>::max();
   return l;
 }
@@ -222,10 +220,10 @@ ListPlan list_plan(const AttentionParams& p, const Geometry& g, int num_splits, 
 // Work-list workspace (decode_work_list.h): the partials of l.slots slots of max_q x Hq rows, then
 // the per-sequence {count, first slot}.
 size_t list_partials_bytes(const ListPlan& l, const Geometry& g) {
-  return sm90_engine::list_partials_bytes(l.slots, g.max_q, g.heads_q, g.head_dim);
+  return cuda_engine::list_partials_bytes(l.slots, g.max_q, g.heads_q, g.head_dim);
 }
 size_t list_workspace_bytes(const ListPlan& l, const Geometry& g) {
-  return sm90_engine::list_workspace_bytes(l.slots, g.max_q, g.heads_q, g.head_dim, g.batch);
+  return cuda_engine::list_workspace_bytes(l.slots, g.max_q, g.heads_q, g.head_dim, g.batch);
 }
 
 class Sm90Attention final : public AttentionEngine {

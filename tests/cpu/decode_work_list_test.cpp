@@ -1,5 +1,6 @@
-// The chunk rule of the sm90 decode work list (decode_work_list.h; docs/DECODE_SM90.md section
-// 20), run on the host over arrays of per-sequence tile counts: the planning kernel runs the same
+// The chunk rule of the decode work list (cuda/decode_work_list.h, both decode engines;
+// docs/DECODE_SM90.md section 20), run on the host over arrays of per-sequence tile counts: the
+// decode CTAs run the same
 // integer function on the device. Pins the plan's bounds (slots within list_slot_bound: P for a
 // batch of at most P, the one-wave plan; at most kListMaxSplits splits a sequence, >= kListMinTiles tiles a
 // CTA) and the plans it gives the benchmark's uniform and mixed batches.
@@ -11,16 +12,16 @@
 #include <random>
 #include <vector>
 
-#include "attention/engines/sm90/decode_work_list.h"
+#include "attention/engines/cuda/decode_work_list.h"
 
 namespace groupattn::test {
 namespace {
 
-using sm90_engine::kListMaxSplits;
-using sm90_engine::kListMinTiles;
-using sm90_engine::list_chunk;
-using sm90_engine::list_slot_bound;
-using sm90_engine::list_splits_of;
+using cuda_engine::kListMaxSplits;
+using cuda_engine::kListMinTiles;
+using cuda_engine::list_chunk;
+using cuda_engine::list_slot_bound;
+using cuda_engine::list_splits_of;
 
 struct Plan {
   int64_t chunk = 0;
@@ -172,6 +173,34 @@ TEST(Sm90DecodeWorkList, BatchesWithinAWaveGetOneWave) {
     ASSERT_LE(p.max_splits, kListMaxSplits) << trial;
     ASSERT_LE(p.longest_cta, p.chunk) << trial;
   }
+}
+
+// The batches both engines' host rules send to the list (list_serves_batch), and the cuda
+// engine's P (list_plane_wave_for: its decode kernel holds two CTAs an SM at D 64 / 128 on the
+// H200, one at D 256). The bench's rows on 132 SMs: 8/1 B32 and B128 one wave of P 264; 64/8 B32
+// (P 33 puts it in the band (P / 2, P]) the several-wave plan of P 16; 64/8 B128 several waves of
+// P 33; D 256 32/2 B22 one wave of P 66.
+TEST(Sm90DecodeWorkList, BatchesTheListServesAndTheCudaEnginesWave) {
+  using cuda_engine::list_plane_wave_for;
+  using cuda_engine::list_serves_batch;
+  EXPECT_FALSE(list_serves_batch(1, 132));
+  EXPECT_TRUE(list_serves_batch(2, 132));
+  EXPECT_TRUE(list_serves_batch(66, 132));
+  EXPECT_FALSE(list_serves_batch(67, 132));
+  EXPECT_FALSE(list_serves_batch(132, 132));
+  EXPECT_TRUE(list_serves_batch(133, 132));
+  EXPECT_TRUE(list_serves_batch(cuda_engine::kListMaxBatch, 132));
+  EXPECT_FALSE(list_serves_batch(cuda_engine::kListMaxBatch + 1, 132));
+  EXPECT_EQ(list_plane_wave_for(132, 2, 1, 1, 32), 264);
+  EXPECT_EQ(list_plane_wave_for(132, 2, 1, 1, 128), 264);
+  EXPECT_EQ(list_plane_wave_for(132, 2, 8, 1, 32), 16);
+  EXPECT_EQ(list_plane_wave_for(132, 2, 8, 1, 24), 16);
+  EXPECT_EQ(list_plane_wave_for(132, 2, 8, 1, 128), 33);
+  EXPECT_EQ(list_plane_wave_for(132, 1, 2, 1, 22), 66);
+  EXPECT_EQ(list_plane_wave_for(132, 2, 2, 1, 100), 66);  // (66, 132]: several waves of P 66
+  // One CTA an SM already (D 256): the band has no other wave to fall back to.
+  EXPECT_EQ(list_plane_wave_for(132, 1, 2, 1, 40), 0);
+  EXPECT_EQ(list_plane_wave_for(132, 2, 2, 1, 1), 0);
 }
 
 }  // namespace

@@ -1,8 +1,11 @@
-// The device-side work list of the swap-AB decode kernel for batches of mixed sequence lengths
-// (docs/DECODE_SM90.md section 20). No CUDA types: the host part (when the list is used, how many
-// slots it may fill) and the chunk rule, which every decode CTA runs on the device over the
+// The device-side work list of the decode kernels for batches of mixed sequence lengths
+// (docs/DECODE_SM90.md section 20; docs/ENGINES.md, "Mixed lengths: the work list"). Shared by the
+// sm90 swap-AB decode kernel and the portable cuda engine's one-token decode kernel: both count
+// 64-key tiles and cut a sequence's tiles with split_range. No CUDA types: the host part (how many
+// slots the list may fill) and the chunk rule, which every decode CTA runs on the device over the
 // sequences' tile counts (decode_work_list.cuh fold_list_slot) and the CPU tier runs over arrays
-// (tests/cpu/sm90_decode_work_list_test.cpp).
+// (tests/cpu/decode_work_list_test.cpp). When an engine takes the list is its own host rule
+// (sm90_engine.cu list_plan, cuda_engine.cu list_plan), from the limits below.
 //
 // Why: the host never reads the per-sequence lengths (a device sync, and the call must be
 // graph-capturable), so the split planner gives every sequence the split count of the longest, and
@@ -13,7 +16,8 @@
 //
 // The chunk c (all integers, the same on host and device):
 //   P    = max(1, SMs x split_wave / (KV heads x column blocks))  CTAs per (KV head, column block)
-//          plane that fill one wave
+//          plane that fill one wave (split_wave: the CTAs of a wave per SM; the cuda engine's
+//          decode_ctas_per_sm, the sm90 engine's split_wave_of)
 //   lo   = max(kListMinTiles, ceil(max_n / kListMaxSplits))       (>= 8 tiles a CTA; <= 16 splits)
 //   B <= P, one wave: the smallest c in [lo, max(lo, max_n)] with f(c) = sum_b s_b(c) <= P. f is
 //          non-increasing and f(max(lo, max_n)) = B <= P, so it exists: at most P CTAs a plane,
@@ -42,7 +46,7 @@
 #define GA_WL_HD
 #endif
 
-namespace groupattn::sm90_engine {
+namespace groupattn::cuda_engine {
 
 inline constexpr int kListMinTiles = 8;  // tiles a CTA at least streams (the planner's 8, section 8)
 inline constexpr int kListMaxSplits =
@@ -91,6 +95,29 @@ inline size_t list_workspace_bytes(int64_t slots, int64_t max_q, int64_t heads_q
          sizeof(int32_t) * static_cast<size_t>(2 * batch);
 }
 
+// The batch sizes the list serves at P CTAs a plane (both engines' host rule, after their own
+// conditions): 2..kListMaxBatch sequences, and not P / 2 < B <= P -- one wave leaves room to split
+// fewer than B sequences in two, so the plan is nearly the ordinary one and the list's fixed cost
+// is all that changes (measured with the sm90 planning kernel of session 9, 8/1 B128 x 8K mixed,
+// P 132: 3000 against 3293 GB/s without the list; docs/DECODE_SM90.md section 20).
+inline bool list_serves_batch(int64_t batch, int plane_wave) {
+  if (batch < 2 || batch > kListMaxBatch) return false;
+  return !(batch <= plane_wave && 2 * batch > plane_wave);
+}
+
+// P for a kernel that holds `ctas_per_sm` CTAs an SM (the cuda engine's decode kernel, 2 at D 64 /
+// 128 on the H200; its ordinary planner fills SMs x that many): that wave, or where it puts the
+// batch in the band list_serves_batch turns away (P / 2 < B <= P: 64/8 B32, P 33) the wave of one
+// CTA an SM when the batch exceeds it -- the several-wave plan (CTAs of c tiles that the hardware
+// dispatches two an SM as they free up), the sm90 engine's plan of those rows. 0: no list.
+inline int list_plane_wave_for(int sm_count, int ctas_per_sm, int64_t kv_heads, int64_t m_blocks,
+                               int64_t batch) {
+  const int wave = list_plane_wave(sm_count, ctas_per_sm, kv_heads, m_blocks);
+  if (list_serves_batch(batch, wave)) return wave;
+  const int one_per_sm = list_plane_wave(sm_count, 1, kv_heads, m_blocks);
+  return batch > one_per_sm && list_serves_batch(batch, one_per_sm) ? one_per_sm : 0;
+}
+
 // The chunk rule above. count(c) must return f(c) = sum_b list_splits_of(n_b, c) over the batch.
 template <class Count>
 GA_WL_HD int64_t list_chunk(int64_t total, int64_t max_n, int64_t batch, int plane_wave, Count count) {
@@ -123,6 +150,6 @@ GA_WL_HD int64_t list_chunk(int64_t total, int64_t max_n, int64_t batch, int pla
   return c;
 }
 
-}  // namespace groupattn::sm90_engine
+}  // namespace groupattn::cuda_engine
 
 #undef GA_WL_HD

@@ -1,9 +1,12 @@
 // The plan of the decode work-list mode (decode_work_list.h; docs/DECODE_SM90.md section 20),
-// folded into the decode CTAs: every CTA computes the batch's chunk and its own slot's entry from
-// the sequences' lengths (fold_list_slot), so no planning launch sits on the critical path
-// (session 9's separate planning kernel was removed in session 10: the same plan, the same speed).
+// shared by the sm90 swap-AB decode kernel and the cuda engine's one-token decode kernel (warp
+// shuffles and integer arithmetic only), folded into the decode CTAs: every CTA computes the
+// batch's chunk and its own slot's entry from the sequences' lengths (fold_list_slot), so no
+// planning launch sits on the critical path (session 9's separate planning kernel was removed in
+// session 10: the same plan, the same speed).
 //
-//   n_b = ceil(k_len_b / 64)           the sequence's KV tiles (seq_info: seqlens_k / the cache length)
+//   n_b = ceil(k_len_b / kTileKeys)    the sequence's KV tiles (seq_info: seqlens_k / the cache
+//                                      length; 64-key tiles in both kernels)
 //   c   = list_chunk(total, max n, B, P)  warp reductions of integers (the same c in every CTA)
 //   s_b = max(1, ceil(n_b / c)),  first_b = s_0 + .. + s_{b-1} (warp scans)
 //   slot first_b + i, i < s_b      ->  sequence b, split i, tiles split_range(n_b, i, s_b)
@@ -18,12 +21,11 @@
 
 #include <cstdint>
 
+#include "attention/engines/cuda/decode_work_list.h"
 #include "attention/engines/cuda/kernel_params.h"
 #include "attention/engines/cuda/seq_and_mask.cuh"
-#include "attention/engines/sm90/decode_traits.h"
-#include "attention/engines/sm90/decode_work_list.h"
 
-namespace groupattn::sm90_engine {
+namespace groupattn::cuda_engine {
 
 namespace work_list_detail {
 
@@ -31,10 +33,11 @@ namespace work_list_detail {
 // or the chunk floor; one division per sequence and search step).
 __device__ __forceinline__ int splits_of(int n, int c) { return n <= 0 ? 1 : (n + c - 1) / c; }
 
-// Sequence b's 64-key tiles (seq_info's K length; its other loads are dead and dropped).
-__device__ __forceinline__ int tiles_of(const cuda_engine::KernelParams& p, int b) {
-  const int k_len = cuda_engine::seq_info(p, b).k_len;
-  return k_len > 0 ? k_len / kBlockKV + (k_len % kBlockKV != 0) : 0;
+// Sequence b's kTileKeys-key tiles (seq_info's K length; its other loads are dead and dropped).
+template <int kTileKeys>
+__device__ __forceinline__ int tiles_of(const KernelParams& p, int b) {
+  const int k_len = seq_info(p, b).k_len;
+  return k_len > 0 ? k_len / kTileKeys + (k_len % kTileKeys != 0) : 0;
 }
 
 template <bool kMax>
@@ -79,13 +82,15 @@ struct ListSlot {
 // shuffles, so the search steps are a division each -- the same c (docs/DECODE_SM90.md section 20,
 // "The uniform 8/1 row"). (Slot i = sequence i / s without the two scans, tried too, raised the
 // kernel's registers: 154 -> 164 at D 128 kN 32, 193 -> 211 at D 256.)
-__device__ __forceinline__ ListSlot fold_list_slot(const cuda_engine::KernelParams& p, int plane_wave, int slot,
+// kTileKeys: keys per tile of the calling kernel (its split_range unit).
+template <int kTileKeys>
+__device__ __forceinline__ ListSlot fold_list_slot(const KernelParams& p, int plane_wave, int slot,
                                                    int lane) {
   using namespace work_list_detail;
   const int batch = p.batch;
   int max_n = 0, total = 0;
   for (int j = lane; j < batch; j += 32) {
-    const int n = tiles_of(p, j);
+    const int n = tiles_of<kTileKeys>(p, j);
     max_n = max(max_n, n);
     total += n;
   }
@@ -96,7 +101,7 @@ __device__ __forceinline__ ListSlot fold_list_slot(const cuda_engine::KernelPara
   auto count = [&](int64_t c) -> int64_t {
     if (equal) return int64_t{batch} * splits_of(max_n, static_cast<int>(c));
     int f = 0;
-    for (int j = lane; j < batch; j += 32) f += splits_of(tiles_of(p, j), static_cast<int>(c));
+    for (int j = lane; j < batch; j += 32) f += splits_of(tiles_of<kTileKeys>(p, j), static_cast<int>(c));
     return warp_reduce<false>(f);
   };
   const int c = static_cast<int>(list_chunk(total, max_n, batch, plane_wave, count));
@@ -105,7 +110,7 @@ __device__ __forceinline__ ListSlot fold_list_slot(const cuda_engine::KernelPara
   const int k = (batch + 31) / 32;
   const int j0 = min(batch, lane * k), j1 = min(batch, j0 + k);
   int run = 0;
-  for (int j = j0; j < j1; ++j) run += splits_of(tiles_of(p, j), c);
+  for (int j = j0; j < j1; ++j) run += splits_of(tiles_of<kTileKeys>(p, j), c);
   const int run_end = warp_inclusive_scan(run, lane);
   const int used = __shfl_sync(0xffffffffu, run_end, 31);
   // list_slot_bound holds every plan list_chunk can make (decode_work_list.h); a plan past the slots
@@ -120,7 +125,7 @@ __device__ __forceinline__ ListSlot fold_list_slot(const cuda_engine::KernelPara
   // The owner's run, one sequence a lane (k <= 32).
   const int j = jb + lane;
   const bool in = lane < k && j < batch;
-  const int n = in ? tiles_of(p, j) : 0;
+  const int n = in ? tiles_of<kTileKeys>(p, j) : 0;
   const int s = in ? splits_of(n, c) : 0;
   const int s_end = base + warp_inclusive_scan(s, lane);
   const int at = __ffs(__ballot_sync(0xffffffffu, in && slot < s_end)) - 1;
@@ -128,8 +133,8 @@ __device__ __forceinline__ ListSlot fold_list_slot(const cuda_engine::KernelPara
   r.splits = __shfl_sync(0xffffffffu, s, at);
   r.first = __shfl_sync(0xffffffffu, s_end - s, at);
   r.split = slot - r.first;
-  cuda_engine::split_range(__shfl_sync(0xffffffffu, n, at), r.split, r.splits, &r.begin, &r.end);
+  split_range(__shfl_sync(0xffffffffu, n, at), r.split, r.splits, &r.begin, &r.end);
   return r;
 }
 
-}  // namespace groupattn::sm90_engine
+}  // namespace groupattn::cuda_engine
