@@ -128,13 +128,30 @@ class StsmEpilogueMode {
   explicit StsmEpilogueMode(int mode) { sm90_engine::set_prefill_stsm_epilogue_mode(mode); }
   ~StsmEpilogueMode() { sm90_engine::set_prefill_stsm_epilogue_mode(-1); }
 };
+class TmaStoreOMode {
+ public:
+  explicit TmaStoreOMode(int mode) { sm90_engine::set_prefill_tma_store_o_mode(mode); }
+  ~TmaStoreOMode() { sm90_engine::set_prefill_tma_store_o_mode(-1); }
+};
 
-TEST_F(Sm90Prefill, EarlyLoadsAndStsmEqualPlainBitwise) {
-  const std::vector<std::pair<int, int>> lengths = {{1000, 1000}, {129, 385}, {385, 129}, {100, 77}};
-  struct Form {
-    int early, ahead, stsm;
-  };
-  const Form forms[] = {{1, 0, 0}, {0, 1, 0}, {0, 0, 1}, {1, 1, 1}};
+// One setting of the prefill's bit-preserving forms, each switch 0 or 1.
+struct PrefillForm {
+  int early, ahead, stsm, tma;
+};
+
+// Runs p under one form (every switch forced for the scope of the call).
+void run_form(Problem& p, const PrefillForm& f, HostTensor* o, HostTensor* l) {
+  EarlyLoadsMode early(f.early);
+  QAheadMode ahead(f.ahead);
+  StsmEpilogueMode stsm(f.stsm);
+  TmaStoreOMode tma(f.tma);
+  ASSERT_TRUE(run_cuda(p, o, l, kEngine).ok()) << describe(p.c);
+}
+
+// For every head dim, full and causal, and each (Sq, Sk): 12/4 heads, 3 sequences; O and LSE of each
+// form bitwise those of the plain kernel (every switch off).
+void expect_forms_equal_plain_bitwise(const std::vector<std::pair<int, int>>& lengths,
+                                      const std::vector<PrefillForm>& forms) {
   for (int d : kHeadDims) {
     for (bool causal : {false, true}) {
       for (auto [sq, sk] : lengths) {
@@ -142,28 +159,26 @@ TEST_F(Sm90Prefill, EarlyLoadsAndStsmEqualPlainBitwise) {
         c.d = d;
         auto p = make_problem(c);
         HostTensor o0 = like(p->out), l0 = like(p->lse);
-        {
-          EarlyLoadsMode early(0);
-          QAheadMode ahead(0);
-          StsmEpilogueMode stsm(0);
-          ASSERT_TRUE(run_cuda(*p, &o0, &l0, kEngine).ok()) << describe(c);
-        }
-        for (const Form& f : forms) {
+        run_form(*p, {0, 0, 0, 0}, &o0, &l0);
+        if (::testing::Test::HasFatalFailure()) return;
+        for (const PrefillForm& f : forms) {
           HostTensor o1 = like(p->out), l1 = like(p->lse);
-          {
-            EarlyLoadsMode early(f.early);
-            QAheadMode ahead(f.ahead);
-            StsmEpilogueMode stsm(f.stsm);
-            ASSERT_TRUE(run_cuda(*p, &o1, &l1, kEngine).ok()) << describe(c);
-          }
+          run_form(*p, f, &o1, &l1);
+          if (::testing::Test::HasFatalFailure()) return;
           const std::string form = " (early loads " + std::to_string(f.early) + ", Q prefetch " +
-                                   std::to_string(f.ahead) + ", stmatrix epilogue " + std::to_string(f.stsm) + ")";
+                                   std::to_string(f.ahead) + ", stmatrix epilogue " + std::to_string(f.stsm) +
+                                   ", TMA store of O " + std::to_string(f.tma) + ")";
           EXPECT_TRUE(bitwise_equal(o0, o1)) << describe(c) << ": O differs" << form;
           EXPECT_TRUE(bitwise_equal(l0, l1)) << describe(c) << ": LSE differs" << form;
         }
       }
     }
   }
+}
+
+TEST_F(Sm90Prefill, EarlyLoadsAndStsmEqualPlainBitwise) {
+  expect_forms_equal_plain_bitwise({{1000, 1000}, {129, 385}, {385, 129}, {100, 77}},
+                                   {{1, 0, 0, 0}, {0, 1, 0, 0}, {0, 0, 1, 0}, {1, 1, 1, 0}});
 }
 
 // The paths where the first tile's stale V rows matter, with early first loads (and the stmatrix
@@ -199,47 +214,10 @@ TEST_F(Sm90Prefill, EarlyLoadsStaleRowsAndVarlen) {
 // three sequences (a box past Sq must not reach the next sequence's rows), Sq != Sk both ways, full
 // and causal (both grid orders). D 64 keeps the stores (declared: the form is not compiled there)
 // and must be unchanged by the switch.
-class TmaStoreOMode {
- public:
-  explicit TmaStoreOMode(int mode) { sm90_engine::set_prefill_tma_store_o_mode(mode); }
-  ~TmaStoreOMode() { sm90_engine::set_prefill_tma_store_o_mode(-1); }
-};
 
 TEST_F(Sm90Prefill, TmaStoreOEqualsPlainBitwise) {
-  const std::vector<std::pair<int, int>> lengths = {{1000, 1000}, {129, 385}, {385, 129}, {100, 77}, {17, 300}};
-  struct Form {
-    int early, stsm;
-  };
-  const Form forms[] = {{0, 0}, {0, 1}, {1, 1}};
-  for (int d : kHeadDims) {
-    for (bool causal : {false, true}) {
-      for (auto [sq, sk] : lengths) {
-        Case c = prefill_case(12, 4, 3, sq, sk, causal);
-        c.d = d;
-        auto p = make_problem(c);
-        HostTensor o0 = like(p->out), l0 = like(p->lse);
-        {
-          EarlyLoadsMode early(0);
-          StsmEpilogueMode stsm(0);
-          TmaStoreOMode tma(0);
-          ASSERT_TRUE(run_cuda(*p, &o0, &l0, kEngine).ok()) << describe(c);
-        }
-        for (const Form& f : forms) {
-          HostTensor o1 = like(p->out), l1 = like(p->lse);
-          {
-            EarlyLoadsMode early(f.early);
-            StsmEpilogueMode stsm(f.stsm);
-            TmaStoreOMode tma(1);
-            ASSERT_TRUE(run_cuda(*p, &o1, &l1, kEngine).ok()) << describe(c);
-          }
-          const std::string form = " (TMA store of O, early loads " + std::to_string(f.early) +
-                                   ", stmatrix epilogue " + std::to_string(f.stsm) + ")";
-          EXPECT_TRUE(bitwise_equal(o0, o1)) << describe(c) << ": O differs" << form;
-          EXPECT_TRUE(bitwise_equal(l0, l1)) << describe(c) << ": LSE differs" << form;
-        }
-      }
-    }
-  }
+  expect_forms_equal_plain_bitwise({{1000, 1000}, {129, 385}, {385, 129}, {100, 77}, {17, 300}},
+                                   {{0, 0, 0, 1}, {0, 0, 1, 1}, {1, 0, 1, 1}});
 }
 
 // The TMA store of O forced, against the reference with the harness's guards (NaN-poisoned
