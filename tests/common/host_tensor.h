@@ -39,6 +39,8 @@ class HostTensor {
   void fill_normal(std::mt19937_64& rng, double mean = 0.0, double stddev = 1.0);
   void fill_uniform(std::mt19937_64& rng, double lo, double hi);
   void fill(double value);
+  // Fill every element whose leading indices are `prefix` (one row of a [B, S, H, D] cache: {b, s}).
+  void fill_sub(const std::vector<int64_t>& prefix, double value);
   // Fill the whole buffer, gaps included, with NaN (floats) or 0x7f bytes (ints): "poison".
   void poison();
 

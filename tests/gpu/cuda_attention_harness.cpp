@@ -341,12 +341,8 @@ void expect_ignores_stale_rows(const Case& c, const char* engine) {
   for (int64_t o = 0; o < outers; ++o) {
     for (int64_t r = 0; r < rows; ++r) {
       if (live[static_cast<size_t>(o * rows + r)]) continue;
-      for (int64_t h = 0; h < c.hkv; ++h) {
-        for (int64_t d = 0; d < c.d; ++d) {
-          p->k.set({o, r, h, d}, nan);
-          p->v.set({o, r, h, d}, nan);
-        }
-      }
+      p->k.fill_sub({o, r}, nan);  // every head and channel of the row
+      p->v.fill_sub({o, r}, nan);
     }
   }
   p->upload();

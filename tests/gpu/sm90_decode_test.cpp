@@ -269,12 +269,8 @@ void expect_paged_ignores_stale_rows(const Case& c) {
   for (int64_t page = 0; page < pages; ++page) {
     for (int64_t slot = 0; slot < c.page_size; ++slot) {
       if (live[static_cast<size_t>(page * c.page_size + slot)]) continue;
-      for (int64_t h = 0; h < c.hkv; ++h) {
-        for (int64_t d = 0; d < c.d; ++d) {
-          p->k.set({page, slot, h, d}, nan);
-          p->v.set({page, slot, h, d}, nan);
-        }
-      }
+      p->k.fill_sub({page, slot}, nan);  // every head and channel of the slot
+      p->v.fill_sub({page, slot}, nan);
     }
   }
   p->upload();
