@@ -158,12 +158,13 @@ std::unique_ptr<Problem> make_host_problem(const Case& c) {
 std::unique_ptr<Problem> make_copied_up(const Problem& g) {
   Case c = g.c;
   c.hkv = c.hq;
-  auto p = make_problem(c);  // same shapes and indices (same seed), Hkv = Hq
+  auto p = make_host_problem(c);  // same shapes and indices (same seed), Hkv = Hq; uploaded below
   const int64_t group = g.c.hq / g.c.hkv;
+  std::vector<int64_t> j;  // reused: no allocation per element
   for (HostTensor* dst : {&p->k, &p->v}) {
     const HostTensor& src = dst == &p->k ? g.k : g.v;
     for_each_index(dst->shape(), [&](const std::vector<int64_t>& i) {
-      std::vector<int64_t> j = i;
+      j.assign(i.begin(), i.end());
       j[j.size() - 2] /= group;  // MHA head h holds GQA KV head h / group
       dst->set(i, src.at(j));
     });
