@@ -181,58 +181,18 @@ TEST_F(Sm90Prefill, EarlyLoadsAndStsmEqualPlainBitwise) {
                                    {{1, 0, 0, 0}, {0, 1, 0, 0}, {0, 0, 1, 0}, {1, 1, 1, 0}});
 }
 
-// The paths where the first tile's stale V rows matter, with early first loads (and the stmatrix
-// epilogue) forced, against the reference: seqlens_k with NaN rows past each sequence's length
-// (first tiles of 71 and 129 keys hold them), and varlen K/V (the first tile of a short sequence
-// holds the next sequence's keys; the epilogue's rows past a sequence must not be stored).
-TEST_F(Sm90Prefill, EarlyLoadsStaleRowsAndVarlen) {
-  EarlyLoadsMode on(1);
-  StsmEpilogueMode stsm(1);
+// Under whatever forms the caller forces, for every head dim against the reference: (strided) padded
+// row, head and batch strides; seqlens_k with NaN rows past each sequence's length (first tiles of 71
+// and 129 keys); then varlen Q and K/V (a short sequence's first tile holds the next one's keys).
+void expect_stale_rows_and_varlen_match_reference(bool strided) {
   for (int d : kHeadDims) {
     for (bool causal : {false, true}) {
-      Case c = prefill_case(8, 2, 3, 150, 300, causal);
-      c.d = d;
-      c.k_lens = {300, 71, 129};
-      expect_ignores_stale_rows(c, kEngine);
-    }
-    Case v = prefill_case(8, 2, 1, 1, 1, true);
-    v.d = d;
-    v.q_varlen = true;
-    v.kv = KvKind::kVarlen;
-    v.q_lens = {129, 1, 0, 300, 128, 77};
-    v.k_lens = {129, 200, 5, 300, 0, 385};
-    check_case(v, kEngine);
-  }
-}
-
-// O by TMA store (PrefillLaunch::tma_store_o, D 128 / 256, batched Q; docs/PREFILL_SM90.md, "The
-// epilogue by TMA store"): each consumer warp's 16 staged rows leave through an O map whose row
-// extent Sq stops a sequence's last query tile at its end. The same bytes as the 16-byte stores: O
-// and LSE bitwise those of the plain kernel, with either shared-memory form (4-byte stores,
-// stmatrix) and with early loads. Query lengths whose last tile ends inside a warp's 16 rows (1000,
-// 385, 100, 17: the box hangs over Sq) or leaves whole warps and warpgroups without rows (129, 17),
-// three sequences (a box past Sq must not reach the next sequence's rows), Sq != Sk both ways, full
-// and causal (both grid orders). D 64 keeps the stores (declared: the form is not compiled there)
-// and must be unchanged by the switch.
-
-TEST_F(Sm90Prefill, TmaStoreOEqualsPlainBitwise) {
-  expect_forms_equal_plain_bitwise({{1000, 1000}, {129, 385}, {385, 129}, {100, 77}, {17, 300}},
-                                   {{0, 0, 0, 1}, {0, 0, 1, 1}, {1, 0, 1, 1}});
-}
-
-// The TMA store of O forced, against the reference with the harness's guards (NaN-poisoned
-// outputs, the neighbours of every tensor untouched): strided views (padded row, head and batch
-// strides: the map's strides, and nothing written into the padding), seqlens_k with NaN stale
-// rows, and varlen Q, which keeps the 16-byte stores (a sequence's last tile must not write the
-// next sequence's rows).
-TEST_F(Sm90Prefill, TmaStoreOGuardsStridedAndVarlen) {
-  TmaStoreOMode on(1);
-  for (int d : kHeadDims) {
-    for (bool causal : {false, true}) {
-      Case c = prefill_case(8, 2, 2, 200, 260, causal);
-      c.d = d;
-      c.strided = true;
-      check_case(c, kEngine);
+      if (strided) {
+        Case c = prefill_case(8, 2, 2, 200, 260, causal);
+        c.d = d;
+        c.strided = true;
+        check_case(c, kEngine);
+      }
       Case k = prefill_case(8, 2, 3, 150, 300, causal);
       k.d = d;
       k.k_lens = {300, 71, 129};
@@ -246,6 +206,40 @@ TEST_F(Sm90Prefill, TmaStoreOGuardsStridedAndVarlen) {
     v.k_lens = {129, 200, 5, 300, 0, 385};
     check_case(v, kEngine);
   }
+}
+
+// The paths where the first tile's stale V rows matter, with early first loads (and the stmatrix
+// epilogue) forced, against the reference: seqlens_k with NaN rows past each sequence's length
+// (first tiles of 71 and 129 keys hold them), and varlen K/V (the first tile of a short sequence
+// holds the next sequence's keys; the epilogue's rows past a sequence must not be stored).
+TEST_F(Sm90Prefill, EarlyLoadsStaleRowsAndVarlen) {
+  EarlyLoadsMode on(1);
+  StsmEpilogueMode stsm(1);
+  expect_stale_rows_and_varlen_match_reference(/*strided=*/false);
+}
+
+// O by TMA store (PrefillLaunch::tma_store_o, D 128 / 256, batched Q; docs/PREFILL_SM90.md, "The
+// epilogue by TMA store"): each consumer warp's 16 staged rows leave through an O map whose row
+// extent Sq stops a sequence's last query tile at its end. The same bytes as the 16-byte stores: O
+// and LSE bitwise those of the plain kernel, with either shared-memory form (4-byte stores,
+// stmatrix) and with early loads. Query lengths whose last tile ends inside a warp's 16 rows (1000,
+// 385, 100, 17: the box hangs over Sq) or leaves whole warps and warpgroups without rows (129, 17),
+// three sequences (a box past Sq must not reach the next sequence's rows), Sq != Sk both ways, full
+// and causal (both grid orders). D 64 keeps the stores (declared: the form is not compiled there)
+// and must be unchanged by the switch.
+TEST_F(Sm90Prefill, TmaStoreOEqualsPlainBitwise) {
+  expect_forms_equal_plain_bitwise({{1000, 1000}, {129, 385}, {385, 129}, {100, 77}, {17, 300}},
+                                   {{0, 0, 0, 1}, {0, 0, 1, 1}, {1, 0, 1, 1}});
+}
+
+// The TMA store of O forced, against the reference with the harness's guards (NaN-poisoned
+// outputs, the neighbours of every tensor untouched): strided views (padded row, head and batch
+// strides: the map's strides, and nothing written into the padding), seqlens_k with NaN stale
+// rows, and varlen Q, which keeps the 16-byte stores (a sequence's last tile must not write the
+// next sequence's rows).
+TEST_F(Sm90Prefill, TmaStoreOGuardsStridedAndVarlen) {
+  TmaStoreOMode on(1);
+  expect_stale_rows_and_varlen_match_reference(/*strided=*/true);
 }
 
 // Varlen Q and K/V (rank-3 maps, coordinates from cu_seqlens): lengths around the tiles, a
