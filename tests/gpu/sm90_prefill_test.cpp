@@ -103,37 +103,6 @@ TEST_F(Sm90Prefill, GqaEqualsCopiedUpBitwise) {
   }
 }
 
-// Early first loads (PrefillLaunch::early_first_loads; docs/PREFILL_SM90.md, "The prologue's first
-// loads"): thread 0 issues Q and the first KV tile before the CTA barrier, the first tile's K on a
-// barrier of its own and its V (and stale-row zeroing) waited for after the first softmax. The
-// stmatrix epilogue (PrefillLaunch::stsm_epilogue, D 128 / 256) writes the same bytes to the same
-// shared-memory places as the 4-byte stores. The L2 prefetch of a later CTA's Q
-// (PrefillLaunch::q_prefetch_ahead, "Where a short CTA's time goes") writes nothing. Same loads and
-// arithmetic: O and LSE bitwise those of the plain kernel (all three off), each form alone and all
-// together; 288 CTAs at d 128 (more than one per SM, so most CTAs prefetch another's Q). Lengths
-// around the tiles, a single partial KV tile (77 keys: the first tile's V rows past the map zeroed
-// after the first S), Sq != Sk both ways, every head dim, full and causal.
-class QAheadMode {
- public:
-  explicit QAheadMode(int mode) { sm90_engine::set_prefill_q_ahead_mode(mode); }
-  ~QAheadMode() { sm90_engine::set_prefill_q_ahead_mode(-1); }
-};
-class EarlyLoadsMode {
- public:
-  explicit EarlyLoadsMode(int mode) { sm90_engine::set_prefill_early_loads_mode(mode); }
-  ~EarlyLoadsMode() { sm90_engine::set_prefill_early_loads_mode(-1); }
-};
-class StsmEpilogueMode {
- public:
-  explicit StsmEpilogueMode(int mode) { sm90_engine::set_prefill_stsm_epilogue_mode(mode); }
-  ~StsmEpilogueMode() { sm90_engine::set_prefill_stsm_epilogue_mode(-1); }
-};
-class TmaStoreOMode {
- public:
-  explicit TmaStoreOMode(int mode) { sm90_engine::set_prefill_tma_store_o_mode(mode); }
-  ~TmaStoreOMode() { sm90_engine::set_prefill_tma_store_o_mode(-1); }
-};
-
 // One setting of the prefill's bit-preserving forms, each switch 0 or 1.
 struct PrefillForm {
   int early, ahead, stsm, tma;
@@ -141,10 +110,10 @@ struct PrefillForm {
 
 // Runs p under one form (every switch forced for the scope of the call).
 void run_form(Problem& p, const PrefillForm& f, HostTensor* o, HostTensor* l) {
-  EarlyLoadsMode early(f.early);
-  QAheadMode ahead(f.ahead);
-  StsmEpilogueMode stsm(f.stsm);
-  TmaStoreOMode tma(f.tma);
+  ForcedSwitch early(sm90_engine::set_prefill_early_loads_mode, f.early);
+  ForcedSwitch ahead(sm90_engine::set_prefill_q_ahead_mode, f.ahead);
+  ForcedSwitch stsm(sm90_engine::set_prefill_stsm_epilogue_mode, f.stsm);
+  ForcedSwitch tma(sm90_engine::set_prefill_tma_store_o_mode, f.tma);
   ASSERT_TRUE(run_cuda(p, o, l, kEngine).ok()) << describe(p.c);
 }
 
@@ -176,6 +145,16 @@ void expect_forms_equal_plain_bitwise(const std::vector<std::pair<int, int>>& le
   }
 }
 
+// Early first loads (PrefillLaunch::early_first_loads; docs/PREFILL_SM90.md, "The prologue's first
+// loads"): thread 0 issues Q and the first KV tile before the CTA barrier, the first tile's K on a
+// barrier of its own and its V (and stale-row zeroing) waited for after the first softmax. The
+// stmatrix epilogue (PrefillLaunch::stsm_epilogue, D 128 / 256) writes the same bytes to the same
+// shared-memory places as the 4-byte stores. The L2 prefetch of a later CTA's Q
+// (PrefillLaunch::q_prefetch_ahead, "Where a short CTA's time goes") writes nothing. Same loads and
+// arithmetic: O and LSE bitwise those of the plain kernel (all three off), each form alone and all
+// together; 288 CTAs at d 128 (more than one per SM, so most CTAs prefetch another's Q). Lengths
+// around the tiles, a single partial KV tile (77 keys: the first tile's V rows past the map zeroed
+// after the first S), Sq != Sk both ways, every head dim, full and causal.
 TEST_F(Sm90Prefill, EarlyLoadsAndStsmEqualPlainBitwise) {
   expect_forms_equal_plain_bitwise({{1000, 1000}, {129, 385}, {385, 129}, {100, 77}},
                                    {{1, 0, 0, 0}, {0, 1, 0, 0}, {0, 0, 1, 0}, {1, 1, 1, 0}});
@@ -213,8 +192,8 @@ void expect_stale_rows_and_varlen_match_reference(bool strided) {
 // (first tiles of 71 and 129 keys hold them), and varlen K/V (the first tile of a short sequence
 // holds the next sequence's keys; the epilogue's rows past a sequence must not be stored).
 TEST_F(Sm90Prefill, EarlyLoadsStaleRowsAndVarlen) {
-  EarlyLoadsMode on(1);
-  StsmEpilogueMode stsm(1);
+  ForcedSwitch on(sm90_engine::set_prefill_early_loads_mode, 1);
+  ForcedSwitch stsm(sm90_engine::set_prefill_stsm_epilogue_mode, 1);
   expect_stale_rows_and_varlen_match_reference(/*strided=*/false);
 }
 
@@ -238,7 +217,7 @@ TEST_F(Sm90Prefill, TmaStoreOEqualsPlainBitwise) {
 // rows, and varlen Q, which keeps the 16-byte stores (a sequence's last tile must not write the
 // next sequence's rows).
 TEST_F(Sm90Prefill, TmaStoreOGuardsStridedAndVarlen) {
-  TmaStoreOMode on(1);
+  ForcedSwitch on(sm90_engine::set_prefill_tma_store_o_mode, 1);
   expect_stale_rows_and_varlen_match_reference(/*strided=*/true);
 }
 
