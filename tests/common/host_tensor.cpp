@@ -16,6 +16,7 @@ int64_t offset_bytes(const TensorView& v, const std::vector<int64_t>& index) {
   for (size_t d = 0; d < index.size(); ++d) off += index[d] * v.stride[d];
   return off * static_cast<int64_t>(dtype_size(v.dtype));
 }
+
 // Calls fn(byte offset) for every element of a view in row-major index order -- the order
 // for_each_index visits, so a fill draws the same values into the same elements -- without an index
 // vector or a std::function call per element (fills of the GPU tier's 100M-element caches were
@@ -47,6 +48,14 @@ void for_each_offset(const std::vector<int64_t>& shape, const std::vector<int64_
     }
     if (d < 0) return;
   }
+}
+// Stores next() into every element of a view's sub-block (shape and strides of its trailing
+// dims, `base` the block's first byte), in row-major index order.
+template <class Next>
+void store_each(const TensorView& v, const std::vector<int64_t>& shape, const std::vector<int64_t>& strides,
+                int64_t base, Next&& next) {
+  const auto esize = static_cast<int64_t>(dtype_size(v.dtype));
+  for_each_offset(shape, strides, esize, [&](int64_t o) { store_from_double(v.data, v.dtype, base + o, next()); });
 }
 }  // namespace
 
@@ -112,33 +121,23 @@ void HostTensor::set(const std::vector<int64_t>& index, double value) {
 
 void HostTensor::fill_normal(std::mt19937_64& rng, double mean, double stddev) {
   std::normal_distribution<double> dist(mean, stddev);
-  const auto esize = static_cast<int64_t>(dtype_size(view_.dtype));
-  for_each_offset(shape_, strides_, esize,
-                  [&](int64_t o) { store_from_double(view_.data, view_.dtype, o, dist(rng)); });
+  store_each(view_, shape_, strides_, 0, [&] { return dist(rng); });
 }
 
 void HostTensor::fill_uniform(std::mt19937_64& rng, double lo, double hi) {
   std::uniform_real_distribution<double> dist(lo, hi);
-  const auto esize = static_cast<int64_t>(dtype_size(view_.dtype));
-  for_each_offset(shape_, strides_, esize,
-                  [&](int64_t o) { store_from_double(view_.data, view_.dtype, o, dist(rng)); });
+  store_each(view_, shape_, strides_, 0, [&] { return dist(rng); });
 }
 
 void HostTensor::fill(double value) {
-  const auto esize = static_cast<int64_t>(dtype_size(view_.dtype));
-  for_each_offset(shape_, strides_, esize, [&](int64_t o) { store_from_double(view_.data, view_.dtype, o, value); });
+  store_each(view_, shape_, strides_, 0, [&] { return value; });
 }
 
 void HostTensor::fill_sub(const std::vector<int64_t>& prefix, double value) {
-  const auto esize = static_cast<int64_t>(dtype_size(view_.dtype));
-  const size_t k = prefix.size();
-  const std::vector<int64_t> shape(shape_.begin() + static_cast<std::ptrdiff_t>(k), shape_.end());
-  const std::vector<int64_t> strides(strides_.begin() + static_cast<std::ptrdiff_t>(k), strides_.end());
-  int64_t base = 0;
-  for (size_t d = 0; d < k; ++d) base += prefix[d] * strides_[d];
-  base *= esize;
-  for_each_offset(shape, strides, esize,
-                  [&](int64_t o) { store_from_double(view_.data, view_.dtype, base + o, value); });
+  const auto k = static_cast<std::ptrdiff_t>(prefix.size());
+  store_each(view_, std::vector<int64_t>(shape_.begin() + k, shape_.end()),
+             std::vector<int64_t>(strides_.begin() + k, strides_.end()), offset_bytes(view_, prefix),
+             [&] { return value; });
 }
 
 void HostTensor::poison() {

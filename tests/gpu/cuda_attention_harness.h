@@ -91,6 +91,19 @@ void check_case(const Case& c, const char* engine = "cuda");
 // times NaN is NaN).
 void expect_ignores_stale_rows(const Case& c, const char* engine);
 
+// Forces one engine measurement switch through its set_*_mode hook (0 off, 1 on) for a scope; -1
+// (the environment's value) after, also when an assertion leaves the scope early.
+class ForcedSwitch {
+ public:
+  ForcedSwitch(void (*set)(int), int mode) : set_(set) { set_(mode); }
+  ~ForcedSwitch() { set_(-1); }
+  ForcedSwitch(const ForcedSwitch&) = delete;
+  ForcedSwitch& operator=(const ForcedSwitch&) = delete;
+
+ private:
+  void (*set_)(int);
+};
+
 }  // namespace groupattn::test
 
 #endif  // GROUPATTN_WITH_CUDA

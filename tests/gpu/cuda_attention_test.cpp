@@ -659,12 +659,6 @@ TEST_F(CudaAttention, DecodeBatchedCacheWithSeqlensAndVarlenQ) {
 // 66), 64/8 d128 B24 (4 splits; the several-wave plan of P 16, 121 empty slots a plane). Lengths
 // end mid-tile, on a tile and on one key; empty sequences give O = 0, LSE = -inf. Shapes no larger
 // than the K/V threshold needs (192-432 MiB bound, ~40K keys in all).
-class CudaWorkListMode {
- public:
-  explicit CudaWorkListMode(int mode) { cuda_engine::set_cuda_decode_work_list_mode(mode); }
-  ~CudaWorkListMode() { cuda_engine::set_cuda_decode_work_list_mode(-1); }
-};
-
 struct WorkListShape {
   int64_t hq, hkv, d;
   int batch, longest;
@@ -728,7 +722,7 @@ size_t work_list_bytes(const Case& c) {
 // Shapes [first, last) of kWorkListShapes, batched and paged 16 / 64 (two tests: each stays well
 // inside gpu-check's 150 s per test; the host's random K/V of B x longest rows is most of it).
 void expect_work_list_shapes_match_reference(size_t first, size_t last) {
-  CudaWorkListMode forced(1);
+  ForcedSwitch forced(cuda_engine::set_cuda_decode_work_list_mode, 1);
   for (size_t i = first; i < last; ++i) {
     for (KvKind kv : {KvKind::kBatched, KvKind::kPaged}) {
       for (int page : kv == KvKind::kPaged ? std::vector<int>{16, 64} : std::vector<int>{64}) {
@@ -763,7 +757,7 @@ TEST_F(CudaAttention, WorkListIsTakenAndRepeatable) {
       RunOptions opt;
       opt.engine = "cuda";
       for (int mode : {1, 0}) {
-        CudaWorkListMode forced(mode);
+        ForcedSwitch forced(cuda_engine::set_cuda_decode_work_list_mode, mode);
         size_t bytes = 0;
         ASSERT_TRUE(attention_workspace_bytes(p->device_params(), opt, &bytes).ok());
         if (mode == 1 && list_bytes > 0) {
@@ -790,7 +784,7 @@ TEST_F(CudaAttention, WorkListIsTakenAndRepeatable) {
 // Equal lengths through the list (seqlens_k all equal: the host cannot tell; the plan's uniform
 // shortcut, the ordinary plan's 8 splits of 17 / 16 tiles), and every sequence empty but one.
 TEST_F(CudaAttention, WorkListUniformAndNearlyEmpty) {
-  CudaWorkListMode forced(1);
+  ForcedSwitch forced(cuda_engine::set_cuda_decode_work_list_mode, 1);
   Case c;
   c.hq = 8, c.hkv = 1, c.d = 128;
   c.q_lens = std::vector<int>(32, 1);
@@ -924,15 +918,8 @@ TEST_F(CudaAttention, GqaEqualsCopiedUpBitwiseF16) {
       << "no case straddles the decode kernel's row cut: the pinned comparisons ran nowhere";
 }
 
-// The D 256 128-row tile (8 warps x 16 rows; launch.h, tile_rows with d256_wide), forced on through
-// the measurement switch's test hook for the test's lifetime (default: the environment, off).
-class D256WideTile {
- public:
-  explicit D256WideTile(int mode) { cuda_engine::set_cuda_prefill_d256_wide_mode(mode); }
-  ~D256WideTile() { cuda_engine::set_cuda_prefill_d256_wide_mode(-1); }
-  D256WideTile(const D256WideTile&) = delete;
-  D256WideTile& operator=(const D256WideTile&) = delete;
-};
+// The D 256 128-row tile (8 warps x 16 rows; launch.h, tile_rows with d256_wide), forced through the
+// measurement switch's test hook (ForcedSwitch) for a test's scope (default: the environment, off).
 
 // Whether this device gives a block the wide tile's shared memory; where it does not (sm86/sm89,
 // 99 KB), the host keeps the 64-row tile, which the other tests cover.
@@ -1011,13 +998,13 @@ void d256_wide_cases(DType dt) {
 
 TEST_F(CudaAttention, D256WideTileBf16) {
   if (!device_fits_d256_wide()) GTEST_SKIP() << "the device's per-block shared memory is below the wide tile's";
-  D256WideTile wide(1);
+  ForcedSwitch wide(cuda_engine::set_cuda_prefill_d256_wide_mode, 1);
   d256_wide_cases(DType::kBF16);
 }
 
 TEST_F(CudaAttention, D256WideTileF16) {
   if (!device_fits_d256_wide()) GTEST_SKIP() << "the device's per-block shared memory is below the wide tile's";
-  D256WideTile wide(1);
+  ForcedSwitch wide(cuda_engine::set_cuda_prefill_d256_wide_mode, 1);
   d256_wide_cases(DType::kF16);
 }
 
@@ -1049,17 +1036,17 @@ TEST_F(CudaAttention, D256WideTileBitwise) {
     cases.push_back(window);
     for (const Case& c : cases) {
       {
-        D256WideTile wide(1);
+        ForcedSwitch wide(cuda_engine::set_cuda_prefill_d256_wide_mode, 1);
         expect_gqa_equals_copied_up(c);
       }
       auto p = make_problem(c);
       HostTensor o_narrow = like(p->out), l_narrow = like(p->lse), o_wide = like(p->out), l_wide = like(p->lse);
       {
-        D256WideTile narrow(0);
+        ForcedSwitch narrow(cuda_engine::set_cuda_prefill_d256_wide_mode, 0);
         ASSERT_TRUE(run_cuda(*p, &o_narrow, &l_narrow).ok()) << describe(c);
       }
       {
-        D256WideTile wide(1);
+        ForcedSwitch wide(cuda_engine::set_cuda_prefill_d256_wide_mode, 1);
         ASSERT_TRUE(run_cuda(*p, &o_wide, &l_wide).ok()) << describe(c);
       }
       EXPECT_TRUE(bitwise_equal(o_narrow, o_wide)) << describe(c) << ": O differs between the 64- and 128-row tiles";

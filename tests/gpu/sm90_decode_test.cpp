@@ -454,12 +454,6 @@ size_t work_list_workspace_bytes(int64_t slots, int64_t batch, int64_t hq, int64
          sizeof(int32_t) * static_cast<size_t>(2 * batch);
 }
 
-// Forces the work list on or off for a scope (sm90_engine::set_decode_work_list_mode).
-class WorkListMode {
- public:
-  explicit WorkListMode(int mode) { sm90_engine::set_decode_work_list_mode(mode); }
-  ~WorkListMode() { sm90_engine::set_decode_work_list_mode(-1); }
-};
 
 // The plan every decode CTA computes for itself (decode_work_list.cuh fold_list_slot) against the
 // fp64 reference (NaN in every stale paged row) and bitwise repeatable, where its paths differ:
@@ -503,7 +497,7 @@ TEST_F(Sm90Decode, WorkListFoldedPlanAgainstReferenceAndRepeatable) {
     RunOptions opt;
     opt.engine = kEngine;
     for (int mode : {1, 0}) {
-      WorkListMode forced(mode);
+      ForcedSwitch forced(sm90_engine::set_decode_work_list_mode, mode);
       size_t bytes = 0;
       ASSERT_TRUE(attention_workspace_bytes(p->device_params(), opt, &bytes).ok());
       if (mode == 1) {
@@ -521,17 +515,32 @@ TEST_F(Sm90Decode, WorkListFoldedPlanAgainstReferenceAndRepeatable) {
   }
 }
 
+// c against the fp64 reference (paged: with NaN in every stale page slot), then O and LSE of the
+// switch forced on bitwise those of it forced off.
+void expect_switch_bitwise(const Case& c, void (*set)(int), const char* differ) {
+  if (c.kv == KvKind::kPaged) {
+    expect_paged_ignores_stale_rows(c);
+  } else {
+    check_case(c, kEngine);
+  }
+  auto p = make_problem(c);
+  HostTensor o_on = like(p->out), l_on = like(p->lse), o_off = like(p->out), l_off = like(p->lse);
+  {
+    ForcedSwitch forced(set, 1);
+    ASSERT_TRUE(run_cuda(*p, &o_on, &l_on, kEngine).ok()) << describe(c);
+  }
+  {
+    ForcedSwitch forced(set, 0);
+    ASSERT_TRUE(run_cuda(*p, &o_off, &l_off, kEngine).ok()) << describe(c);
+  }
+  EXPECT_TRUE(bitwise_equal(o_on, o_off) && bitwise_equal(l_on, l_off)) << describe(c) << ": " << differ;
+}
+
 // The work list's two grid orders (KernelParams::list_heads_fastest: (Hkv, m_blocks x slots, 1), the
 // default, against session 9's (m_blocks x slots, Hkv, 1)) run the same CTAs on the same slots:
 // bitwise the same O and LSE. Several KV heads (the order only changes there), one wave and several
 // waves, and two column blocks (16/2 with 6 new tokens: 48 columns in tiles of 32; pages of 16 keep
 // it in the swap-AB form), each against the fp64 reference too.
-class ListHeadsFastestMode {
- public:
-  explicit ListHeadsFastestMode(int mode) { sm90_engine::set_decode_list_heads_fastest_mode(mode); }
-  ~ListHeadsFastestMode() { sm90_engine::set_decode_list_heads_fastest_mode(-1); }
-};
-
 TEST_F(Sm90Decode, WorkListGridOrdersBitwise) {
   // hq, hkv, d, new tokens, longest length, page (0: batched)
   const std::vector<std::tuple<int64_t, int64_t, int64_t, int, int, int>> shapes = {
@@ -545,24 +554,8 @@ TEST_F(Sm90Decode, WorkListGridOrdersBitwise) {
     c.page_size = std::max(page, 64);
     c.num_splits = 0;
     c.seed = static_cast<uint64_t>(d + page + tokens);
-    if (page > 0) {
-      expect_paged_ignores_stale_rows(c);
-    } else {
-      check_case(c, kEngine);
-    }
-    auto p = make_problem(c);
-    HostTensor o_heads = like(p->out), l_heads = like(p->lse), o_planes = like(p->out),
-               l_planes = like(p->lse);
-    {
-      ListHeadsFastestMode forced(1);
-      ASSERT_TRUE(run_cuda(*p, &o_heads, &l_heads, kEngine).ok()) << describe(c);
-    }
-    {
-      ListHeadsFastestMode forced(0);
-      ASSERT_TRUE(run_cuda(*p, &o_planes, &l_planes, kEngine).ok()) << describe(c);
-    }
-    EXPECT_TRUE(bitwise_equal(o_heads, o_planes) && bitwise_equal(l_heads, l_planes))
-        << describe(c) << ": the work list's grid orders differ";
+    expect_switch_bitwise(c, sm90_engine::set_decode_list_heads_fastest_mode, "the work list's grid orders differ");
+    if (HasFatalFailure()) return;
   }
 }
 
@@ -571,12 +564,6 @@ TEST_F(Sm90Decode, WorkListGridOrdersBitwise) {
 // O and LSE with the shortcut off; and against the fp64 reference. One
 // wave (8/1 B24, 32/2 d64 B40, 32/2 d256 B24; lengths on, one past and one short of a tile edge)
 // and several waves (8/1 B300 > P).
-class ListUniformFastMode {
- public:
-  explicit ListUniformFastMode(int mode) { sm90_engine::set_decode_list_uniform_fast_mode(mode); }
-  ~ListUniformFastMode() { sm90_engine::set_decode_list_uniform_fast_mode(-1); }
-};
-
 TEST_F(Sm90Decode, WorkListUniformFastBitwise) {
   // hq, hkv, d, batch, length, page (0: batched)
   const std::vector<std::tuple<int64_t, int64_t, int64_t, int, int, int>> shapes = {
@@ -591,23 +578,9 @@ TEST_F(Sm90Decode, WorkListUniformFastBitwise) {
     c.page_size = std::max(page, 16);
     c.num_splits = 0;
     c.seed = static_cast<uint64_t>(batch + length + page);
-    if (page > 0) {
-      expect_paged_ignores_stale_rows(c);
-    } else {
-      check_case(c, kEngine);
-    }
-    auto p = make_problem(c);
-    HostTensor o_fast = like(p->out), l_fast = like(p->lse), o_plan = like(p->out), l_plan = like(p->lse);
-    {
-      ListUniformFastMode forced(1);
-      ASSERT_TRUE(run_cuda(*p, &o_fast, &l_fast, kEngine).ok()) << describe(c);
-    }
-    {
-      ListUniformFastMode forced(0);
-      ASSERT_TRUE(run_cuda(*p, &o_plan, &l_plan, kEngine).ok()) << describe(c);
-    }
-    EXPECT_TRUE(bitwise_equal(o_fast, o_plan) && bitwise_equal(l_fast, l_plan))
-        << describe(c) << ": the uniform shortcut and the general plan differ";
+    expect_switch_bitwise(c, sm90_engine::set_decode_list_uniform_fast_mode,
+                          "the uniform shortcut and the general plan differ");
+    if (HasFatalFailure()) return;
   }
 }
 
@@ -1192,10 +1165,10 @@ TEST_F(Sm90Decode, PackedRowsFp8VConverterWarpgroupBitwise) {
         auto p = make_problem(c);
         HostTensor o_new = like(p->out), l_new = like(p->lse), o_old = like(p->out), l_old = like(p->lse);
         ASSERT_TRUE(run_cuda(*p, &o_new, &l_new, "sm90-rows").ok()) << describe(c);
-        sm90_engine::set_decode_fp8_one_converter_wg_mode(1);
-        const bool old_ok = run_cuda(*p, &o_old, &l_old, "sm90-rows").ok();
-        sm90_engine::set_decode_fp8_one_converter_wg_mode(-1);
-        ASSERT_TRUE(old_ok) << describe(c);
+        {
+          ForcedSwitch one_converter(sm90_engine::set_decode_fp8_one_converter_wg_mode, 1);
+          ASSERT_TRUE(run_cuda(*p, &o_old, &l_old, "sm90-rows").ok()) << describe(c);
+        }
         EXPECT_TRUE(bitwise_equal(o_new, o_old) && bitwise_equal(l_new, l_old))
             << describe(c) << ": the two converter forms differ";
       }
@@ -1360,11 +1333,6 @@ TEST_F(Sm90Decode, WorkspaceSplitModePinned) {
 
 // ---- Small pages in the packed-rows form (docs/DECODE_SM90.md section 22; the switch
 // GROUPATTN_SM90_DECODE_PACKED_SMALL_PAGES, set here through set_decode_packed_small_pages_mode) ----
-class PackedSmallPagesMode {
- public:
-  explicit PackedSmallPagesMode(int mode) { sm90_engine::set_decode_packed_small_pages_mode(mode); }
-  ~PackedSmallPagesMode() { sm90_engine::set_decode_packed_small_pages_mode(-1); }
-};
 
 // The clusters of section 22's failure table (16/1 d64 x 2 and 4 tokens, 32/2 d256 x 4, 64/8 d128
 // x 8, 8/1 d128 x 4) and 8/2 x 16 (128 rows, both consumer warpgroups), at pages 16 (4 runs per
@@ -1379,13 +1347,13 @@ TEST_F(Sm90Decode, PackedRowsSmallPages) {
   const std::vector<std::tuple<int64_t, int64_t, int, int64_t>> shapes = {
       {16, 1, 2, 64}, {16, 1, 4, 64}, {32, 2, 4, 256}, {64, 8, 8, 128}, {8, 1, 4, 128}, {8, 2, 16, 128}};
   {
-    PackedSmallPagesMode off(0);
+    ForcedSwitch off(sm90_engine::set_decode_packed_small_pages_mode, 0);
     Case c = decode_case(64, 8, 8, {1000, 41, 300});
     c.kv = KvKind::kPaged;
     c.page_size = 16;
     expect_declines(c, "sm90-rows", "page_size a multiple of 64");
   }
-  PackedSmallPagesMode on(1);
+  ForcedSwitch on(sm90_engine::set_decode_packed_small_pages_mode, 1);
   for (int page : {16, 8, 48, 96}) {
     for (auto [hq, hkv, tokens, d] : shapes) {
       for (int splits : {1, 3, 0}) {

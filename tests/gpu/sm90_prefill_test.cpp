@@ -103,37 +103,6 @@ TEST_F(Sm90Prefill, GqaEqualsCopiedUpBitwise) {
   }
 }
 
-// Early first loads (PrefillLaunch::early_first_loads; docs/PREFILL_SM90.md, "The prologue's first
-// loads"): thread 0 issues Q and the first KV tile before the CTA barrier, the first tile's K on a
-// barrier of its own and its V (and stale-row zeroing) waited for after the first softmax. The
-// stmatrix epilogue (PrefillLaunch::stsm_epilogue, D 128 / 256) writes the same bytes to the same
-// shared-memory places as the 4-byte stores. The L2 prefetch of a later CTA's Q
-// (PrefillLaunch::q_prefetch_ahead, "Where a short CTA's time goes") writes nothing. Same loads and
-// arithmetic: O and LSE bitwise those of the plain kernel (all three off), each form alone and all
-// together; 288 CTAs at d 128 (more than one per SM, so most CTAs prefetch another's Q). Lengths
-// around the tiles, a single partial KV tile (77 keys: the first tile's V rows past the map zeroed
-// after the first S), Sq != Sk both ways, every head dim, full and causal.
-class QAheadMode {
- public:
-  explicit QAheadMode(int mode) { sm90_engine::set_prefill_q_ahead_mode(mode); }
-  ~QAheadMode() { sm90_engine::set_prefill_q_ahead_mode(-1); }
-};
-class EarlyLoadsMode {
- public:
-  explicit EarlyLoadsMode(int mode) { sm90_engine::set_prefill_early_loads_mode(mode); }
-  ~EarlyLoadsMode() { sm90_engine::set_prefill_early_loads_mode(-1); }
-};
-class StsmEpilogueMode {
- public:
-  explicit StsmEpilogueMode(int mode) { sm90_engine::set_prefill_stsm_epilogue_mode(mode); }
-  ~StsmEpilogueMode() { sm90_engine::set_prefill_stsm_epilogue_mode(-1); }
-};
-class TmaStoreOMode {
- public:
-  explicit TmaStoreOMode(int mode) { sm90_engine::set_prefill_tma_store_o_mode(mode); }
-  ~TmaStoreOMode() { sm90_engine::set_prefill_tma_store_o_mode(-1); }
-};
-
 // One setting of the prefill's bit-preserving forms, each switch 0 or 1.
 struct PrefillForm {
   int early, ahead, stsm, tma;
@@ -141,10 +110,10 @@ struct PrefillForm {
 
 // Runs p under one form (every switch forced for the scope of the call).
 void run_form(Problem& p, const PrefillForm& f, HostTensor* o, HostTensor* l) {
-  EarlyLoadsMode early(f.early);
-  QAheadMode ahead(f.ahead);
-  StsmEpilogueMode stsm(f.stsm);
-  TmaStoreOMode tma(f.tma);
+  ForcedSwitch early(sm90_engine::set_prefill_early_loads_mode, f.early);
+  ForcedSwitch ahead(sm90_engine::set_prefill_q_ahead_mode, f.ahead);
+  ForcedSwitch stsm(sm90_engine::set_prefill_stsm_epilogue_mode, f.stsm);
+  ForcedSwitch tma(sm90_engine::set_prefill_tma_store_o_mode, f.tma);
   ASSERT_TRUE(run_cuda(p, o, l, kEngine).ok()) << describe(p.c);
 }
 
@@ -176,63 +145,33 @@ void expect_forms_equal_plain_bitwise(const std::vector<std::pair<int, int>>& le
   }
 }
 
+// Early first loads (PrefillLaunch::early_first_loads; docs/PREFILL_SM90.md, "The prologue's first
+// loads"): thread 0 issues Q and the first KV tile before the CTA barrier, the first tile's K on a
+// barrier of its own and its V (and stale-row zeroing) waited for after the first softmax. The
+// stmatrix epilogue (PrefillLaunch::stsm_epilogue, D 128 / 256) writes the same bytes to the same
+// shared-memory places as the 4-byte stores. The L2 prefetch of a later CTA's Q
+// (PrefillLaunch::q_prefetch_ahead, "Where a short CTA's time goes") writes nothing. Same loads and
+// arithmetic: O and LSE bitwise those of the plain kernel (all three off), each form alone and all
+// together; 288 CTAs at d 128 (more than one per SM, so most CTAs prefetch another's Q). Lengths
+// around the tiles, a single partial KV tile (77 keys: the first tile's V rows past the map zeroed
+// after the first S), Sq != Sk both ways, every head dim, full and causal.
 TEST_F(Sm90Prefill, EarlyLoadsAndStsmEqualPlainBitwise) {
   expect_forms_equal_plain_bitwise({{1000, 1000}, {129, 385}, {385, 129}, {100, 77}},
                                    {{1, 0, 0, 0}, {0, 1, 0, 0}, {0, 0, 1, 0}, {1, 1, 1, 0}});
 }
 
-// The paths where the first tile's stale V rows matter, with early first loads (and the stmatrix
-// epilogue) forced, against the reference: seqlens_k with NaN rows past each sequence's length
-// (first tiles of 71 and 129 keys hold them), and varlen K/V (the first tile of a short sequence
-// holds the next sequence's keys; the epilogue's rows past a sequence must not be stored).
-TEST_F(Sm90Prefill, EarlyLoadsStaleRowsAndVarlen) {
-  EarlyLoadsMode on(1);
-  StsmEpilogueMode stsm(1);
+// Under whatever forms the caller forces, for every head dim against the reference: (strided) padded
+// row, head and batch strides; seqlens_k with NaN rows past each sequence's length (first tiles of 71
+// and 129 keys); then varlen Q and K/V (a short sequence's first tile holds the next one's keys).
+void expect_stale_rows_and_varlen_match_reference(bool strided) {
   for (int d : kHeadDims) {
     for (bool causal : {false, true}) {
-      Case c = prefill_case(8, 2, 3, 150, 300, causal);
-      c.d = d;
-      c.k_lens = {300, 71, 129};
-      expect_ignores_stale_rows(c, kEngine);
-    }
-    Case v = prefill_case(8, 2, 1, 1, 1, true);
-    v.d = d;
-    v.q_varlen = true;
-    v.kv = KvKind::kVarlen;
-    v.q_lens = {129, 1, 0, 300, 128, 77};
-    v.k_lens = {129, 200, 5, 300, 0, 385};
-    check_case(v, kEngine);
-  }
-}
-
-// O by TMA store (PrefillLaunch::tma_store_o, D 128 / 256, batched Q; docs/PREFILL_SM90.md, "The
-// epilogue by TMA store"): each consumer warp's 16 staged rows leave through an O map whose row
-// extent Sq stops a sequence's last query tile at its end. The same bytes as the 16-byte stores: O
-// and LSE bitwise those of the plain kernel, with either shared-memory form (4-byte stores,
-// stmatrix) and with early loads. Query lengths whose last tile ends inside a warp's 16 rows (1000,
-// 385, 100, 17: the box hangs over Sq) or leaves whole warps and warpgroups without rows (129, 17),
-// three sequences (a box past Sq must not reach the next sequence's rows), Sq != Sk both ways, full
-// and causal (both grid orders). D 64 keeps the stores (declared: the form is not compiled there)
-// and must be unchanged by the switch.
-
-TEST_F(Sm90Prefill, TmaStoreOEqualsPlainBitwise) {
-  expect_forms_equal_plain_bitwise({{1000, 1000}, {129, 385}, {385, 129}, {100, 77}, {17, 300}},
-                                   {{0, 0, 0, 1}, {0, 0, 1, 1}, {1, 0, 1, 1}});
-}
-
-// The TMA store of O forced, against the reference with the harness's guards (NaN-poisoned
-// outputs, the neighbours of every tensor untouched): strided views (padded row, head and batch
-// strides: the map's strides, and nothing written into the padding), seqlens_k with NaN stale
-// rows, and varlen Q, which keeps the 16-byte stores (a sequence's last tile must not write the
-// next sequence's rows).
-TEST_F(Sm90Prefill, TmaStoreOGuardsStridedAndVarlen) {
-  TmaStoreOMode on(1);
-  for (int d : kHeadDims) {
-    for (bool causal : {false, true}) {
-      Case c = prefill_case(8, 2, 2, 200, 260, causal);
-      c.d = d;
-      c.strided = true;
-      check_case(c, kEngine);
+      if (strided) {
+        Case c = prefill_case(8, 2, 2, 200, 260, causal);
+        c.d = d;
+        c.strided = true;
+        check_case(c, kEngine);
+      }
       Case k = prefill_case(8, 2, 3, 150, 300, causal);
       k.d = d;
       k.k_lens = {300, 71, 129};
@@ -246,6 +185,40 @@ TEST_F(Sm90Prefill, TmaStoreOGuardsStridedAndVarlen) {
     v.k_lens = {129, 200, 5, 300, 0, 385};
     check_case(v, kEngine);
   }
+}
+
+// The paths where the first tile's stale V rows matter, with early first loads (and the stmatrix
+// epilogue) forced, against the reference: seqlens_k with NaN rows past each sequence's length
+// (first tiles of 71 and 129 keys hold them), and varlen K/V (the first tile of a short sequence
+// holds the next sequence's keys; the epilogue's rows past a sequence must not be stored).
+TEST_F(Sm90Prefill, EarlyLoadsStaleRowsAndVarlen) {
+  ForcedSwitch on(sm90_engine::set_prefill_early_loads_mode, 1);
+  ForcedSwitch stsm(sm90_engine::set_prefill_stsm_epilogue_mode, 1);
+  expect_stale_rows_and_varlen_match_reference(/*strided=*/false);
+}
+
+// O by TMA store (PrefillLaunch::tma_store_o, D 128 / 256, batched Q; docs/PREFILL_SM90.md, "The
+// epilogue by TMA store"): each consumer warp's 16 staged rows leave through an O map whose row
+// extent Sq stops a sequence's last query tile at its end. The same bytes as the 16-byte stores: O
+// and LSE bitwise those of the plain kernel, with either shared-memory form (4-byte stores,
+// stmatrix) and with early loads. Query lengths whose last tile ends inside a warp's 16 rows (1000,
+// 385, 100, 17: the box hangs over Sq) or leaves whole warps and warpgroups without rows (129, 17),
+// three sequences (a box past Sq must not reach the next sequence's rows), Sq != Sk both ways, full
+// and causal (both grid orders). D 64 keeps the stores (declared: the form is not compiled there)
+// and must be unchanged by the switch.
+TEST_F(Sm90Prefill, TmaStoreOEqualsPlainBitwise) {
+  expect_forms_equal_plain_bitwise({{1000, 1000}, {129, 385}, {385, 129}, {100, 77}, {17, 300}},
+                                   {{0, 0, 0, 1}, {0, 0, 1, 1}, {1, 0, 1, 1}});
+}
+
+// The TMA store of O forced, against the reference with the harness's guards (NaN-poisoned
+// outputs, the neighbours of every tensor untouched): strided views (padded row, head and batch
+// strides: the map's strides, and nothing written into the padding), seqlens_k with NaN stale
+// rows, and varlen Q, which keeps the 16-byte stores (a sequence's last tile must not write the
+// next sequence's rows).
+TEST_F(Sm90Prefill, TmaStoreOGuardsStridedAndVarlen) {
+  ForcedSwitch on(sm90_engine::set_prefill_tma_store_o_mode, 1);
+  expect_stale_rows_and_varlen_match_reference(/*strided=*/true);
 }
 
 // Varlen Q and K/V (rank-3 maps, coordinates from cu_seqlens): lengths around the tiles, a
@@ -352,14 +325,9 @@ TEST_F(Sm90Prefill, HeadDim256SeqlensKIgnoresStaleRows) {
 // Sk the first rows see no key); three sequences at GQA 8/2, MQA 8/1 and 16/2; seqlens_k with NaN
 // stale rows (a last tile of 1 and of 79 keys); varlen Q and K/V (both epilogues: batched Q takes
 // the TMA store of O, varlen Q the 16-byte stores); bf16 and f16.
-class D256N80Mode {
- public:
-  explicit D256N80Mode(int mode) { sm90_engine::set_prefill_d256_n80_mode(mode); }
-  ~D256N80Mode() { sm90_engine::set_prefill_d256_n80_mode(-1); }
-};
 
 TEST_F(Sm90Prefill, HeadDim256N80Tiles) {
-  D256N80Mode on(1);
+  ForcedSwitch on(sm90_engine::set_prefill_d256_n80_mode, 1);
   static_assert(sm90_engine::kPrefillTileD256N80.block_n == 80, "the lengths below sit around 80 keys");
   for (DType dt : {DType::kBF16, DType::kF16}) {
     auto with = [dt](Case c) {

@@ -82,6 +82,17 @@ std::atomic<int> g_fp8_one_converter_wg_mode{-1};
 // sm90_engine::set_decode_packed_small_pages_mode: -1 the environment, 0 off, 1 on.
 std::atomic<int> g_packed_small_pages_mode{-1};
 
+// Pages that are not a multiple of a 64-key tile: a tile then spans several pages (TMA runs of
+// paged_box_rows(page_size) rows, or the gather path for pages that are not a multiple of 8).
+bool small_pages(const AttentionParams& p) {
+  return kv_layout(p) == KvLayout::kPaged && p.k.size(1) % sm90_engine::kBlockKV != 0;
+}
+
+// Upper bound of the K and V bytes a call reads, from the host-visible longest length.
+int64_t kv_bound_bytes(const AttentionParams& p, const Geometry& g) {
+  return 2 * g.batch * g.max_k * g.heads_kv * g.head_dim * (kv_is_fp8(p) ? 1 : 2);
+}
+
 // Whether a problem the engine supports runs the packed-rows form.
 // The packed-rows form loads 64-row boxes, one page each, for pages of a multiple of 64 keys. With
 // the small-pages switch (decode_packed_small_pages, docs/DECODE_SM90.md section 22) a 16-bit cache
@@ -89,7 +100,7 @@ std::atomic<int> g_packed_small_pages_mode{-1};
 // producer lane per run (prefill_kernel.cuh produce_packed_decode_runs). Other pages (and fp8 caches
 // in them) take the swap-AB form's per-page boxes or gather path.
 bool pages_fit_packed_rows(const AttentionParams& p) {
-  if (kv_layout(p) != KvLayout::kPaged || p.k.size(1) % sm90_engine::kBlockKV == 0) return true;
+  if (!small_pages(p)) return true;
   return sm90_engine::decode_packed_small_pages() && !kv_is_fp8(p) && !sm90_engine::paged_gather(p.k.size(1));
 }
 
@@ -99,10 +110,8 @@ bool use_packed_rows(const AttentionParams& p, const Geometry& g, Form form) {
   if (!pages_fit_packed_rows(p) || !sm90_engine::packed_rows_form(g.head_dim, kv_is_fp8(p), g.group, g.max_q)) {
     return false;
   }
-  const bool small_pages = kv_layout(p) == KvLayout::kPaged && p.k.size(1) % sm90_engine::kBlockKV != 0;
-  if (!small_pages) return true;
-  const int64_t kv_bytes = 2 * g.batch * g.max_k * g.heads_kv * g.head_dim * 2;  // 16-bit: fp8 never gets here
-  return g.group * g.max_q >= sm90_engine::packed_decode_min_rows_small_pages(g.head_dim, kv_bytes);
+  return !small_pages(p) ||
+         g.group * g.max_q >= sm90_engine::packed_decode_min_rows_small_pages(g.head_dim, kv_bound_bytes(p, g));
 }
 
 Geometry geometry(const AttentionParams& p, Form form) {
@@ -133,6 +142,21 @@ Geometry geometry(const AttentionParams& p, Form form) {
   return g;
 }
 
+// The swap-AB split planner's view of a problem (decode_split_plan.h).
+sm90_engine::DecodeSplitShape split_shape(const AttentionParams& p, const Geometry& g, int sm_count) {
+  sm90_engine::DecodeSplitShape shape;
+  shape.sm_count = sm_count;
+  shape.batch = g.batch;
+  shape.kv_heads = g.heads_kv;
+  shape.m_blocks = g.m_blocks;
+  shape.n_blocks = g.n_blocks;
+  shape.head_dim = static_cast<int>(g.head_dim);
+  shape.col_tile = g.col_tile;
+  shape.fp8 = kv_is_fp8(p);
+  shape.small_pages = small_pages(p);
+  return shape;
+}
+
 int num_splits_for(const AttentionParams& p, const Geometry& g, int sm_count) {
   cuda_engine::SplitProblem sp;
   sp.sm_count = sm_count;
@@ -151,18 +175,7 @@ int num_splits_for(const AttentionParams& p, const Geometry& g, int sm_count) {
   // from the wave-filling count (balanced_num_splits over decode_tile().split_wave CTAs per SM -- fp8
   // and D 64 a wave of two, section 9 and 10 --, >= 8 KV tiles per split, section 8) and takes fewer
   // or more splits where the combine kernel's per-split cost or a too-short grid says so.
-  sm90_engine::DecodeSplitShape shape;
-  shape.sm_count = sm_count;
-  shape.batch = g.batch;
-  shape.kv_heads = g.heads_kv;
-  shape.m_blocks = g.m_blocks;
-  shape.n_blocks = g.n_blocks;
-  shape.head_dim = static_cast<int>(g.head_dim);
-  shape.col_tile = g.col_tile;
-  shape.fp8 = kv_is_fp8(p);
-  shape.small_pages = kv_layout(p) == KvLayout::kPaged &&
-                      sm90_engine::paged_box_rows(p.k.size(1)) < sm90_engine::kBlockKV;
-  return sm90_engine::auto_decode_splits(shape);
+  return sm90_engine::auto_decode_splits(split_shape(p, g, sm_count));
 }
 
 // Whether the swap-AB kernel reduces its splits in a cluster (decode_traits.h cluster_reduction;
@@ -198,18 +211,11 @@ ListPlan list_plan(const AttentionParams& p, const Geometry& g, int num_splits, 
   if (kp.seqlens_k == nullptr || kp.window_left >= 0) return l;
   if (num_splits > cuda_engine::kListMaxPlanSplits) return l;
   if (use_cluster_reduction(p, g, num_splits, sm_count, form)) return l;
-  const int64_t elem = kv_is_fp8(p) ? 1 : 2;
-  const int64_t kv_bytes = 2 * g.batch * g.max_k * g.heads_kv * g.head_dim * elem;
-  if (kv_bytes < cuda_engine::kListMinKvBytes) return l;
+  if (kv_bound_bytes(p, g) < cuda_engine::kListMinKvBytes) return l;
   // The plan sums the batch's tile counts in 32-bit integers.
   if (g.batch * ((g.max_k + sm90_engine::kBlockKV - 1) / sm90_engine::kBlockKV) >= std::numeric_limits<int32_t>::max()) return l;
-  sm90_engine::DecodeSplitShape shape;
-  shape.head_dim = static_cast<int>(g.head_dim);
-  shape.fp8 = kv_is_fp8(p);
-  shape.small_pages = kv_layout(p) == KvLayout::kPaged &&
-                      sm90_engine::paged_box_rows(p.k.size(1)) < sm90_engine::kBlockKV;
-  l.plane_wave =
-      cuda_engine::list_plane_wave(sm_count, sm90_engine::split_wave_of(shape), g.heads_kv, g.m_blocks);
+  l.plane_wave = cuda_engine::list_plane_wave(sm_count, sm90_engine::split_wave_of(split_shape(p, g, sm_count)),
+                                              g.heads_kv, g.m_blocks);
   if (!cuda_engine::list_serves_batch(g.batch, l.plane_wave))
     return l;  // 2..kListMaxBatch, not P / 2 < B <= P
   l.slots = cuda_engine::list_slot_bound(l.plane_wave, g.batch);
