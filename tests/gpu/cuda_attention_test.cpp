@@ -715,8 +715,9 @@ size_t work_list_bytes(const Case& c) {
   const int64_t batch = static_cast<int64_t>(c.k_lens.size());
   const int plane_wave = cuda_engine::list_plane_wave_for(sms, decode_ctas_per_sm_bf16(c.d), c.hkv, 1, batch);
   if (plane_wave <= 0) return 0;
-  return cuda_engine::list_workspace_bytes(cuda_engine::list_slot_bound(plane_wave, batch), batch, 1, c.hq,
-                                           c.d);
+  // (slots, max_q, heads_q, head_dim, batch): one new token a sequence.
+  return cuda_engine::list_workspace_bytes(cuda_engine::list_slot_bound(plane_wave, batch), 1, c.hq, c.d,
+                                           batch);
 }
 
 // Shapes [first, last) of kWorkListShapes, batched and paged 16 / 64 (two tests: each stays well

@@ -97,8 +97,8 @@ template <class T, int kHeadDim>
 int decode_ctas_per_sm();
 
 // The decode work list for batches of mixed lengths (docs/ENGINES.md, "Mixed lengths: the work
-// list"), a measurement switch: GROUPATTN_CUDA_DECODE_WORK_LIST (read once; default off until
-// measured, any non-zero integer on). set_cuda_decode_work_list_mode overrides it for tests: -1 the
+// list"), a measurement switch: GROUPATTN_CUDA_DECODE_WORK_LIST (read once; default on, 0
+// off). set_cuda_decode_work_list_mode overrides it for tests: -1 the
 // environment, 0 off, 1 on. cuda_decode_work_list() is the value in force.
 void set_cuda_decode_work_list_mode(int mode);
 bool cuda_decode_work_list();

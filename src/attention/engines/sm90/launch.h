@@ -127,7 +127,7 @@ void set_prefill_tma_store_o_mode(int mode);
 bool prefill_tma_store_o();
 
 // The 80-key D 256 prefill form (PrefillLaunch::d256_n80), the same kind of switch:
-// GROUPATTN_SM90_PREFILL_D256_N80 ("1": on; default off until measured).
+// GROUPATTN_SM90_PREFILL_D256_N80 ("0": off; default on).
 void set_prefill_d256_n80_mode(int mode);
 bool prefill_d256_n80();
 

@@ -62,8 +62,8 @@ constexpr PrefillTile prefill_tile(int head_dim) {
                           : PrefillTile{kPrefillBlockM, 128, 3, false};
 }
 
-// The second D 256 prefill form (PrefillTraitsD256N80; GROUPATTN_SM90_PREFILL_D256_N80, default off
-// until measured; docs/PREFILL_SM90.md, "Head dim 256 with 80-key tiles"): 80 keys, 2 stages, split
+// The second D 256 prefill form (PrefillTraitsD256N80; GROUPATTN_SM90_PREFILL_D256_N80, default on
+// since session 11; docs/PREFILL_SM90.md, "Head dim 256 with 80-key tiles"): 80 keys, 2 stages, split
 // K/V barriers (Q 64 KB + 2 x 80 KB = 224 KB, FA3's d256 width). The fixed per-tile work of a
 // consumer thread (row max / sum shuffles, the 128-FMUL O rescale, barriers and waits) is spread over
 // 5 k-steps of the O product instead of 4. An 80-row box is 10 whole 1024-byte swizzle atoms, so
