@@ -5,14 +5,15 @@ under the profiler; tests/python/test_bench_tools.py checks the expectations on 
 The expectations follow the engines' own selection rules (src/attention/engines/):
   sm90, sm90-split  decode only (1..16 new tokens, batched Q, head dim 64/128/256). The packed-rows
                     form -- sm90_prefill_kernel in its packed-decode mode -- when the cache is
-                    contiguous or paged in pages of a multiple of 64 keys and group x new tokens
-                    reaches D 64 17, D 128 32, D 256 33 (f8e4m3, D 128 only: 64) (decode_traits.h
+                    contiguous or paged in pages of a multiple of 64 keys (16-bit caches: of 8 keys)
+                    and group x new tokens reaches D 64 17, D 128 32, D 256 33 (f8e4m3, D 128 only:
+                    64; small pages at D 128 and a K/V bound >= 192 MiB: 33) (decode_traits.h
                     packed_rows_form; DECODE_SM90.md sections 12, 15); else the swap-AB
                     sm90_decode_kernel. A split problem merges its
                     splits with the combine kernel, except the swap-AB form of `sm90` may reduce
                     inside a thread-block cluster (section 14); `sm90-split` never does.
   sm90-rows         the packed-rows form for every problem it accepts: D 64/128/256 (f8e4m3: 128),
-                    pages a multiple of 64 keys; declines the rest.
+                    pages a multiple of 64 keys (16-bit: of 8 keys); declines the rest.
   sm90-prefill      more than 16 query tokens per sequence, not paged (sm90_prefill_kernel); a
                     decode step is declined.
   cuda              the portable engine: its decode kernel while new tokens x group <= 16 packed rows
@@ -50,6 +51,7 @@ SM90_MAX_NEW_TOKENS = 16
 PACKED_FP8_HEAD_DIM = 128
 PACKED_MIN_ROWS = {64: 17, 128: 32, 256: 33}  # 16-bit K/V, per head dim
 PACKED_MIN_ROWS_FP8 = 64
+SMALL_PAGES_SWAP_AB_MIN_KV_BYTES = 192 << 20  # decode_traits.h kSmallPagesSwapAbMinKvBytes
 CUDA_DECODE_MAX_PACKED_ROWS = 16  # launch.h kDecodeMaxPackedRows
 
 
@@ -73,14 +75,25 @@ def expected_kernels(engine: str, p: Dict) -> Dict:
             return {"serves": False, "why": "decode-only engine (1..16 new tokens per sequence)"}
         if d not in SM90_DECODE_HEAD_DIMS:
             return {"serves": False, "why": f"head dim {d}"}
-        packable = (not fp8 or d == PACKED_FP8_HEAD_DIM) and (page is None or page % 64 == 0)
+        # Pages of a multiple of 8 but not of 64 keys: 16-bit caches only (sm90_engine.cu
+        # pages_fit_packed_rows; DECODE_SM90.md section 22).
+        small = page is not None and page % 64 != 0
+        packable = (not fp8 or d == PACKED_FP8_HEAD_DIM) and (not small or (not fp8 and page % 8 == 0))
         if engine == "sm90-rows":
             if not packable:
-                return {"serves": False, "why": "sm90-rows: fp8 at head dim 128 only, pages of a multiple of 64 keys"}
+                return {"serves": False, "why": "sm90-rows: fp8 at head dim 128 only, fp8 pages of a multiple of 64 "
+                                                "keys, 16-bit pages of a multiple of 8"}
             packed = True
         else:
             rows = (p["hq"] // p["hkv"]) * p["new"]
-            packed = packable and rows >= (PACKED_MIN_ROWS_FP8 if fp8 else PACKED_MIN_ROWS[d])
+            need = PACKED_MIN_ROWS_FP8 if fp8 else PACKED_MIN_ROWS[d]
+            if small and d == 128:
+                # decode_traits.h packed_decode_min_rows_small_pages: swap-AB keeps exactly 32 rows
+                # once the host's K/V bound (longest length, whole pages) reaches 192 MiB.
+                max_k = -(-p["kv_len"] // page) * page
+                if 2 * p["batch"] * max_k * p["hkv"] * d * 2 >= SMALL_PAGES_SWAP_AB_MIN_KV_BYTES:
+                    need += 1
+            packed = packable and rows >= need
         forbid = PEER_KERNELS + CUDA_KERNELS
         if packed:
             want = [SM90_PREFILL] + ([COMBINE] if p.get("splits") else [])

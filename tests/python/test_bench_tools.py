@@ -287,8 +287,12 @@ def test_pins_expectations():
     assert e("sm90", dec8)["all"][0] == pins.SM90_PREFILL  # 64 packed rows
     assert e("sm90", dict(dec8, new=4, hq=64))["all"][0] == pins.SM90_PREFILL  # 32 rows
     assert e("sm90", dict(dec8, new=4, kv_dtype="f8e4m3"))["all"][0] == pins.SM90_DECODE  # fp8 needs 64
-    assert e("sm90", dict(dec8, page=16))["all"][0] == pins.SM90_DECODE  # pages not a multiple of 64
-    assert not e("sm90-rows", p16)["serves"] and e("sm90-rows", dict(dec1, d=64))["serves"]
+    assert e("sm90", dict(dec8, page=16))["all"][0] == pins.SM90_PREFILL  # 16-bit small pages: 64 rows packed
+    big = dict(dec8, page=16, new=4, batch=32, kv_len=32768)  # 32 rows, K/V bound 4 GiB >= 192 MiB
+    assert e("sm90", big)["all"][0] == pins.SM90_DECODE and e("sm90", dict(big, batch=1))["all"][0] == pins.SM90_PREFILL
+    assert e("sm90", dict(dec8, page=16, kv_dtype="f8e4m3"))["all"][0] == pins.SM90_DECODE  # fp8: pages of 64
+    assert e("sm90-rows", p16)["all"] == [pins.SM90_PREFILL, pins.COMBINE] and e("sm90-rows", dict(dec1, d=64))["serves"]
+    assert not e("sm90-rows", dict(p16, kv_dtype="f8e4m3"))["serves"] and not e("sm90-rows", dict(dec1, page=12))["serves"]
     assert not e("sm90-rows", dict(dec1, d=64, kv_dtype="f8e4m3"))["serves"]  # fp8: head dim 128 only
     d64, d256 = dict(dec1, hq=16, d=64), dict(dec1, hq=32, hkv=2, d=256)  # groups 16
     assert e("sm90", dict(d64, new=2))["all"][0] == pins.SM90_PREFILL  # 32 rows >= 17
