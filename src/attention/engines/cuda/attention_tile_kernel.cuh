@@ -8,12 +8,11 @@
 //
 // Grid (m_blocks * num_splits, Hkv, B); 4 warps, each owning 16 or 32 packed rows (one or two
 // m16 MMA tiles: with two, every K and V fragment read from shared memory feeds two MMAs, the
-// FlashAttention-2 forward shape of 128 rows per CTA), or at D 256 optionally 8 warps of 16 rows
-// (128 rows, FlashAttention-2's D 256 forward tile: each K/V tile copied once per 128 rows). Per
-// KV tile of the CTA's split: S = Q K^T on tensor cores, scale / softcap / mask in fp32, online
-// softmax (running max and sum per row, in log2 units), P rounded to the input type, O += P V on
-// tensor cores. K and V tiles arrive by cp.async in two groups so V's copy overlaps Q K^T; MMA
-// operands come from shared memory by ldmatrix (V transposed on load).
+// FlashAttention-2 forward shape of 128 rows per CTA). Per KV tile of the CTA's split: S = Q K^T
+// on tensor cores, scale / softcap / mask in fp32, online softmax (running max and sum per row, in
+// log2 units), P rounded to the input type, O += P V on tensor cores. K and V tiles arrive by
+// cp.async in two groups so V's copy overlaps Q K^T; MMA operands come from shared memory by
+// ldmatrix (V transposed on load).
 #pragma once
 
 #include <cuda_bf16.h>
@@ -33,17 +32,13 @@ namespace groupattn::cuda_engine {
 inline constexpr float kLog2e = 1.4426950408889634f;
 inline constexpr float kLn2 = 0.6931471805599453f;
 
-// Tile configuration for one (element type, head dim, packed rows per warp, warps); D == Dv. The
-// host picks the rows per CTA (launch.h, tile_rows): 4 warps x 32 rows for prefill-shaped problems
-// at D <= 128, 4 x 16 for decode and D 256; 8 x 16 at D 256 behind the measurement switch
-// GROUPATTN_CUDA_PREFILL_D256_WIDE where the device gives a block enough shared memory (kSmemBytes).
-// Every warp runs the same per-row code whatever kWarps is: the warp count only sets how many rows
-// share each K/V tile copy.
-template <class T, int kHeadDim_, int kRowsPerWarp_, int kWarps_ = 4>
+// Tile configuration for one (element type, head dim, packed rows per warp); D == Dv. The host
+// picks the rows per warp (launch.h, tile_rows): 32 for prefill-shaped problems, 16 for decode.
+template <class T, int kHeadDim_, int kRowsPerWarp_>
 struct TileTraits {
   using Element = T;
   static constexpr int kHeadDim = kHeadDim_;
-  static constexpr int kWarps = kWarps_;
+  static constexpr int kWarps = 4;
   static constexpr int kThreads = kWarps * cuda::kWarpSize;
   static constexpr int kMmaM = 16, kMmaN = 8, kMmaK = 16;  // mma.sync m16n8k16
   static constexpr int kRowsPerWarp = kRowsPerWarp_;
@@ -82,8 +77,6 @@ struct TileTraits {
   static_assert(kRowsPerWarp == 16 || kRowsPerWarp == 32, "a warp owns one or two m16 MMA tiles");
   static_assert(kRowsPerWarp == 16 || kHeadDim <= 128,
                 "two m16 tiles of a 256-wide O accumulator do not fit the register file");
-  static_assert(kWarps == 4 || (kWarps == 8 && kRowsPerWarp == 16),
-                "4 warps, or 8 warps of one m16 tile each (128 rows; kThreads * 255 registers fit the SM)");
   static_assert(kHeadDim % kMmaK == 0 && kHeadDim % kChunk == 0, "head dim must be a multiple of 16");
   static_assert(kBlockN % kMmaK == 0, "key tile must be a multiple of the MMA K");
   static_assert(kNTiles % 2 == 0 && kDTiles % 2 == 0, "ldmatrix.x4 loads two 8-wide tiles at once");

@@ -80,29 +80,6 @@ struct Geometry {
 
 int decode_ctas_per_sm_for(const AttentionParams& p, int64_t d);
 
-// cuda_engine::set_cuda_prefill_d256_wide_mode: -1 the environment, 0 off, 1 on.
-std::atomic<int> g_prefill_d256_wide_mode{-1};
-
-// Whether the current device gives one block `bytes` of shared memory (opt-in). Asked on every
-// call, as decode_ctas_per_sm does: the device may change. False if the query fails.
-bool device_block_smem_fits(size_t bytes) {
-  int dev = 0, optin = 0;
-  if (cudaGetDevice(&dev) != cudaSuccess ||
-      cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev) != cudaSuccess) {
-    (void)cudaGetLastError();
-    return false;
-  }
-  return static_cast<size_t>(optin) >= bytes;
-}
-
-// The 128-row D 256 tile (8 warps x 16 rows) when the switch is on and its 135,168 B of shared
-// memory fit a block of this device (sm80 / sm90 yes, sm86 / sm89 with 99 KB no: the 64-row tile
-// serves them, no error). Only asked for prefill-shaped D 256 problems, so other calls pay nothing.
-bool use_d256_wide(int64_t d, int64_t packed_rows) {
-  return d == 256 && packed_rows >= cuda_engine::kTileRowsLarge && cuda_engine::prefill_d256_wide() &&
-         device_block_smem_fits(cuda_engine::tile_smem_bytes(256, cuda_engine::kTileRowsLarge));
-}
-
 bool is_16bit(const AttentionParams& p) { return p.q.dtype == DType::kBF16 || p.q.dtype == DType::kF16; }
 
 Geometry geometry(const AttentionParams& p, Form form) {
@@ -139,9 +116,7 @@ Geometry geometry(const AttentionParams& p, Form form) {
       form == Form::kDecode ||
       (form == Form::kAuto && cuda_engine::use_decode_kernel(static_cast<int>(g.head_dim), packed_rows));
   g.decode = decode_rule && is_16bit(p) && decode_ctas_per_sm_for(p, g.head_dim) > 0;
-  g.tile_rows = g.decode ? cuda_engine::kDecodeRows
-                         : cuda_engine::tile_rows(static_cast<int>(g.head_dim), packed_rows,
-                                                  use_d256_wide(g.head_dim, packed_rows));
+  g.tile_rows = g.decode ? cuda_engine::kDecodeRows : cuda_engine::tile_rows(static_cast<int>(g.head_dim), packed_rows);
   g.m_blocks = static_cast<int>((packed_rows + g.tile_rows - 1) / g.tile_rows);
   return g;
 }
@@ -434,17 +409,6 @@ std::atomic<int> g_cuda_work_list_mode{-1};
 }  // namespace
 
 namespace cuda_engine {
-
-void set_cuda_prefill_d256_wide_mode(int mode) { g_prefill_d256_wide_mode.store(clamp_mode(mode)); }
-
-// GROUPATTN_CUDA_PREFILL_D256_WIDE=1: D 256 prefill on the 128-row tile of 8 warps x 16 rows
-// (docs/ENGINES.md, "D 256 prefill, 128-row tile"; session 10, UNVERIFIED on GPU). Default off
-// until measured against the two 64-row CTAs per SM it replaces. Read once. Per-row math is the
-// same in both tiles (same 64-key tiles, same MMA and softmax order), so rows agree bitwise.
-bool prefill_d256_wide() {
-  static const bool from_env = env_switch("GROUPATTN_CUDA_PREFILL_D256_WIDE", false);
-  return switch_value(g_prefill_d256_wide_mode, from_env);
-}
 
 void set_cuda_decode_work_list_mode(int mode) { g_cuda_work_list_mode.store(clamp_mode(mode)); }
 

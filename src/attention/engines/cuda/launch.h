@@ -4,7 +4,6 @@
 
 #include <cuda_runtime.h>
 
-#include <cstddef>
 #include <cstdint>
 
 #include "attention/engines/cuda/kernel_params.h"
@@ -15,34 +14,18 @@ namespace groupattn::cuda_engine {
 // Rows of packed queries (token x query head of one KV group) per tile of the attention kernel:
 // 4 warps x 32 rows when the longest sequence has `packed_rows` >= 128 and D <= 128 (each K / V
 // fragment read from shared memory then feeds two MMAs: FlashAttention-2's forward tile), else
-// 4 warps x 16 rows (decode: group x new tokens rows, mostly < 64; D 256: registers). `d256_wide`
-// (the host's choice: prefill_d256_wide() below and a device whose per-block shared memory fits
-// tile_smem_bytes(256, kTileRowsLarge)) gives D 256 128 rows as 8 warps x 16 rows. The one place
-// the tile shape is chosen; m_blocks, the split planner and the launch all follow it.
+// 4 warps x 16 rows (decode: group x new tokens rows, mostly < 64; D 256: registers). The one
+// place the tile shape is chosen; m_blocks, the split planner and the launch all follow it.
 inline constexpr int kTileRowsSmall = 64;
 inline constexpr int kTileRowsLarge = 128;
-constexpr int tile_rows(int d, int64_t packed_rows, bool d256_wide = false) {
-  if (packed_rows < kTileRowsLarge) return kTileRowsSmall;
-  return d <= 128 || (d == 256 && d256_wide) ? kTileRowsLarge : kTileRowsSmall;
+constexpr int tile_rows(int d, int64_t packed_rows) {
+  return d <= 128 && packed_rows >= kTileRowsLarge ? kTileRowsLarge : kTileRowsSmall;
 }
 // Keys per KV tile of the attention kernel for head dim `d` (the split planner counts in these):
 // 128 at D 64 (FlashAttention-2's D 64 forward tile is 128 x 128), 64 otherwise (D 256: was 32,
 // which paid the per-tile barriers, shuffles and O rescale for half the MMAs). Both tile heights
 // use the same count, so GQA and copied-up MHA, which may pick different heights, agree bitwise.
 constexpr int tile_keys(int d) { return d == 64 ? 128 : 64; }
-// Dynamic shared memory of a tile-kernel CTA (16-bit elements): Q rows plus one K and one V tile,
-// each row padded by one 16-byte chunk (TileTraits::kSmemBytes; launch_impl.cuh asserts they
-// agree). D 256: 64 rows 101,376 B, 128 rows 135,168 B (above sm86/sm89's 99 KB per block).
-constexpr size_t tile_smem_bytes(int d, int rows) {
-  return static_cast<size_t>(rows + 2 * tile_keys(d)) * static_cast<size_t>(d + 8) * 2;
-}
-
-// Measurement switch (an A/B inside one process; docs/DESIGN.md): the D 256 prefill tile of 8 warps
-// x 16 rows (docs/ENGINES.md, "D 256 prefill, 128-row tile"). -1 (the default) reads
-// GROUPATTN_CUDA_PREFILL_D256_WIDE once ("1": on; unset or "0": off), 0 off, 1 on. The host still
-// falls back to the 64-row tile where the device's per-block shared memory is too small.
-void set_cuda_prefill_d256_wide_mode(int mode);
-bool prefill_d256_wide();
 
 // Decode kernel (decode_kernel.cuh): serves problems whose longest sequence has at most
 // kDecodeMaxPackedRows packed rows (tokens x group, the rows of one m16 MMA tile: m_blocks == 1),

@@ -2,7 +2,6 @@
 #pragma once
 
 #include <string>
-#include <type_traits>
 
 #include "attention/engines/cuda/attention_tile_kernel.cuh"
 #include "attention/engines/cuda/combine_kernel.cuh"
@@ -13,24 +12,17 @@
 
 namespace groupattn::cuda_engine {
 
-// The tile-kernel variants of one (dtype, head dim): 16 rows per warp always (4 warps, 64 rows),
-// and a 128-row variant where tile_rows can pick it: 4 warps x 32 rows at D <= 128, 8 warps x 16
-// rows at D 256 (behind the d256_wide switch; two m16 tiles of its O do not fit a warp's registers).
+// The tile-kernel variants of one (dtype, head dim): 16 rows per warp always, 32 where tile_rows
+// can pick it (D <= 128).
 template <class T, int kHeadDim>
 struct TileVariants {
   using Small = TileTraits<T, kHeadDim, 16>;
-  static constexpr bool kHasLarge = kHeadDim <= 128 || kHeadDim == 256;
-  using Large =
-      std::conditional_t<kHeadDim <= 128, TileTraits<T, kHeadDim, 32>,
-                         std::conditional_t<kHeadDim == 256, TileTraits<T, kHeadDim, 16, 8>, Small>>;
+  static constexpr bool kHasLarge = kHeadDim <= 128;
+  using Large = TileTraits<T, kHeadDim, kHasLarge ? 32 : 16>;
   static_assert(Small::kBlockM == kTileRowsSmall && (!kHasLarge || Large::kBlockM == kTileRowsLarge) &&
                     Small::kBlockN == tile_keys(kHeadDim) && Large::kBlockN == tile_keys(kHeadDim),
                 "host tile sizes (launch.h) must match the kernel traits");
-  static_assert(Small::kSmemBytes == tile_smem_bytes(kHeadDim, kTileRowsSmall) &&
-                    (!kHasLarge || Large::kSmemBytes == tile_smem_bytes(kHeadDim, kTileRowsLarge)),
-                "host shared-memory sizes (launch.h, tile_smem_bytes) must match the kernel traits");
-  static_assert(tile_rows(kHeadDim, 1 << 30) == (kHeadDim <= 128 ? kTileRowsLarge : kTileRowsSmall) &&
-                    tile_rows(kHeadDim, 1 << 30, true) == (kHasLarge ? kTileRowsLarge : kTileRowsSmall),
+  static_assert(tile_rows(kHeadDim, 1 << 30) == (kHasLarge ? kTileRowsLarge : kTileRowsSmall),
                 "tile_rows picks a variant that is compiled");
 };
 
