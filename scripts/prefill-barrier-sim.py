@@ -16,7 +16,8 @@ skip with the wait at the top of the next iteration), `d128` (128-row tiles, two
 `late-wait` (a planted bug: a passed tile's wait one turn later -- the first version of the skip, which
 deadlocks); `early-code` / `early-d128` (PrefillLaunch::early_first_loads: tile 0's K on a barrier of
 its own, landing apart from its V, which with its stale-V barrier is waited for after the first turn). Exit status 0 when every mode but `late-wait` passes every run and `late-wait` is caught.
-Usage: python3 scripts/prefill-barrier-sim.py
+`persistent-wg` (the persistent form, prefill_persistent.cuh; below) with its planted bugs.
+Usage: python3 scripts/prefill-barrier-sim.py [--mode persistent-wg]
 """
 import random
 import sys
@@ -173,11 +174,179 @@ def check(version, rng):
     return bad
 
 
+# ---- persistent-wg: the persistent form (prefill_persistent.cuh; produce_persistent / consume_persistent),
+# one CTA's works of n tiles each, two consumer warpgroups. Beyond the barriers it tracks the shared
+# memory's contents: every buffer (K halves, V, Q halves, the O staging in a K half) carries a tag, a
+# product checks its operands when issued and when waited for (wgmma is asynchronous), and a write (a
+# TMA load landing, stmatrix of staged O) fails while a read of the buffer is in flight. mbarrier waits
+# follow the hardware's parity rule (a wait for parity P passes iff the completed-phase count's parity
+# differs from P), so a phase that runs two ahead shows as a hang or a wrong operand. Planted bugs
+# (each must be caught): 'q-early' (Q half released after the S of the work's second-to-last tile),
+# 'no-ofree' (the producer refills a staged stage without o_free), 'no-empty-wait' (the epilogue writes
+# the K half without waiting for the stage's empty phase), 'no-skip-last' (warpgroup 1 arrives after its
+# last turn too), 'o-in-q' (O staged in the warpgroup's Q half, as the plain kernel does, which by then
+# holds the next work's Q). (One o_free barrier for all stages instead of one per stage would also
+# pass: a warpgroup's epilogue of work k + 1 comes after its wait for the tile following work k + 1's
+# last, which the producer issues only after its o_free wait for work k, so o_free never runs two
+# phases ahead. The per-stage barriers do not rely on where that wait sits.)
+def persistent_programs(W, n, bug):
+    total = W * n
+    def producer():
+        staged = [False] * S; ophase = [0] * S; it = 0
+        for k in range(W):
+            for blk in range(n):
+                s = it % S
+                yield ('wait', ('empty', s), ((it // S) & 1) ^ 1)
+                if staged[s] and bug != 'no-ofree':
+                    yield ('wait', ('ofree', s), ophase[s]); ophase[s] ^= 1
+                staged[s] = blk == n - 1
+                yield ('load', ('full', s), [(('K', s, 0), ('tile', it)), (('K', s, 1), ('tile', it)), (('V', s), ('tile', it))])
+                if blk == 0:
+                    for w in range(2):
+                        if k > 0: yield ('wait', ('qempty', w), (k - 1) & 1)
+                        yield ('load', ('qfull', w), [(('Q', w), ('q', k))])
+                it += 1
+    def consumer(w):
+        def epilogue(k, L):
+            s = L % S
+            if bug != 'no-empty-wait': yield ('wait', ('empty', s), (L // S) & 1)
+            buf = ('Q', w) if bug == 'o-in-q' else ('K', s, w)
+            yield ('write', buf, ('O', k, w))
+            yield ('issue', 'st', [(buf, ('O', k, w))])
+            yield ('complete', 'st')
+            yield ('arrive', ('ofree', s))
+        def s_reads(g):
+            s = g % S
+            return [(('Q', w), ('q', g // n)), (('K', s, 0), ('tile', g)), (('K', s, 1), ('tile', g))]
+        def releases_q(t):
+            return t == (n - 2 if bug == 'q-early' and n >= 2 else n - 1)
+        if w == 1: yield ('arrive_nb', 0)
+        yield ('wait', ('qfull', w), 0)
+        yield ('wait', ('full', 0), 0)
+        yield ('sync', w)
+        yield ('issue', 'S', s_reads(0))
+        yield ('arrive_nb', 0 if w == 1 else 1)
+        yield ('complete', 'S')
+        if releases_q(0): yield ('arrive', ('qempty', w))
+        if total > 1: yield ('wait', ('full', 1 % S), (1 // S) & 1)
+        for g in range(1, total):
+            k, t = g // n, g % n
+            if t == 0: yield ('wait', ('qfull', w), k & 1)
+            yield ('sync', w)
+            yield ('issue', 'S', s_reads(g))
+            yield ('issue', 'O', [(('V', (g - 1) % S), ('tile', g - 1))])
+            yield ('arrive_nb', 0 if w == 1 else 1)
+            yield ('complete', 'S')
+            if releases_q(t): yield ('arrive', ('qempty', w))
+            if g + 1 < total: yield ('wait', ('full', (g + 1) % S), ((g + 1) // S) & 1)
+            yield ('complete', 'O')
+            yield ('arrive', ('empty', (g - 1) % S))
+            if t == 0: yield from epilogue(k - 1, g - 1)
+        L = total - 1
+        yield ('sync', w)
+        yield ('issue', 'O', [(('V', L % S), ('tile', L))])
+        yield from (() if (w == 1 and bug != 'no-skip-last') else [('arrive_nb', 0 if w == 1 else 1)])
+        yield ('complete', 'O')
+        yield ('arrive', ('empty', L % S))
+        yield from epilogue(W - 1, L)
+    return [producer(), consumer(0), consumer(1)]
+
+def run_persistent(W, n, bug, rng):
+    counts = {'full': 1, 'empty': 2, 'qfull': 1, 'qempty': 1, 'ofree': 2}
+    arr = {}; done = {}  # mbarrier: arrivals in the current phase, completed phases
+    nb_cnt = [0, 0]; nb_gen = [0, 0]
+    mem = {}; inflight = {}  # buffer -> tag; buffer -> number of reads in flight
+    progs = persistent_programs(W, n, bug)
+    cur = [next(p, None) for p in progs]
+    nbwait = [None] * 3; issued = [dict() for _ in range(3)]  # per agent: kind -> reads in flight
+    pending = []  # TMA loads in flight: (bar, writes)
+    def arrive(bar):
+        arr[bar] = arr.get(bar, 0) + 1
+        if arr[bar] == counts[bar[0]]: arr[bar] = 0; done[bar] = done.get(bar, 0) + 1
+    def write(buf, tag):
+        if inflight.get(buf, 0): return 'RACE: %s written while read' % (buf,)
+        mem[buf] = tag
+    def check(reads):
+        for buf, tag in reads:
+            if mem.get(buf) != tag: return 'WRONG OPERAND %s holds %s, wants %s' % (buf, mem.get(buf), tag)
+    while True:
+        moves = [('L', i) for i in range(len(pending))]
+        for a in range(3):
+            op = cur[a]
+            if op is None: continue
+            if nbwait[a] is not None:
+                if nb_gen[op[1]] > nbwait[a]: moves.append(('A', a))
+                continue
+            if op[0] == 'wait':
+                if (done.get(op[1], 0) & 1) != op[2]: moves.append(('A', a))
+            else: moves.append(('A', a))
+        if not moves:
+            if all(c is None for c in cur):
+                if any(nb_cnt) or any(arr.get(b, 0) for b in arr if b[0] != 'ofree'): return 'LEFTOVER %s %s' % (nb_cnt, arr)
+                return 'ok'
+            return 'DEADLOCK %s' % (cur,)
+        m = rng.choice(moves)
+        if m[0] == 'L':
+            bar, writes = pending.pop(m[1])
+            for buf, tag in writes:
+                e = write(buf, tag)
+                if e: return e
+            arrive(bar); continue
+        a = m[1]; op = cur[a]
+        if nbwait[a] is not None:
+            nbwait[a] = None; cur[a] = next(progs[a], None); continue
+        kind = op[0]
+        if kind == 'wait': pass
+        elif kind == 'load': pending.append((op[1], op[2]))
+        elif kind == 'arrive': arrive(op[1])
+        elif kind == 'write':
+            e = write(op[1], op[2])
+            if e: return e
+        elif kind == 'issue':
+            e = check(op[2])
+            if e: return e
+            issued[a][op[1]] = op[2]
+            for buf, _ in op[2]: inflight[buf] = inflight.get(buf, 0) + 1
+        elif kind == 'complete':
+            reads = issued[a].pop(op[1])
+            e = check(reads)
+            if e: return e
+            for buf, _ in reads: inflight[buf] -= 1
+        elif kind == 'arrive_nb':
+            g = op[1]; nb_cnt[g] += 1
+            if nb_cnt[g] == 2: nb_cnt[g] = 0; nb_gen[g] += 1
+        elif kind == 'sync':
+            g = op[1]; gen = nb_gen[g]; nb_cnt[g] += 1
+            if nb_cnt[g] == 2: nb_cnt[g] = 0; nb_gen[g] += 1
+            else: nbwait[a] = gen; continue
+        cur[a] = next(progs[a], None)
+
+def check_persistent(bug, rng):
+    runs = bad = 0
+    for n in [1, 2, 3, 4, 5, 7, 16]:
+        for W in [1, 2, 3, 4, 5, 8, 13]:
+            for _ in range(20 if n * W < 60 else 5):
+                r = run_persistent(W, n, bug, rng)
+                runs += 1
+                if r != 'ok':
+                    bad += 1
+                    if bad <= 2 and bug is None: print(f'  persistent-wg: works {W} x {n} tiles: {r}')
+                    if bad <= 1 and bug is not None: print(f'  persistent-wg planted {bug}: works {W} x {n} tiles: {r[:160]}')
+                    break
+    print(f'persistent-wg{" (planted " + bug + ")" if bug else ""}: {runs} runs, {bad} failing cases')
+    return bad
+
+
 if __name__ == '__main__':
     rng = random.Random(1)
     ok = True
-    for mode in ('code', 'noskip', 'unpinned', 'd128', 'early-code', 'early-d128'):
-        ok = check(mode, rng) == 0 and ok
-    ok = check('late-wait', rng) > 0 and ok
+    only_persistent = sys.argv[1:] == ['--mode', 'persistent-wg']
+    if not only_persistent:
+        for mode in ('code', 'noskip', 'unpinned', 'd128', 'early-code', 'early-d128'):
+            ok = check(mode, rng) == 0 and ok
+        ok = check('late-wait', rng) > 0 and ok
+    ok = check_persistent(None, rng) == 0 and ok
+    for bug in ('q-early', 'no-ofree', 'no-empty-wait', 'no-skip-last', 'o-in-q'):
+        ok = check_persistent(bug, rng) > 0 and ok
     print('barrier model: ' + ('pass' if ok else 'FAIL'))
     sys.exit(0 if ok else 1)

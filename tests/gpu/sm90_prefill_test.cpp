@@ -378,6 +378,109 @@ TEST_F(Sm90Prefill, HeadDim256N80Tiles) {
   }
 }
 
+// ---- The persistent form (PrefillLaunch::persistent_grid, prefill_persistent.cuh; docs/PREFILL_SM90.md,
+// "A persistent form with per-warpgroup query tiles", step B): head dim 128, full attention, batched Q
+// and K/V. Within a work the KV tiles and the arithmetic are the plain loop's, so O and LSE must be
+// bitwise those of the plain grid: a tile of the wrong work, head or stage, a Q half reloaded too
+// early or O staged over a K tile still read shows as a difference.
+
+// Runs p with the persistent switch forced to `mode` (and, when > 0, the persistent grid forced to
+// `grid` CTAs); checks which form ran.
+void run_persistent(Problem& p, int mode, int grid, HostTensor* o, HostTensor* l) {
+  ForcedSwitch form(sm90_engine::set_prefill_persistent_mode, mode);
+  ForcedSwitch ctas(sm90_engine::set_prefill_persistent_grid, grid);
+  ASSERT_TRUE(run_cuda(p, o, l, kEngine).ok()) << describe(p.c);
+  const int ran = sm90_engine::prefill_last_persistent_grid();
+  if (mode == 0) {
+    ASSERT_EQ(ran, 0) << describe(p.c) << ": the switch off must run the plain grid";
+  } else {
+    ASSERT_GT(ran, 0) << describe(p.c) << ": the persistent form was not taken";
+    if (grid > 0) {
+      ASSERT_LE(ran, grid) << describe(p.c);
+    }
+  }
+}
+
+// The persistent form (grid forced to `grid` CTAs, 0: one per SM) against the plain grid, bitwise.
+void expect_persistent_equals_plain(const Case& c, int grid) {
+  auto p = make_problem(c);
+  HostTensor o0 = like(p->out), l0 = like(p->lse), o1 = like(p->out), l1 = like(p->lse);
+  run_persistent(*p, 0, 0, &o0, &l0);
+  if (::testing::Test::HasFatalFailure()) return;
+  run_persistent(*p, 1, grid, &o1, &l1);
+  if (::testing::Test::HasFatalFailure()) return;
+  const std::string form = " (persistent grid " + std::to_string(sm90_engine::prefill_last_persistent_grid()) + ")";
+  EXPECT_TRUE(bitwise_equal(o0, o1)) << describe(c) << ": O differs" << form;
+  EXPECT_TRUE(bitwise_equal(l0, l1)) << describe(c) << ": LSE differs" << form;
+}
+
+// One CTA per SM, >= 288 units (sequence, head, 128-row block) so that CTAs run two to four works:
+// 32/8 and 8/8, Sq == Sk and Sq != Sk both ways, lengths whose last query block leaves warpgroup 1
+// without rows (129, 1000 % 128 = 104) and whose last KV tile is partial (385, 77); bf16 and f16, one
+// with softcap.
+TEST_F(Sm90Prefill, PersistentEqualsPlainGridBitwise) {
+  struct Shape {
+    int hq, hkv, batch, sq, sk;
+  };
+  for (const Shape& sh : std::vector<Shape>{{32, 8, 2, 1000, 1000},
+                                            {32, 8, 3, 385, 1000},
+                                            {32, 8, 2, 1000, 385},
+                                            {8, 8, 5, 1000, 1000},
+                                            {8, 8, 12, 385, 129},
+                                            {32, 8, 5, 129, 77}}) {
+    for (DType dt : {DType::kBF16, DType::kF16}) {
+      Case c = prefill_case(sh.hq, sh.hkv, sh.batch, sh.sq, sh.sk, false);
+      c.dtype = dt;
+      expect_persistent_equals_plain(c, 0);
+    }
+  }
+  Case c = prefill_case(32, 8, 2, 1000, 1000, false);
+  c.softcap = 30.f;
+  expect_persistent_equals_plain(c, 0);
+}
+
+// The grid forced to 1, 2 and 3 CTAs: dozens of works per CTA, so the ring's phases, the per-stage
+// o_free phases, the Q halves' phases and the pingpong turns run on across many boundaries. Works of
+// 1 KV tile (Sk 77: every tile ends a work, each stage holds staged O in turn), 2 (129: a work ends
+// on every other stage), 4 (385) and 16 (2048); Sq 300 (3 blocks, the last with 44 rows: warpgroup 1
+// without rows) and 129. The plain grid's output, bitwise. (Works of different tile counts in one
+// launch need seqlens_k, outside step B's scope.)
+TEST_F(Sm90Prefill, PersistentManyWorksPerCta) {
+  for (int grid : {1, 2, 3}) {
+    for (int sk : {77, 129, 385, 2048}) {
+      const int sq = sk == 2048 ? 129 : 300;
+      expect_persistent_equals_plain(prefill_case(8, 2, 2, sq, sk, false), grid);
+    }
+  }
+}
+
+// The persistent form forced, against the fp64 reference with the harness's guards (NaN-poisoned
+// outputs, untouched neighbours): GQA 12/4 and MQA 8/1, softcap, a custom scale, bf16 and f16, odd
+// lengths (77, 129, 333) with Sq != Sk both ways, one CTA per SM and the grid forced to 2 (several
+// works per CTA).
+TEST_F(Sm90Prefill, PersistentAgainstReference) {
+  ForcedSwitch on(sm90_engine::set_prefill_persistent_mode, 1);
+  for (int grid : {0, 2}) {
+    ForcedSwitch ctas(sm90_engine::set_prefill_persistent_grid, grid);
+    for (DType dt : {DType::kBF16, DType::kF16}) {
+      for (auto [sq, sk] : std::vector<std::pair<int, int>>{{77, 129}, {129, 77}, {333, 333}}) {
+        Case c = prefill_case(12, 4, 2, sq, sk, false);
+        c.dtype = dt;
+        check_case(c, kEngine);
+        EXPECT_GT(sm90_engine::prefill_last_persistent_grid(), 0) << describe(c);
+        c.softcap = 30.f;
+        check_case(c, kEngine);
+        c.softcap = 0.f;
+        c.scale = 0.05f;
+        check_case(c, kEngine);
+      }
+      Case m = prefill_case(8, 1, 3, 200, 241, false);
+      m.dtype = dt;
+      check_case(m, kEngine);
+    }
+  }
+}
+
 TEST_F(Sm90Prefill, DeclinesWithReason) {
   std::vector<std::pair<Case, std::string>> cases;
   Case c = prefill_case(8, 2, 1, 100, 100, true);

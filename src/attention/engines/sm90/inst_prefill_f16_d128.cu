@@ -1,7 +1,8 @@
-// Explicit instantiation: sm90 prefill kernel, f16, head dims 64 and 128 (and the dispatch to 256,
-// inst_prefill_f16_d256.cu).
+// Explicit instantiation: sm90 prefill kernel, f16, head dims 64 and 128 (and at 128 the persistent
+// form, prefill_persistent.cuh; the dispatch to 256 is in inst_prefill_f16_d256.cu).
 #include "attention/engines/sm90/launch.h"
 #include "attention/engines/sm90/prefill_kernel.cuh"
+#include "attention/engines/sm90/prefill_persistent.cuh"
 
 namespace groupattn::sm90_engine {
 template Status launch_prefill<__half>(const cuda_engine::KernelParams&, const PrefillLaunch&, cudaStream_t);

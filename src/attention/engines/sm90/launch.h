@@ -81,6 +81,11 @@ struct PrefillLaunch {
   // then have 80-row boxes). Ignored at other head dims. Results agree with the 64-key form's to
   // rounding (the softmax sees other tile boundaries), both against the fp64 reference.
   bool d256_n80 = false;
+  // > 0: the persistent form (prefill_persistent.cuh; head dim 128, batched Q and K/V without
+  // seqlens_k, full attention, with tma_store_o and o_tmap) on this many CTAs, each taking the units
+  // (sequence, query head, 128-row block) c, c + grid, ...; the engine's choose_persistent decides.
+  // 0: the plain grid. Results are the same either way (bitwise).
+  int persistent_grid = 0;
 };
 
 // Runs the prefill kernel (grid: m_blocks, Hq, B, or Hq, m_blocks, B with l.heads_fastest);
@@ -130,6 +135,19 @@ bool prefill_tma_store_o();
 // GROUPATTN_SM90_PREFILL_D256_N80 ("0": off; default on).
 void set_prefill_d256_n80_mode(int mode);
 bool prefill_d256_n80();
+
+// The persistent form of the prefill kernel (PrefillLaunch::persistent_grid; docs/PREFILL_SM90.md, "A
+// persistent form with per-warpgroup query tiles"), the same kind of switch:
+// GROUPATTN_SM90_PREFILL_PERSISTENT ("1": on; default off). It applies where choose_persistent admits
+// the problem (head dim 128, full attention, batched Q and K/V without seqlens_k or window, O by TMA
+// store); elsewhere the plain grid runs either way.
+void set_prefill_persistent_mode(int mode);
+bool prefill_persistent();
+// Test hook: the persistent form's grid forced to min(ctas, units) CTAs (0: one per SM, the default),
+// so that a CTA runs dozens of works in a small problem.
+void set_prefill_persistent_grid(int ctas);
+// Test hook: the persistent grid of this process's last sm90-prefill run (0: it ran the plain grid).
+int prefill_last_persistent_grid();
 
 // fp8 packed rows with one converter warpgroup (DecodeLaunch::fp8_one_converter_wg; docs/DECODE_SM90.md
 // section 21), the same kind of switch: GROUPATTN_SM90_FP8_CONVERTER_WGS ("1": one; default two).

@@ -1391,8 +1391,18 @@ __global__ void __launch_bounds__(Traits::kThreads, 1)
 #endif
 }
 
+// The persistent form's launcher (prefill_persistent.cuh, which the translation units that instantiate
+// launch_prefill at head dim 128 include).
+template <class Traits>
+Status launch_prefill_persistent(const cuda_engine::KernelParams& p, const PrefillLaunch& l, cudaStream_t stream);
+
 template <class Traits>
 Status launch_prefill_traits(const cuda_engine::KernelParams& p, const PrefillLaunch& l, cudaStream_t stream) {
+  if constexpr (Traits::kPersistentForm) {
+    if (l.persistent_grid > 0 && l.tma_store_o && l.o_tmap != nullptr && p.cu_seqlens_q == nullptr &&
+        p.cu_seqlens_k == nullptr && p.seqlens_k == nullptr && !p.causal && p.window_left < 0 && p.window_right < 0)
+      return launch_prefill_persistent<Traits>(p, l, stream);
+  }
   const auto m_blocks = static_cast<unsigned>(p.m_blocks), heads = static_cast<unsigned>(p.heads_q);
   const dim3 grid(l.heads_fastest ? heads : m_blocks, l.heads_fastest ? m_blocks : heads,
                   static_cast<unsigned>(p.batch));

@@ -233,6 +233,14 @@ struct PrefillTraitsBase {
   static constexpr int kBarBytes =
       (1 + 2 * kStages + 2 * kKSlots + 2 * kFp8Stages + (kFirstKBarrier ? 1 : 0)) * 8;
   static constexpr size_t kSmemBytes = static_cast<size_t>(kBarOffset + kBarBytes) + 1024;  // + alignment slack
+  // The persistent form (prefill_persistent.cuh; GROUPATTN_SM90_PREFILL_PERSISTENT): prefill at head
+  // dim 128 with the TMA store of O. Its own kernel (sm90_prefill_persistent_kernel), so the plain
+  // kernels keep their code. Its barriers follow the plain kernel's: wg_q_full and wg_q_empty per
+  // consumer warpgroup, o_free per stage (O is staged in the K half of a work's last stage, which at
+  // D 128 has the Q blocks' layout: 128 rows of 128 bytes per 64-d box).
+  static constexpr bool kPersistentForm = !kPackedDecode && !kFp8Kv && !kD256N80_ && kHeadDim == 128;
+  static constexpr int kPersistentBarBytes = (2 * kConsumerWgs + kStages) * 8;
+  static constexpr size_t kPersistentSmemBytes = kSmemBytes + kPersistentBarBytes;
   // fp8: the converter warps (the whole producer warpgroup; thread u widens key row u of a tile).
   static constexpr int kConverterWarps = kFp8Kv ? 4 : 0;
 
@@ -262,6 +270,10 @@ struct PrefillTraitsBase {
   static_assert(kFp8TileBytes % 1024 == 0 && kFp8Offset % 1024 == 0, "fp8 tiles are 128B-swizzled TMA boxes");
   static_assert(kStageOffset % 1024 == 0 && kStageBytes % 1024 == 0 && kTileBytes % 1024 == 0,
                 "every K and V box of every stage starts on a 1024-byte boundary");
+  static_assert(!kPersistentForm || (kConsumerWgs == 2 && !kSplitKv && kKvBoxBytes == kQBlockBytes &&
+                                     kPersistentSmemBytes <= 227 * 1024),
+                "the persistent form: two consumer warpgroups, combined stage barriers, O staged in a K half "
+                "laid out as the Q blocks, within one CTA's shared memory");
   static_assert(!kD256N80_ || (kHeadDim == 256 && !kPackedDecode && !kFp8Kv && kSplitKv && kStages == 2),
                 "the 80-key form: D 256 prefill, 16-bit K/V, two split stages");
 };

@@ -9,6 +9,7 @@
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cstdint>
 #include <limits>
@@ -40,6 +41,31 @@ std::atomic<int> g_stsm_epilogue_mode{-1};
 std::atomic<int> g_tma_store_o_mode{-1};
 // sm90_engine::set_prefill_d256_n80_mode: -1 the environment, 0 off, 1 on.
 std::atomic<int> g_d256_n80_mode{-1};
+// sm90_engine::set_prefill_persistent_mode: -1 the environment, 0 off, 1 on.
+std::atomic<int> g_persistent_mode{-1};
+// sm90_engine::set_prefill_persistent_grid: the persistent form's CTAs (0: one per SM).
+std::atomic<int> g_persistent_grid{0};
+// sm90_engine::prefill_last_persistent_grid: the last run's PrefillLaunch::persistent_grid.
+std::atomic<int> g_last_persistent_grid{0};
+
+// The persistent form's grid for this launch (PrefillLaunch::persistent_grid), or 0 for the plain grid.
+// Its scope (docs/PREFILL_SM90.md, "A persistent form with per-warpgroup query tiles", step B): head
+// dim 128, full attention (no causal mask, no window), batched Q and K/V without seqlens_k (every work
+// the same KV tiles, rows past Sk zero-filled by the K/V maps), O by TMA store. Everything else runs
+// the plain grid: nothing is declined.
+int choose_persistent(const cuda_engine::KernelParams& kp, const sm90_engine::PrefillLaunch& l, int head_dim) {
+  if (!sm90_engine::prefill_persistent() || head_dim != 128 || !l.tma_store_o || l.o_tmap == nullptr) return 0;
+  if (kp.cu_seqlens_q != nullptr || kp.cu_seqlens_k != nullptr || kp.seqlens_k != nullptr ||
+      kp.block_table != nullptr || kp.kv_total_len != nullptr)
+    return 0;
+  if (kp.causal || kp.window_left >= 0 || kp.window_right >= 0 || kp.seqlen_k < 1) return 0;
+  const int64_t units = int64_t{kp.m_blocks} * kp.heads_q * kp.batch;
+  if (units < 1 || units > std::numeric_limits<int32_t>::max()) return 0;
+  int sms = 0, cc = 0;
+  if (!cuda_device_properties(&sms, &cc).ok() || sms < 1) return 0;
+  const int forced = g_persistent_grid.load();
+  return static_cast<int>(std::min<int64_t>(units, forced > 0 ? forced : sms));
+}
 
 class Sm90PrefillAttention final : public AttentionEngine {
  public:
@@ -145,6 +171,8 @@ class Sm90PrefillAttention final : public AttentionEngine {
       launch.tma_store_o = true;
       launch.o_tmap = &o_map;
     }
+    launch.persistent_grid = choose_persistent(kp, launch, head_dim);
+    g_last_persistent_grid.store(launch.persistent_grid);
     const auto s = static_cast<cudaStream_t>(stream);
     if (p.q.dtype == DType::kBF16) return sm90_engine::launch_prefill<__nv_bfloat16>(kp, launch, s);
     return sm90_engine::launch_prefill<__half>(kp, launch, s);
@@ -160,6 +188,9 @@ void set_prefill_early_loads_mode(int mode) { g_early_loads_mode.store(clamp_mod
 void set_prefill_stsm_epilogue_mode(int mode) { g_stsm_epilogue_mode.store(clamp_mode(mode)); }
 void set_prefill_tma_store_o_mode(int mode) { g_tma_store_o_mode.store(clamp_mode(mode)); }
 void set_prefill_d256_n80_mode(int mode) { g_d256_n80_mode.store(clamp_mode(mode)); }
+void set_prefill_persistent_mode(int mode) { g_persistent_mode.store(clamp_mode(mode)); }
+void set_prefill_persistent_grid(int ctas) { g_persistent_grid.store(ctas > 0 ? ctas : 0); }
+int prefill_last_persistent_grid() { return g_last_persistent_grid.load(); }
 
 // GROUPATTN_SM90_PREFILL_Q_AHEAD=1: the producer prefetches a later CTA's Q into L2
 // (PrefillLaunch::q_prefetch_ahead; docs/PREFILL_SM90.md, "Where a short CTA's time goes"). Off by
@@ -204,6 +235,17 @@ bool prefill_tma_store_o() {
 bool prefill_d256_n80() {
   static const bool from_env = env_switch("GROUPATTN_SM90_PREFILL_D256_N80", true);
   return switch_value(g_d256_n80_mode, from_env);
+}
+
+// The persistent form (PrefillLaunch::persistent_grid; prefill_persistent.cuh; docs/PREFILL_SM90.md, "A
+// persistent form with per-warpgroup query tiles"): one CTA per SM over a static list of (sequence,
+// head, 128-row block) units, per-warpgroup Q halves, the next work's first S issued with the last O
+// and the epilogue inside the warpgroup's turn cycle. Off by default until measured (step B,
+// UNVERIFIED on GPU): GROUPATTN_SM90_PREFILL_PERSISTENT=1 turns it on where choose_persistent admits
+// the problem. Bitwise the same either way.
+bool prefill_persistent() {
+  static const bool from_env = env_switch("GROUPATTN_SM90_PREFILL_PERSISTENT", false);
+  return switch_value(g_persistent_mode, from_env);
 }
 
 }  // namespace sm90_engine
