@@ -63,6 +63,31 @@ Status set_max_dynamic_smem_once(int bytes) {
   return set_max_dynamic_smem_once_on<kKernel>(dev, bytes);
 }
 
+// cudaDevAttrMaxSharedMemoryPerBlockOptin of the current device: one cudaGetDevice per ask, the
+// attribute itself asked once per device (0..63; a device's attribute cannot change while the
+// process runs) instead of on every call of the planners that need it (the cuda engine's decode
+// kernel fit, the D 256 wide tile). 0, the error cleared, if either query fails (nothing cached).
+inline int current_device_smem_optin() {
+  // Per device: the attribute + 1; 0 = not asked yet.
+  static std::atomic<int> optin_plus1[64] = {};
+  int dev = 0;
+  if (cudaGetDevice(&dev) != cudaSuccess) {
+    (void)cudaGetLastError();
+    return 0;
+  }
+  const bool cached = dev >= 0 && dev < 64;
+  if (cached) {
+    if (const int v = optin_plus1[dev].load(std::memory_order_relaxed); v > 0) return v - 1;
+  }
+  int optin = 0;
+  if (cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev) != cudaSuccess) {
+    (void)cudaGetLastError();
+    return 0;
+  }
+  if (cached && optin >= 0) optin_plus1[dev].store(optin + 1, std::memory_order_relaxed);
+  return optin;
+}
+
 }  // namespace groupattn::cuda
 
 // Propagate a failing CUDA call as a Status naming the call.

@@ -19,6 +19,7 @@
 #include "attention/engines/cuda/mode_switch.h"
 #include "attention/engines/cuda/split_planner.h"
 #include "core/cuda_runtime_shim.h"
+#include "cuda/cuda_check.h"
 #include "groupattn/supported.h"
 
 namespace groupattn {
@@ -83,16 +84,12 @@ int decode_ctas_per_sm_for(const AttentionParams& p, int64_t d);
 // cuda_engine::set_cuda_prefill_d256_wide_mode: -1 the environment, 0 off, 1 on.
 std::atomic<int> g_prefill_d256_wide_mode{-1};
 
-// Whether the current device gives one block `bytes` of shared memory (opt-in). Asked on every
-// call, as decode_ctas_per_sm does: the device may change. False if the query fails.
+// Whether the current device gives one block `bytes` of shared memory (opt-in). The current device
+// is asked on every call, as decode_ctas_per_sm does (it may change), its attribute once per device
+// (cuda::current_device_smem_optin). False if the query fails.
 bool device_block_smem_fits(size_t bytes) {
-  int dev = 0, optin = 0;
-  if (cudaGetDevice(&dev) != cudaSuccess ||
-      cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev) != cudaSuccess) {
-    (void)cudaGetLastError();
-    return false;
-  }
-  return static_cast<size_t>(optin) >= bytes;
+  const int optin = cuda::current_device_smem_optin();
+  return optin > 0 && static_cast<size_t>(optin) >= bytes;
 }
 
 // The 128-row D 256 tile (8 warps x 16 rows) when the switch is on and its 135,168 B of shared
