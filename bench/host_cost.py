@@ -23,8 +23,12 @@ Per case:
   enqueue_us      median time for the call to return without synchronizing (the CPU time the call
                   itself costs while the GPU runs behind it). The issue's < 10 us goal is judged on
                   this column: host_us also holds the synchronize latency (the floor row's host_us).
-Prints a table; writes $OUT/host_cost.json (with torch / CUDA / cuDNN / GPU / groupattn versions)
+Prints a table; writes $OUT/host_cost.json (with torch / CUDA / cuDNN / GPU / groupattn versions
+and the host: CPU model, CPUs allowed, the GPU's NUMA node and the nodes of the process's CPUs, load)
 when OUT is set.
+--pin-gpu-node: before torch is imported, restrict the process to the CPUs local to GPU 0's NUMA
+node (sysfs local_cpulist of the GPU's PCI address from nvidia-smi), so its memory is allocated
+there too: an A/B of the host's placement against a default run (docs/HOST_COST.md, session 11).
 """
 
 import argparse
@@ -37,6 +41,65 @@ import time
 
 def _median_us(samples_ns):
     return statistics.median(samples_ns) / 1000.0
+
+
+def _read(path):
+    try:
+        with open(path) as f:
+            return f.read().strip()
+    except OSError:
+        return None
+
+
+def _cpu_list(text):
+    """'0-3,8,10-11' -> {0, 1, 2, 3, 8, 10, 11}."""
+    cpus = set()
+    for part in (text or "").split(","):
+        if "-" in part:
+            lo, hi = part.split("-")
+            cpus.update(range(int(lo), int(hi) + 1))
+        elif part.strip():
+            cpus.add(int(part))
+    return cpus
+
+
+def _gpu_sysfs_from_nvidia_smi():
+    """sysfs folder of the first visible GPU's PCI function, from nvidia-smi (no CUDA init)."""
+    import subprocess
+
+    index = os.environ.get("CUDA_VISIBLE_DEVICES", "0").split(",")[0].strip() or "0"
+    try:
+        bus = subprocess.run(["nvidia-smi", "--query-gpu=pci.bus_id", "--format=csv,noheader", "-i", index],
+                             capture_output=True, text=True, timeout=10).stdout.strip()
+    except Exception:
+        return None
+    return f"/sys/bus/pci/devices/{bus[-12:].lower()}" if len(bus) >= 12 else None
+
+
+def _host_info(torch):
+    """Where this process ran: CPU model, CPUs allowed, the GPU's NUMA node, the nodes of those CPUs."""
+    info = {"cpus_online": os.cpu_count(), "loadavg": list(os.getloadavg())}
+    cpuinfo = _read("/proc/cpuinfo") or ""
+    model = [line.split(":", 1)[1].strip() for line in cpuinfo.splitlines() if line.startswith("model name")]
+    info["cpu_model"] = model[0] if model else None
+    info["cpu_governor"] = _read("/sys/devices/system/cpu/cpu0/cpufreq/scaling_governor")
+    allowed = os.sched_getaffinity(0)
+    info["cpus_allowed"] = len(allowed)
+    nodes = {}
+    node_dir = "/sys/devices/system/node"
+    if os.path.isdir(node_dir):
+        for name in sorted(os.listdir(node_dir)):
+            if name.startswith("node") and name[4:].isdigit():
+                nodes[int(name[4:])] = _cpu_list(_read(f"{node_dir}/{name}/cpulist"))
+    info["process_cpu_nodes"] = sorted(n for n, cpus in nodes.items() if cpus & allowed)
+    try:
+        prop = torch.cuda.get_device_properties(torch.cuda.current_device())
+        sysfs = f"/sys/bus/pci/devices/{prop.pci_domain_id:04x}:{prop.pci_bus_id:02x}:{prop.pci_device_id:02x}.0"
+        node = _read(f"{sysfs}/numa_node")
+        info["gpu_numa_node"] = int(node) if node is not None else None
+    except Exception:
+        info["gpu_numa_node"] = None
+    return info
 
 
 def time_wall(torch, fn, calls, warmup=50):
@@ -104,9 +167,20 @@ def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--calls", type=int, default=400, help="timed calls per case (>= 200)")
     ap.add_argument("--graph-calls", type=int, default=50, help="calls captured in the timing graph")
+    ap.add_argument("--pin-gpu-node", action="store_true",
+                    help="run on the CPUs of GPU 0's NUMA node only (set before torch is imported)")
     args = ap.parse_args(argv)
     if args.calls < 200:
         ap.error("--calls must be >= 200")
+    pinned = None
+    if args.pin_gpu_node:
+        sysfs = _gpu_sysfs_from_nvidia_smi()
+        local = _cpu_list(_read(f"{sysfs}/local_cpulist")) if sysfs else set()
+        if not local:
+            print("host_cost.py: --pin-gpu-node: the GPU's local CPUs are not known here", file=sys.stderr)
+            return 2
+        os.sched_setaffinity(0, local)
+        pinned = sorted(local)
 
     import torch
     import torch.nn.functional as F
@@ -212,9 +286,14 @@ def main(argv=None):
         "driver": _driver_version(), "python": sys.version.split()[0],
         "groupattn": groupattn.build_info(), "groupattn_path": os.path.dirname(groupattn.__file__),
         "calls": args.calls, "graph_calls": args.graph_calls, "torch_fast_built": fast is not None,
+        "host": _host_info(torch), "pinned_cpus": pinned,
     }
     print(f"# {prov['gpu']}, torch {prov['torch']} (CUDA {prov['cuda_runtime_torch']}), cuDNN {prov['cudnn']}, "
           f"groupattn {prov['groupattn']['version']} from {prov['groupattn_path']}")
+    host = prov["host"]
+    print(f"# host: {host['cpu_model']}, {host['cpus_allowed']} of {host['cpus_online']} CPUs allowed"
+          f"{' (--pin-gpu-node)' if pinned else ''} on NUMA node(s) {host['process_cpu_nodes']}, GPU on node "
+          f"{host['gpu_numa_node']}, governor {host['cpu_governor']}, load {host['loadavg'][0]:.2f}")
     print(f"{'case':32s} {'path':8s} {'engine':14s} {'gpu_us':>8s} {'wall_us':>8s} {'host_us':>8s} "
           f"{'enqueue_us':>10s}")
     for r in rows:
