@@ -15,6 +15,8 @@ Needs torch with a CUDA device. Cases:
 The groupattn rows run twice: path "fast" (groupattn._torch_fast, one crossing, outputs from
 at::empty) and path "generic" (the same call with the fast path off: DLPack export, torch.empty
 from Python). Without the module in the build, both say "generic".
+--rounds R (default 1): R wall / enqueue measurements per case, the cases taken in turn each round;
+wall_us / enqueue_us are then the median of the R round medians, and the table adds their range.
 Per case:
   gpu_us          GPU time per call: CUDA-graph replay of --graph-calls calls, event-timed, / calls.
   wall_us         median over --calls of (call; torch.cuda.synchronize()), after warm-up.
@@ -32,6 +34,7 @@ there too: an A/B of the host's placement against a default run (docs/HOST_COST.
 """
 
 import argparse
+import contextlib
 import json
 import os
 import statistics
@@ -151,27 +154,57 @@ def time_gpu(torch, fn, graph_calls, replays=20):
     return statistics.median(per_call)
 
 
-def measure(torch, name, fn, args, extra=None):
+def measure(torch, name, fn, args, extra=None, context=None, again=None):
+    """One case: GPU time, then wall and enqueue time. `context` (a callable returning a context
+    manager) is entered around both; `again`, a list, collects the case for the later --rounds."""
     row = {"case": name, "path": "-"}
     row.update(extra or {})
     try:
-        row["gpu_us"] = time_gpu(torch, fn, args.graph_calls)
-        row["wall_us"], row["enqueue_us"] = time_wall(torch, fn, args.calls)
+        with context() if context else contextlib.nullcontext():
+            row["gpu_us"] = time_gpu(torch, fn, args.graph_calls)
+            row["wall_us"], row["enqueue_us"] = time_wall(torch, fn, args.calls)
         row["host_us"] = row["wall_us"] - row["gpu_us"]
+        if again is not None:
+            again.append((row, fn, context))
     except Exception as e:  # a contender that cannot run here is reported, not fatal
         row["error"] = f"{type(e).__name__}: {e}"
     return row
+
+
+def more_rounds(torch, cases, args):
+    """--rounds R > 1: R - 1 more wall / enqueue measurements of every case, the cases taken in turn
+    each round (so a transient load on the host falls on one round of each case, not on all rounds
+    of one case). Each row's wall_us / enqueue_us become the median of its R round medians, with
+    the rounds and their range kept in the row."""
+    for row, _, _ in cases:
+        row["wall_rounds"], row["enqueue_rounds"] = [row["wall_us"]], [row["enqueue_us"]]
+    for _ in range(args.rounds - 1):
+        for row, fn, context in cases:
+            with context() if context else contextlib.nullcontext():
+                wall, enq = time_wall(torch, fn, args.calls)
+            row["wall_rounds"].append(wall)
+            row["enqueue_rounds"].append(enq)
+    for row, _, _ in cases:
+        row["wall_us"] = statistics.median(row["wall_rounds"])
+        row["enqueue_us"] = statistics.median(row["enqueue_rounds"])
+        row["enqueue_min"], row["enqueue_max"] = min(row["enqueue_rounds"]), max(row["enqueue_rounds"])
+        row["host_us"] = row["wall_us"] - row["gpu_us"]
 
 
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--calls", type=int, default=400, help="timed calls per case (>= 200)")
     ap.add_argument("--graph-calls", type=int, default=50, help="calls captured in the timing graph")
+    ap.add_argument("--rounds", type=int, default=1,
+                    help="wall / enqueue measurements per case, the cases in turn; the row reports the median "
+                         "and range of the rounds (default 1: one measurement, as before)")
     ap.add_argument("--pin-gpu-node", action="store_true",
                     help="run on the CPUs of GPU 0's NUMA node only (set before torch is imported)")
     args = ap.parse_args(argv)
     if args.calls < 200:
         ap.error("--calls must be >= 200")
+    if args.rounds < 1:
+        ap.error("--rounds must be >= 1")
     pinned = None
     if args.pin_gpu_node:
         sysfs = _gpu_sysfs_from_nvidia_smi()
@@ -199,6 +232,7 @@ def main(argv=None):
         return torch.randn(*shape, dtype=dtype, device=dev, generator=gen)
 
     rows = []
+    cases = []  # (row, fn, context) of every case that ran, for --rounds
 
     # --- decode -----------------------------------------------------------------------------
     B, HQ, HKV, D, SK = 1, 64, 8, 128, 4096
@@ -211,16 +245,21 @@ def main(argv=None):
 
     fast = _ops._fast
 
+    @contextlib.contextmanager
+    def on_path(module):
+        _ops._fast = module
+        try:
+            yield
+        finally:
+            _ops._fast = fast
+
     def both_paths(name, fn, extra):
         """The call on the fast path (when built), then with it off (the generic path)."""
         for path, module in (("fast", fast), ("generic", None)):
             if path == "fast" and module is None:
                 continue
-            _ops._fast = module
-            try:
-                rows.append(measure(torch, name, fn, args, dict(extra, path=path)))
-            finally:
-                _ops._fast = fast
+            rows.append(measure(torch, name, fn, args, dict(extra, path=path),
+                                context=lambda m=module: on_path(m), again=cases))
 
     both_paths("decode groupattn", ga_decode, {"engine": engine})
 
@@ -250,7 +289,8 @@ def main(argv=None):
                 rows.append({"case": f"decode torch SDPA ({label})", "error": str(e).splitlines()[0]})
                 continue
             rows.append(measure(torch, f"decode torch SDPA ({label})", sdpa_decode, args,
-                                {"engine": f"sdpa-{label}", "max_abs_diff_vs_groupattn": err}))
+                                {"engine": f"sdpa-{label}", "max_abs_diff_vs_groupattn": err},
+                                context=lambda b=backend: sdpa_kernel(b), again=cases))
             break  # cuDNN is the comparison; FLASH only where cuDNN refuses the problem
 
     # --- kda ----------------------------------------------------------------------------------
@@ -276,7 +316,10 @@ def main(argv=None):
 
     # --- floor --------------------------------------------------------------------------------
     one = torch.zeros(1, device=dev)
-    rows.append(measure(torch, "floor: 1-element torch add", lambda: one.add_(1.0), args, {"engine": "torch"}))
+    rows.append(measure(torch, "floor: 1-element torch add", lambda: one.add_(1.0), args, {"engine": "torch"},
+                        again=cases))
+    if args.rounds > 1:
+        more_rounds(torch, cases, args)
 
     # --- report -------------------------------------------------------------------------------
     prov = {
@@ -285,7 +328,8 @@ def main(argv=None):
         "capability": ".".join(map(str, torch.cuda.get_device_capability())),
         "driver": _driver_version(), "python": sys.version.split()[0],
         "groupattn": groupattn.build_info(), "groupattn_path": os.path.dirname(groupattn.__file__),
-        "calls": args.calls, "graph_calls": args.graph_calls, "torch_fast_built": fast is not None,
+        "calls": args.calls, "graph_calls": args.graph_calls, "rounds": args.rounds,
+        "torch_fast_built": fast is not None,
         "host": _host_info(torch), "pinned_cpus": pinned,
     }
     print(f"# {prov['gpu']}, torch {prov['torch']} (CUDA {prov['cuda_runtime_torch']}), cuDNN {prov['cudnn']}, "
@@ -294,14 +338,16 @@ def main(argv=None):
     print(f"# host: {host['cpu_model']}, {host['cpus_allowed']} of {host['cpus_online']} CPUs allowed"
           f"{' (--pin-gpu-node)' if pinned else ''} on NUMA node(s) {host['process_cpu_nodes']}, GPU on node "
           f"{host['gpu_numa_node']}, governor {host['cpu_governor']}, load {host['loadavg'][0]:.2f}")
+    ranged = args.rounds > 1
     print(f"{'case':32s} {'path':8s} {'engine':14s} {'gpu_us':>8s} {'wall_us':>8s} {'host_us':>8s} "
-          f"{'enqueue_us':>10s}")
+          f"{'enqueue_us':>10s}" + (f"  enqueue range over {args.rounds} rounds" if ranged else ""))
     for r in rows:
         if "error" in r:
             print(f"{r['case']:32s} {r.get('path', '-'):8s} {r.get('engine', ''):14s} error: {r['error'][:120]}")
             continue
         print(f"{r['case']:32s} {r.get('path', '-'):8s} {str(r['engine'])[:14]:14s} {r['gpu_us']:8.2f} {r['wall_us']:8.2f} "
-              f"{r['host_us']:8.2f} {r['enqueue_us']:10.2f}")
+              f"{r['host_us']:8.2f} {r['enqueue_us']:10.2f}"
+              + (f"  {r['enqueue_min']:.2f}-{r['enqueue_max']:.2f}" if ranged and "enqueue_min" in r else ""))
     print("enqueue_us = the CPU time of one call while the GPU runs behind it: the issue's goal is < 10 us "
           "for the groupattn rows on path fast. host_us = wall_us - gpu_us also holds the launch + "
           "synchronize latency (the floor row's host_us).")
