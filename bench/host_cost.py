@@ -15,6 +15,8 @@ Needs torch with a CUDA device. Cases:
 The groupattn rows run twice: path "fast" (groupattn._torch_fast, one crossing, outputs from
 at::empty) and path "generic" (the same call with the fast path off: DLPack export, torch.empty
 from Python). Without the module in the build, both say "generic".
+--rounds R (default 1): R wall / enqueue measurements per case, the cases taken in turn each round;
+wall_us / enqueue_us are then the median of the R round medians, and the table adds their range.
 Per case:
   gpu_us          GPU time per call: CUDA-graph replay of --graph-calls calls, event-timed, / calls.
   wall_us         median over --calls of (call; torch.cuda.synchronize()), after warm-up.
@@ -23,11 +25,16 @@ Per case:
   enqueue_us      median time for the call to return without synchronizing (the CPU time the call
                   itself costs while the GPU runs behind it). The issue's < 10 us goal is judged on
                   this column: host_us also holds the synchronize latency (the floor row's host_us).
-Prints a table; writes $OUT/host_cost.json (with torch / CUDA / cuDNN / GPU / groupattn versions)
+Prints a table; writes $OUT/host_cost.json (with torch / CUDA / cuDNN / GPU / groupattn versions
+and the host: CPU model, CPUs allowed, the GPU's NUMA node and the nodes of the process's CPUs, load)
 when OUT is set.
+--pin-gpu-node: before torch is imported, restrict the process to the CPUs local to GPU 0's NUMA
+node (sysfs local_cpulist of the GPU's PCI address from nvidia-smi), so its memory is allocated
+there too: an A/B of the host's placement against a default run (docs/HOST_COST.md, session 11).
 """
 
 import argparse
+import contextlib
 import json
 import os
 import statistics
@@ -37,6 +44,65 @@ import time
 
 def _median_us(samples_ns):
     return statistics.median(samples_ns) / 1000.0
+
+
+def _read(path):
+    try:
+        with open(path) as f:
+            return f.read().strip()
+    except OSError:
+        return None
+
+
+def _cpu_list(text):
+    """'0-3,8,10-11' -> {0, 1, 2, 3, 8, 10, 11}."""
+    cpus = set()
+    for part in (text or "").split(","):
+        if "-" in part:
+            lo, hi = part.split("-")
+            cpus.update(range(int(lo), int(hi) + 1))
+        elif part.strip():
+            cpus.add(int(part))
+    return cpus
+
+
+def _gpu_sysfs_from_nvidia_smi():
+    """sysfs folder of the first visible GPU's PCI function, from nvidia-smi (no CUDA init)."""
+    import subprocess
+
+    index = os.environ.get("CUDA_VISIBLE_DEVICES", "0").split(",")[0].strip() or "0"
+    try:
+        bus = subprocess.run(["nvidia-smi", "--query-gpu=pci.bus_id", "--format=csv,noheader", "-i", index],
+                             capture_output=True, text=True, timeout=10).stdout.strip()
+    except Exception:
+        return None
+    return f"/sys/bus/pci/devices/{bus[-12:].lower()}" if len(bus) >= 12 else None
+
+
+def _host_info(torch):
+    """Where this process ran: CPU model, CPUs allowed, the GPU's NUMA node, the nodes of those CPUs."""
+    info = {"cpus_online": os.cpu_count(), "loadavg": list(os.getloadavg())}
+    cpuinfo = _read("/proc/cpuinfo") or ""
+    model = [line.split(":", 1)[1].strip() for line in cpuinfo.splitlines() if line.startswith("model name")]
+    info["cpu_model"] = model[0] if model else None
+    info["cpu_governor"] = _read("/sys/devices/system/cpu/cpu0/cpufreq/scaling_governor")
+    allowed = os.sched_getaffinity(0)
+    info["cpus_allowed"] = len(allowed)
+    nodes = {}
+    node_dir = "/sys/devices/system/node"
+    if os.path.isdir(node_dir):
+        for name in sorted(os.listdir(node_dir)):
+            if name.startswith("node") and name[4:].isdigit():
+                nodes[int(name[4:])] = _cpu_list(_read(f"{node_dir}/{name}/cpulist"))
+    info["process_cpu_nodes"] = sorted(n for n, cpus in nodes.items() if cpus & allowed)
+    try:
+        prop = torch.cuda.get_device_properties(torch.cuda.current_device())
+        sysfs = f"/sys/bus/pci/devices/{prop.pci_domain_id:04x}:{prop.pci_bus_id:02x}:{prop.pci_device_id:02x}.0"
+        node = _read(f"{sysfs}/numa_node")
+        info["gpu_numa_node"] = int(node) if node is not None else None
+    except Exception:
+        info["gpu_numa_node"] = None
+    return info
 
 
 def time_wall(torch, fn, calls, warmup=50):
@@ -88,25 +154,66 @@ def time_gpu(torch, fn, graph_calls, replays=20):
     return statistics.median(per_call)
 
 
-def measure(torch, name, fn, args, extra=None):
+def measure(torch, name, fn, args, extra=None, context=None, again=None):
+    """One case: GPU time, then wall and enqueue time. `context` (a callable returning a context
+    manager) is entered around both; `again`, a list, collects the case for the later --rounds."""
     row = {"case": name, "path": "-"}
     row.update(extra or {})
     try:
-        row["gpu_us"] = time_gpu(torch, fn, args.graph_calls)
-        row["wall_us"], row["enqueue_us"] = time_wall(torch, fn, args.calls)
+        with context() if context else contextlib.nullcontext():
+            row["gpu_us"] = time_gpu(torch, fn, args.graph_calls)
+            row["wall_us"], row["enqueue_us"] = time_wall(torch, fn, args.calls)
         row["host_us"] = row["wall_us"] - row["gpu_us"]
+        if again is not None:
+            again.append((row, fn, context))
     except Exception as e:  # a contender that cannot run here is reported, not fatal
         row["error"] = f"{type(e).__name__}: {e}"
     return row
+
+
+def more_rounds(torch, cases, args):
+    """--rounds R > 1: R - 1 more wall / enqueue measurements of every case, the cases taken in turn
+    each round (so a transient load on the host falls on one round of each case, not on all rounds
+    of one case). Each row's wall_us / enqueue_us become the median of its R round medians, with
+    the rounds and their range kept in the row."""
+    for row, _, _ in cases:
+        row["wall_rounds"], row["enqueue_rounds"] = [row["wall_us"]], [row["enqueue_us"]]
+    for _ in range(args.rounds - 1):
+        for row, fn, context in cases:
+            with context() if context else contextlib.nullcontext():
+                wall, enq = time_wall(torch, fn, args.calls)
+            row["wall_rounds"].append(wall)
+            row["enqueue_rounds"].append(enq)
+    for row, _, _ in cases:
+        row["wall_us"] = statistics.median(row["wall_rounds"])
+        row["enqueue_us"] = statistics.median(row["enqueue_rounds"])
+        row["enqueue_min"], row["enqueue_max"] = min(row["enqueue_rounds"]), max(row["enqueue_rounds"])
+        row["host_us"] = row["wall_us"] - row["gpu_us"]
 
 
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--calls", type=int, default=400, help="timed calls per case (>= 200)")
     ap.add_argument("--graph-calls", type=int, default=50, help="calls captured in the timing graph")
+    ap.add_argument("--rounds", type=int, default=1,
+                    help="wall / enqueue measurements per case, the cases in turn; the row reports the median "
+                         "and range of the rounds (default 1: one measurement, as before)")
+    ap.add_argument("--pin-gpu-node", action="store_true",
+                    help="run on the CPUs of GPU 0's NUMA node only (set before torch is imported)")
     args = ap.parse_args(argv)
     if args.calls < 200:
         ap.error("--calls must be >= 200")
+    if args.rounds < 1:
+        ap.error("--rounds must be >= 1")
+    pinned = None
+    if args.pin_gpu_node:
+        sysfs = _gpu_sysfs_from_nvidia_smi()
+        local = _cpu_list(_read(f"{sysfs}/local_cpulist")) if sysfs else set()
+        if not local:
+            print("host_cost.py: --pin-gpu-node: the GPU's local CPUs are not known here", file=sys.stderr)
+            return 2
+        os.sched_setaffinity(0, local)
+        pinned = sorted(local)
 
     import torch
     import torch.nn.functional as F
@@ -125,6 +232,7 @@ def main(argv=None):
         return torch.randn(*shape, dtype=dtype, device=dev, generator=gen)
 
     rows = []
+    cases = []  # (row, fn, context) of every case that ran, for --rounds
 
     # --- decode -----------------------------------------------------------------------------
     B, HQ, HKV, D, SK = 1, 64, 8, 128, 4096
@@ -137,16 +245,21 @@ def main(argv=None):
 
     fast = _ops._fast
 
+    @contextlib.contextmanager
+    def on_path(module):
+        _ops._fast = module
+        try:
+            yield
+        finally:
+            _ops._fast = fast
+
     def both_paths(name, fn, extra):
         """The call on the fast path (when built), then with it off (the generic path)."""
         for path, module in (("fast", fast), ("generic", None)):
             if path == "fast" and module is None:
                 continue
-            _ops._fast = module
-            try:
-                rows.append(measure(torch, name, fn, args, dict(extra, path=path)))
-            finally:
-                _ops._fast = fast
+            rows.append(measure(torch, name, fn, args, dict(extra, path=path),
+                                context=lambda m=module: on_path(m), again=cases))
 
     both_paths("decode groupattn", ga_decode, {"engine": engine})
 
@@ -176,7 +289,8 @@ def main(argv=None):
                 rows.append({"case": f"decode torch SDPA ({label})", "error": str(e).splitlines()[0]})
                 continue
             rows.append(measure(torch, f"decode torch SDPA ({label})", sdpa_decode, args,
-                                {"engine": f"sdpa-{label}", "max_abs_diff_vs_groupattn": err}))
+                                {"engine": f"sdpa-{label}", "max_abs_diff_vs_groupattn": err},
+                                context=lambda b=backend: sdpa_kernel(b), again=cases))
             break  # cuDNN is the comparison; FLASH only where cuDNN refuses the problem
 
     # --- kda ----------------------------------------------------------------------------------
@@ -202,7 +316,10 @@ def main(argv=None):
 
     # --- floor --------------------------------------------------------------------------------
     one = torch.zeros(1, device=dev)
-    rows.append(measure(torch, "floor: 1-element torch add", lambda: one.add_(1.0), args, {"engine": "torch"}))
+    rows.append(measure(torch, "floor: 1-element torch add", lambda: one.add_(1.0), args, {"engine": "torch"},
+                        again=cases))
+    if args.rounds > 1:
+        more_rounds(torch, cases, args)
 
     # --- report -------------------------------------------------------------------------------
     prov = {
@@ -211,18 +328,26 @@ def main(argv=None):
         "capability": ".".join(map(str, torch.cuda.get_device_capability())),
         "driver": _driver_version(), "python": sys.version.split()[0],
         "groupattn": groupattn.build_info(), "groupattn_path": os.path.dirname(groupattn.__file__),
-        "calls": args.calls, "graph_calls": args.graph_calls, "torch_fast_built": fast is not None,
+        "calls": args.calls, "graph_calls": args.graph_calls, "rounds": args.rounds,
+        "torch_fast_built": fast is not None,
+        "host": _host_info(torch), "pinned_cpus": pinned,
     }
     print(f"# {prov['gpu']}, torch {prov['torch']} (CUDA {prov['cuda_runtime_torch']}), cuDNN {prov['cudnn']}, "
           f"groupattn {prov['groupattn']['version']} from {prov['groupattn_path']}")
+    host = prov["host"]
+    print(f"# host: {host['cpu_model']}, {host['cpus_allowed']} of {host['cpus_online']} CPUs allowed"
+          f"{' (--pin-gpu-node)' if pinned else ''} on NUMA node(s) {host['process_cpu_nodes']}, GPU on node "
+          f"{host['gpu_numa_node']}, governor {host['cpu_governor']}, load {host['loadavg'][0]:.2f}")
+    ranged = args.rounds > 1
     print(f"{'case':32s} {'path':8s} {'engine':14s} {'gpu_us':>8s} {'wall_us':>8s} {'host_us':>8s} "
-          f"{'enqueue_us':>10s}")
+          f"{'enqueue_us':>10s}" + (f"  enqueue range over {args.rounds} rounds" if ranged else ""))
     for r in rows:
         if "error" in r:
             print(f"{r['case']:32s} {r.get('path', '-'):8s} {r.get('engine', ''):14s} error: {r['error'][:120]}")
             continue
         print(f"{r['case']:32s} {r.get('path', '-'):8s} {str(r['engine'])[:14]:14s} {r['gpu_us']:8.2f} {r['wall_us']:8.2f} "
-              f"{r['host_us']:8.2f} {r['enqueue_us']:10.2f}")
+              f"{r['host_us']:8.2f} {r['enqueue_us']:10.2f}"
+              + (f"  {r['enqueue_min']:.2f}-{r['enqueue_max']:.2f}" if ranged and "enqueue_min" in r else ""))
     print("enqueue_us = the CPU time of one call while the GPU runs behind it: the issue's goal is < 10 us "
           "for the groupattn rows on path fast. host_us = wall_us - gpu_us also holds the launch + "
           "synchronize latency (the floor row's host_us).")

@@ -39,12 +39,13 @@ int cuda_device_count() {
   return count;
 }
 
-Status cuda_device_properties(int* sm_count, int* compute_capability) {
+Status cuda_current_device(int* device, int* sm_count, int* compute_capability) {
   constexpr int kCached = 64;
   // Per device: (sm_count << 16) | compute capability; 0 = not queried yet.
   static std::atomic<uint32_t> cache[kCached] = {};
   int dev = 0;
   GA_RETURN_IF_ERROR(cuda_status(cudaGetDevice(&dev), "cudaGetDevice"));
+  *device = dev;
   if (dev >= 0 && dev < kCached) {
     if (const uint32_t v = cache[dev].load(std::memory_order_relaxed); v != 0) {
       *sm_count = static_cast<int>(v >> 16);
@@ -63,6 +64,11 @@ Status cuda_device_properties(int* sm_count, int* compute_capability) {
                      std::memory_order_relaxed);
   }
   return Status::Ok();
+}
+
+Status cuda_device_properties(int* sm_count, int* compute_capability) {
+  int dev = 0;
+  return cuda_current_device(&dev, sm_count, compute_capability);
 }
 
 Status copy_device_to_host(void* dst, const void* src, size_t bytes, const char* what) {
@@ -87,6 +93,9 @@ Status free_workspace(void* ptr, void* stream) {
 bool cuda_compiled() { return false; }
 int cuda_device_count() { return 0; }
 Status cuda_device_properties(int*, int*) {
+  return NotSupported("this build of groupattn has no CUDA support");
+}
+Status cuda_current_device(int*, int*, int*) {
   return NotSupported("this build of groupattn has no CUDA support");
 }
 Status copy_device_to_host(void*, const void*, size_t, const char* what) {

@@ -39,10 +39,12 @@ inline std::atomic<uint64_t> smem_attribute_devices{0};
 // launch both set it, which is harmless; a device past 63 sets it on every launch (correct, slower).
 // Not kept across cudaDeviceReset (which the library never calls): a caller that resets a device
 // must not launch groupattn kernels again in that process.
+//
+// set_max_dynamic_smem_once_on takes the current device's ordinal from a caller that already asked
+// for it on this call (cuda_current_device): no runtime query at all once the attribute is set.
+// `dev` must be the calling thread's current device (the attribute is set in its context).
 template <auto kKernel>
-Status set_max_dynamic_smem_once(int bytes) {
-  int dev = 0;
-  if (const cudaError_t e = cudaGetDevice(&dev); e != cudaSuccess) return to_status(e, "cudaGetDevice");
+Status set_max_dynamic_smem_once_on(int dev, int bytes) {
   const uint64_t bit = dev >= 0 && dev < 64 ? (uint64_t{1} << dev) : 0;
   std::atomic<uint64_t>& done = smem_attribute_devices<kKernel>;
   if (bit != 0 && (done.load(std::memory_order_acquire) & bit) != 0) return Status::Ok();
@@ -52,6 +54,38 @@ Status set_max_dynamic_smem_once(int bytes) {
   }
   done.fetch_or(bit, std::memory_order_release);
   return Status::Ok();
+}
+
+template <auto kKernel>
+Status set_max_dynamic_smem_once(int bytes) {
+  int dev = 0;
+  if (const cudaError_t e = cudaGetDevice(&dev); e != cudaSuccess) return to_status(e, "cudaGetDevice");
+  return set_max_dynamic_smem_once_on<kKernel>(dev, bytes);
+}
+
+// cudaDevAttrMaxSharedMemoryPerBlockOptin of the current device: one cudaGetDevice per ask, the
+// attribute itself asked once per device (0..63; a device's attribute cannot change while the
+// process runs) instead of on every call of the planners that need it (the cuda engine's decode
+// kernel fit, the D 256 wide tile). 0, the error cleared, if either query fails (nothing cached).
+inline int current_device_smem_optin() {
+  // Per device: the attribute + 1; 0 = not asked yet.
+  static std::atomic<int> optin_plus1[64] = {};
+  int dev = 0;
+  if (cudaGetDevice(&dev) != cudaSuccess) {
+    (void)cudaGetLastError();
+    return 0;
+  }
+  const bool cached = dev >= 0 && dev < 64;
+  if (cached) {
+    if (const int v = optin_plus1[dev].load(std::memory_order_relaxed); v > 0) return v - 1;
+  }
+  int optin = 0;
+  if (cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev) != cudaSuccess) {
+    (void)cudaGetLastError();
+    return 0;
+  }
+  if (cached && optin >= 0) optin_plus1[dev].store(optin + 1, std::memory_order_relaxed);
+  return optin;
 }
 
 }  // namespace groupattn::cuda

@@ -19,6 +19,7 @@
 #include "attention/engines/cuda/mode_switch.h"
 #include "attention/engines/cuda/split_planner.h"
 #include "core/cuda_runtime_shim.h"
+#include "cuda/cuda_check.h"
 #include "groupattn/supported.h"
 
 namespace groupattn {

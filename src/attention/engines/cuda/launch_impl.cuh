@@ -126,14 +126,10 @@ template <class T, int kHeadDim>
 int decode_ctas_per_sm() {
   using Decode = DecodeTraits<T, kHeadDim>;
   // Its ring is sized for sm90's 227 KB per CTA: D 256 (212 KB) does not fit an A100 (163 KB),
-  // D 128 (109 KB) not an sm86/89 GPU (99 KB). Asked on every call: the device may change.
-  int dev = 0, optin = 0;
-  if (cudaGetDevice(&dev) != cudaSuccess ||
-      cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev) != cudaSuccess) {
-    (void)cudaGetLastError();
-    return 0;
-  }
-  if (static_cast<size_t>(optin) < Decode::kSmemBytes) return 0;
+  // D 128 (109 KB) not an sm86/89 GPU (99 KB). The current device is asked on every call (it may
+  // change), its opt-in limit once per device (cuda::current_device_smem_optin; 0 if a query fails).
+  const int optin = cuda::current_device_smem_optin();
+  if (optin <= 0 || static_cast<size_t>(optin) < Decode::kSmemBytes) return 0;
   return ctas_per_sm_of<decode_kernel<Decode>, Decode::kThreads, Decode::kSmemBytes>();
 }
 

@@ -269,13 +269,12 @@ inline cudaLaunchConfig_t cluster_config(dim3 grid, int threads, size_t smem_byt
 }
 
 // cudaOccupancyMaxActiveClusters for kKernel in clusters of `size` CTAs requesting `smem_bytes`
-// (sizes above 8 first get cudaFuncAttributeNonPortableClusterSizeAllowed), asked once per device.
+// (sizes above 8 first get cudaFuncAttributeNonPortableClusterSizeAllowed), asked once per device
+// `dev` (the calling thread's current device, asked by the caller).
 // The dynamic shared memory attribute must already allow smem_bytes.
 template <auto kKernel>
-Status max_active_clusters(int size, int threads, size_t smem_bytes, bool solo, int* clusters) {
+Status max_active_clusters(int dev, int size, int threads, size_t smem_bytes, bool solo, int* clusters) {
   *clusters = 0;
-  int dev = 0;
-  GA_CUDA_RETURN_IF_ERROR(cudaGetDevice(&dev));
   if (dev < 0 || dev >= 64 || size < 2 || size > kMaxClusterSplits) return Status::Ok();
   std::atomic<int>& known = active_clusters_plus1<kKernel>[dev][size][solo ? 1 : 0];
   if (const int k = known.load(std::memory_order_acquire); k > 0) {
@@ -304,7 +303,12 @@ Status launch_decode_n(const cuda_engine::KernelParams& params, const DecodeLaun
   auto* kernel = sm90_decode_kernel<Traits>;
   // The attribute allows the solo request too (an upper bound; a launch asks for what it needs).
   constexpr size_t kMaxRequest = Traits::kSmemBytes > kSoloSmemBytes ? Traits::kSmemBytes : kSoloSmemBytes;
-  GA_RETURN_IF_ERROR(cuda::set_max_dynamic_smem_once<sm90_decode_kernel<Traits>>(static_cast<int>(kMaxRequest)));
+  // The engine passes the device it asked on this call (l.device): the caches below are then read
+  // without a runtime query.
+  int dev = l.device;
+  if (dev < 0) GA_CUDA_RETURN_IF_ERROR(cudaGetDevice(&dev));
+  GA_RETURN_IF_ERROR(
+      cuda::set_max_dynamic_smem_once_on<sm90_decode_kernel<Traits>>(dev, static_cast<int>(kMaxRequest)));
   cuda_engine::KernelParams p = params;
   size_t smem = Traits::kSmemBytes;
   // Everything up to the launch below is the plan: l.plan_cluster asks for it alone (the engine's
@@ -319,13 +323,13 @@ Status launch_decode_n(const cuda_engine::KernelParams& params, const DecodeLaun
     const int needed = l.cluster_forced ? 1 : p.m_blocks * p.heads_kv * p.batch;
     int clusters = 0;
     if (Traits::kSmemBytes < kSoloSmemBytes) {
-      GA_RETURN_IF_ERROR(max_active_clusters<sm90_decode_kernel<Traits>>(p.num_splits, Traits::kThreads,
+      GA_RETURN_IF_ERROR(max_active_clusters<sm90_decode_kernel<Traits>>(dev, p.num_splits, Traits::kThreads,
                                                                          kSoloSmemBytes, true, &clusters));
       if (clusters >= needed) smem = kSoloSmemBytes;
     }
     if (clusters < needed) {
-      GA_RETURN_IF_ERROR(max_active_clusters<sm90_decode_kernel<Traits>>(p.num_splits, Traits::kThreads,
-                                                                         Traits::kSmemBytes, false, &clusters));
+      GA_RETURN_IF_ERROR(max_active_clusters<sm90_decode_kernel<Traits>>(
+          dev, p.num_splits, Traits::kThreads, Traits::kSmemBytes, false, &clusters));
     }
     p.cluster_reduce = clusters >= needed && p.num_splits > 1;
   }

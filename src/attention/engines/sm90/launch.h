@@ -29,6 +29,10 @@ struct DecodeLaunch {
   // stores here whether it would reduce the splits in a cluster, the choice a launch with the same
   // params makes on this device (then the call needs no workspace). The stream is not used.
   bool* plan_cluster = nullptr;
+  // The calling thread's current device as the engine asked it on this call (cuda_current_device),
+  // so the launcher's once-per-device caches (the shared-memory attribute, the cluster occupancy)
+  // are read without another cudaGetDevice; -1: the launcher asks.
+  int device = -1;
 };
 
 // Runs the decode kernel (grid: m_blocks * num_splits, Hkv, B) and, when p.num_splits > 1, the

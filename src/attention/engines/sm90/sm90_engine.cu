@@ -328,8 +328,8 @@ class Sm90Attention final : public AttentionEngine {
   // asked once per device and kernel and cached, so run() makes the same choice). A plan that
   // fails reserves the workspace (run() then reports the error itself).
   size_t workspace_bytes(const AttentionParams& p) const override {
-    int sms = 0, cc = 0;
-    if (!cuda_device_properties(&sms, &cc).ok()) return 0;
+    int dev = 0, sms = 0, cc = 0;
+    if (!cuda_current_device(&dev, &sms, &cc).ok()) return 0;
     const Geometry g = geometry(p, form_);
     const int splits = num_splits_for(p, g, sms);
     if (const ListPlan l = list_plan(p, g, splits, sms, form_); l.use) return list_workspace_bytes(l, g);
@@ -340,7 +340,7 @@ class Sm90Attention final : public AttentionEngine {
       kp.num_splits = splits;
       kp.cluster_reduce = true;
       bool cluster = false;
-      sm90_engine::DecodeLaunch plan = decode_launch(p, g);
+      sm90_engine::DecodeLaunch plan = decode_launch(p, g, dev);
       plan.plan_cluster = &cluster;
       const Status s = p.q.dtype == DType::kBF16 ? sm90_engine::launch_decode<__nv_bfloat16>(kp, plan, nullptr)
                                                  : sm90_engine::launch_decode<__half>(kp, plan, nullptr);
@@ -350,8 +350,10 @@ class Sm90Attention final : public AttentionEngine {
   }
 
   Status run(const AttentionParams& p, void* workspace, void* stream) const override {
-    int sms = 0, cc = 0;
-    GA_RETURN_IF_ERROR(cuda_device_properties(&sms, &cc));
+    // One runtime query on the call's success path (cudaGetDevice); the SM count, the launcher's
+    // shared-memory attribute and cluster occupancy come from per-device caches keyed by it.
+    int dev = 0, sms = 0, cc = 0;
+    GA_RETURN_IF_ERROR(cuda_current_device(&dev, &sms, &cc));
     const Geometry g = geometry(p, form_);
     KernelParams kp = cuda_engine::kernel_params_from(p);
     kp.m_blocks = g.m_blocks;
@@ -392,7 +394,7 @@ class Sm90Attention final : public AttentionEngine {
     GA_RETURN_IF_ERROR(sm90_engine::encode_map_of(p.k, box_rows, &k_map));
     GA_RETURN_IF_ERROR(sm90_engine::encode_map_of(p.v, box_rows, &v_map));
     host_timing::mark("tensor maps (2x cuTensorMapEncodeTiled)");
-    sm90_engine::DecodeLaunch launch = decode_launch(p, g);
+    sm90_engine::DecodeLaunch launch = decode_launch(p, g, dev);
     launch.k_tmap = &k_map;
     launch.v_tmap = &v_map;
     const auto s = static_cast<cudaStream_t>(stream);
@@ -405,9 +407,11 @@ class Sm90Attention final : public AttentionEngine {
   }
 
  private:
-  // The launcher's options of a problem, tensor maps aside.
-  static sm90_engine::DecodeLaunch decode_launch(const AttentionParams& p, const Geometry& g) {
+  // The launcher's options of a problem, tensor maps aside; `device`: the current device as this
+  // call asked it (cuda_current_device).
+  static sm90_engine::DecodeLaunch decode_launch(const AttentionParams& p, const Geometry& g, int device) {
     sm90_engine::DecodeLaunch launch;
+    launch.device = device;
     launch.col_tile = g.col_tile;
     launch.head_dim = static_cast<int>(g.head_dim);
     launch.fp8 = kv_is_fp8(p);
