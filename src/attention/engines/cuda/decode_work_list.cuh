@@ -39,13 +39,6 @@ __device__ __forceinline__ int splits_of(int n, int c) {
                                    static_cast<unsigned>(c));
 }
 
-// Sequence b's K length, seq_info's k_len without its other fields' loads and branches (the list
-// runs only with seqlens_k set: both engines' list_plan).
-__device__ __forceinline__ int k_len_of(const KernelParams& p, int b) {
-  if (p.cu_seqlens_k != nullptr) return p.cu_seqlens_k[b + 1] - p.cu_seqlens_k[b];
-  return p.seqlens_k != nullptr ? p.seqlens_k[b] : p.seqlen_k;
-}
-
 // kTileKeys-key tiles of a sequence of k_len keys.
 template <int kTileKeys>
 __device__ __forceinline__ int tiles_of_len(int k_len) {
@@ -97,7 +90,7 @@ struct ListLane {
 };
 __device__ __forceinline__ ListLane load_list_lane(const KernelParams& p, int lane) {
   const int j0 = lane * ((p.batch + 31) / 32);
-  return {j0 < p.batch ? work_list_detail::k_len_of(p, j0) : 0};
+  return {j0 < p.batch ? seq_k_len(p, j0) : 0};
 }
 
 // The folded plan (docs/DECODE_SM90.md section 20; session 11's prologue): one warp (every lane gets
@@ -123,7 +116,7 @@ __device__ __forceinline__ ListSlot fold_list_slot(const KernelParams& p, ListLa
   const int j0 = min(batch, lane * k), j1 = min(batch, j0 + k);
   const bool has = j0 < j1;
   const int n0 = tiles_of_len<kTileKeys>(mine.k_len);  // 0 past the batch
-  auto run_tiles = [&](int j) { return tiles_of_len<kTileKeys>(k_len_of(p, j)); };
+  auto run_tiles = [&](int j) { return tiles_of_len<kTileKeys>(seq_k_len(p, j)); };
   int max_n = n0, total = n0;
   for (int j = j0 + 1; j < j1; ++j) {
     const int n = run_tiles(j);
@@ -167,7 +160,7 @@ __device__ __forceinline__ ListSlot fold_list_slot(const KernelParams& p, ListLa
     const int jb = owner * k;  // < batch
     const int j = jb + lane;
     const bool in = lane < k && j < batch;
-    const int len = in ? k_len_of(p, j) : 0;
+    const int len = in ? seq_k_len(p, j) : 0;
     const int nj = tiles_of_len<kTileKeys>(len);
     const int s = in ? splits_of(nj, c) : 0;
     const int s_end = base + warp_inclusive_scan(s, lane);
