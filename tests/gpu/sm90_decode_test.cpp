@@ -537,14 +537,18 @@ TEST_F(Sm90Decode, WorkListCountsAreTheHostPlan) {
   ASSERT_EQ(cudaGetDevice(&dev), cudaSuccess);
   ASSERT_EQ(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev), cudaSuccess);
   for (const std::vector<int>& lens : batches) {
+    // Paged (pages of 64): the harness gives batched K/V of equal lengths no seqlens_k, and the
+    // list runs only with it.
     Case c = decode_case(8, 1, 1, lens);
-    c.kv = KvKind::kBatched;
+    c.kv = KvKind::kPaged;
+    c.page_size = 64;
     c.num_splits = 0;
     c.seed = static_cast<uint64_t>(lens.size());
     auto p = make_problem(c);
     const int64_t batch = static_cast<int64_t>(lens.size());
     sm90_engine::DecodeSplitShape shape;
     shape.head_dim = 128;
+    shape.small_pages = sm90_engine::paged_box_rows(64) < sm90_engine::kBlockKV;
     const int plane_wave = cuda_engine::list_plane_wave(sms, sm90_engine::split_wave_of(shape), 1, 1);
     const size_t list_bytes =
         work_list_workspace_bytes(cuda_engine::list_slot_bound(plane_wave, batch), batch, 8, 128);
