@@ -175,6 +175,56 @@ TEST(Sm90DecodeWorkList, BatchesWithinAWaveGetOneWave) {
   }
 }
 
+// Equal lengths: the decode CTAs take list_chunk_equal (closed form, no search) where every length
+// is equal (KernelParams::list_uniform_fast); it must be the search's chunk exactly, so the plan and
+// the O / LSE bits do not change. And the CTAs run list_chunk in 32-bit integers: the same chunk as
+// the host's 64-bit one.
+TEST(Sm90DecodeWorkList, EqualLengthsClosedFormIsTheSearch) {
+  std::mt19937 rng(31);
+  for (int trial = 0; trial < 20000; ++trial) {
+    const int plane_wave = 1 + static_cast<int>(rng() % 600);
+    const int64_t batch = 2 + static_cast<int64_t>(rng() % (trial % 2 == 0 ? plane_wave + 1 : 1023));
+    const uint32_t kind = rng() % 8;
+    const int64_t n = kind == 0 ? 0 : kind == 1 ? 1 + rng() % 16 : 1 + static_cast<int64_t>(rng() % 20000);
+    auto count = [&](int64_t c) { return batch * list_splits_of(n, c); };
+    const int64_t searched = list_chunk(batch * n, n, batch, plane_wave, count);
+    ASSERT_EQ(cuda_engine::list_chunk_equal<int64_t>(n, batch, plane_wave), searched)
+        << trial << ": n " << n << " B " << batch << " P " << plane_wave;
+    ASSERT_EQ(cuda_engine::list_chunk_equal<int>(static_cast<int>(n), static_cast<int>(batch), plane_wave),
+              searched)
+        << trial;
+  }
+  // The benchmark's uniform rows: 8/1 B32 x 32K (P 132, c 128), page 16 (P 264, c 64), 64/8 (P 16, c 512).
+  EXPECT_EQ(cuda_engine::list_chunk_equal<int>(512, 32, 132), 128);
+  EXPECT_EQ(cuda_engine::list_chunk_equal<int>(512, 32, 264), 64);
+  EXPECT_EQ(cuda_engine::list_chunk_equal<int>(512, 32, 16), 512);
+}
+
+TEST(Sm90DecodeWorkList, ThirtyTwoBitChunkIsTheHostChunk) {
+  std::mt19937 rng(37);
+  for (int trial = 0; trial < 3000; ++trial) {
+    const int batch = 2 + static_cast<int>(rng() % 1023);
+    const int plane_wave = 1 + static_cast<int>(rng() % 300);
+    const int64_t len = 1 + static_cast<int64_t>(rng() % 8192);
+    std::vector<int64_t> n(batch);
+    for (auto& x : n) {
+      const uint32_t kind = rng() % 4;
+      x = kind == 0 ? 0 : kind == 1 ? len : static_cast<int64_t>(rng() % (len + 1));
+    }
+    const int64_t total = std::accumulate(n.begin(), n.end(), int64_t{0});
+    const int64_t max_n = *std::max_element(n.begin(), n.end());
+    auto count64 = [&](int64_t c) {
+      int64_t f = 0;
+      for (int64_t x : n) f += list_splits_of(x, c);
+      return f;
+    };
+    auto count32 = [&](int c) { return static_cast<int>(count64(c)); };
+    ASSERT_EQ(list_chunk<int>(static_cast<int>(total), static_cast<int>(max_n), batch, plane_wave, count32),
+              list_chunk(total, max_n, static_cast<int64_t>(batch), plane_wave, count64))
+        << trial;
+  }
+}
+
 // The batches both engines' host rules send to the list (list_serves_batch), and the cuda
 // engine's P (list_plane_wave_for: its decode kernel holds two CTAs an SM at D 64 / 128 on the
 // H200, one at D 256). The bench's rows on 132 SMs: 8/1 B32 and B128 one wave of P 264; 64/8 B32

@@ -10,6 +10,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdlib>
+#include <numeric>
 #include <string>
 #include <tuple>
 #include <utility>
@@ -511,6 +512,93 @@ TEST_F(Sm90Decode, WorkListFoldedPlanAgainstReferenceAndRepeatable) {
         check_case(c, kEngine);
       }
       if (mode == 1) expect_repeatable(c, 3);
+    }
+  }
+}
+
+// The plan the decode CTAs fold (decode_work_list.cuh fold_list_slot) is the host's plan exactly:
+// after a run, the per-sequence {count, first slot} the CTAs wrote at the end of the list's
+// workspace are list_chunk's splits over the sequences' 64-key tiles and their prefix sums
+// (the chunk the CPU tier pins, Sm90DecodeWorkList.*). A different but valid plan would pass the
+// reference and the repeatability tests; this pins the plan itself. One sequence a lane (B 24,
+// mixed and equal lengths: the search and the closed form, each with the uniform shortcut on and
+// off), two a lane (B 60), several waves (B 300, mixed and equal).
+TEST_F(Sm90Decode, WorkListCountsAreTheHostPlan) {
+  auto lens_of = [](int batch, int longest) {
+    std::vector<int> lens;
+    for (int i = 0; i < batch; ++i)
+      lens.push_back(i % 7 == 0 ? longest - i : (i * 37) % 900 + (i % 5 == 0 ? 0 : 1));
+    return lens;
+  };
+  const std::vector<std::vector<int>> batches = {work_list_lens(32768), std::vector<int>(24, 32768 - 5),
+                                                 lens_of(60, 32768), lens_of(300, 8192),
+                                                 std::vector<int>(300, 2048)};
+  int dev = 0, sms = 0;
+  ASSERT_EQ(cudaGetDevice(&dev), cudaSuccess);
+  ASSERT_EQ(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev), cudaSuccess);
+  for (const std::vector<int>& lens : batches) {
+    // Paged (pages of 64): the harness gives batched K/V of equal lengths no seqlens_k, and the
+    // list runs only with it.
+    Case c = decode_case(8, 1, 1, lens);
+    c.kv = KvKind::kPaged;
+    c.page_size = 64;
+    c.num_splits = 0;
+    c.seed = static_cast<uint64_t>(lens.size());
+    auto p = make_problem(c);
+    const int64_t batch = static_cast<int64_t>(lens.size());
+    sm90_engine::DecodeSplitShape shape;
+    shape.head_dim = 128;
+    shape.small_pages = sm90_engine::paged_box_rows(64) < sm90_engine::kBlockKV;
+    const int plane_wave = cuda_engine::list_plane_wave(sms, sm90_engine::split_wave_of(shape), 1, 1);
+    const size_t list_bytes =
+        work_list_workspace_bytes(cuda_engine::list_slot_bound(plane_wave, batch), batch, 8, 128);
+    // The host's plan: list_chunk over the tile counts, then each sequence's splits and first slot.
+    std::vector<int64_t> tiles;
+    for (int len : lens) tiles.push_back((len + 63) / 64);
+    const int64_t total = std::accumulate(tiles.begin(), tiles.end(), int64_t{0});
+    const int64_t max_n = *std::max_element(tiles.begin(), tiles.end());
+    auto count = [&](int64_t chunk) {
+      int64_t f = 0;
+      for (int64_t n : tiles) f += cuda_engine::list_splits_of(n, chunk);
+      return f;
+    };
+    const int64_t chunk = cuda_engine::list_chunk(total, max_n, batch, plane_wave, count);
+    std::vector<int32_t> want;
+    int32_t first = 0;
+    for (int64_t n : tiles) {
+      const int splits = cuda_engine::list_splits_of(n, chunk);
+      want.push_back(splits);
+      want.push_back(first);
+      first += splits;
+    }
+    for (int fast : {1, 0}) {
+      ForcedSwitch forced(sm90_engine::set_decode_list_uniform_fast_mode, fast);
+      RunOptions opt;
+      opt.engine = kEngine;
+      size_t bytes = 0;
+      ASSERT_TRUE(attention_workspace_bytes(p->device_params(), opt, &bytes).ok());
+      ASSERT_EQ(bytes, list_bytes) << describe(c) << ": the work list is not taken";
+      void* workspace = nullptr;
+      ASSERT_EQ(cudaMalloc(&workspace, bytes), cudaSuccess);
+      ASSERT_EQ(cudaMemset(workspace, 0xff, bytes), cudaSuccess);  // unwritten counts read -1
+      opt.workspace = workspace;
+      opt.workspace_bytes = bytes;
+      const Status st = attention(p->device_params(), opt);
+      std::vector<int32_t> got(want.size());
+      const cudaError_t sync = cudaDeviceSynchronize();
+      const cudaError_t copy =
+          cudaMemcpy(got.data(), static_cast<char*>(workspace) + bytes - got.size() * sizeof(int32_t),
+                     got.size() * sizeof(int32_t), cudaMemcpyDeviceToHost);
+      ASSERT_EQ(cudaFree(workspace), cudaSuccess);
+      ASSERT_TRUE(st.ok()) << describe(c) << ": " << st.to_string();
+      ASSERT_EQ(sync, cudaSuccess);
+      ASSERT_EQ(copy, cudaSuccess);
+      for (size_t b = 0; b < lens.size(); ++b) {
+        EXPECT_EQ(got[2 * b], want[2 * b])
+            << describe(c) << " fast " << fast << " chunk " << chunk << ": splits of " << b;
+        EXPECT_EQ(got[2 * b + 1], want[2 * b + 1])
+            << describe(c) << " fast " << fast << ": first slot of " << b;
+      }
     }
   }
 }

@@ -174,11 +174,12 @@ struct DecodeKernel {
     const int split = blockIdx.x / p.m_blocks;  // work-list mode: the slot of the (KV head, m-block) plane
     const int kv_group = blockIdx.y;            // query heads [kv_group * group, +group)
     int b = blockIdx.z;
-    int list_begin = 0, list_end = 0;
+    int list_begin = 0, list_end = 0, list_k_len = -1;
     if constexpr (kList) {
       // Every warp computes the slot's entry (the same integers in every CTA; no barrier).
-      const ListSlot e = fold_list_slot<Traits::kBlockKeys>(p, p.list_plane_wave, split,
-                                                            static_cast<int>(threadIdx.x % cuda::kWarpSize));
+      const int lane = static_cast<int>(threadIdx.x % cuda::kWarpSize);
+      const ListSlot e =
+          fold_list_slot<Traits::kBlockKeys>(p, load_list_lane(p, lane), p.list_plane_wave, split, lane);
       // The combine's {count, first slot} of the sequence: written by its split 0 in plane (0, 0)
       // before any return below; the combine reads it after the whole grid has completed.
       if (e.b >= 0 && e.split == 0 && m_block == 0 && kv_group == 0 && threadIdx.x == 0) {
@@ -190,8 +191,9 @@ struct DecodeKernel {
       b = e.b;
       list_begin = e.begin;
       list_end = e.end;
+      list_k_len = e.k_len;
     }
-    const SeqInfo s = seq_info(p, b);
+    const SeqInfo s = seq_info(p, b, list_k_len);          // (the list's plan loaded the K length)
     const int row0 = m_block * kRows;                      // packed row of tile row 0
     const int rows = min(kRows, s.q_len * p.group - row0);  // real rows of this tile (varlen: fewer)
     if (rows <= 0) return;  // varlen: a sequence with fewer (or no) query tokens

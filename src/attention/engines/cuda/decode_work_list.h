@@ -37,6 +37,7 @@
 #include <algorithm>
 #include <cstddef>
 #include <cstdint>
+#include <type_traits>
 
 #include "attention/engines/cuda/split_workspace.h"
 
@@ -118,36 +119,82 @@ inline int list_plane_wave_for(int sm_count, int ctas_per_sm, int64_t kv_heads, 
   return batch > one_per_sm && list_serves_batch(batch, one_per_sm) ? one_per_sm : 0;
 }
 
-// The chunk rule above. count(c) must return f(c) = sum_b list_splits_of(n_b, c) over the batch.
-template <class Count>
-GA_WL_HD int64_t list_chunk(int64_t total, int64_t max_n, int64_t batch, int plane_wave, Count count) {
-  const int64_t lo = std::max<int64_t>(kListMinTiles, list_ceil_div(max_n, kListMaxSplits));
-  const int64_t top = std::max(lo, max_n);
-  if (batch <= plane_wave) {
-    // f is non-increasing in c: the smallest c in [lo, top] with f(c) <= P, searched in a range
-    // that holds it: f(c) >= total / c, so every c below total / P fails; f(c) <= total / c + B
-    // (ceil adds < 1 a sequence, an empty one counts 1), so every c from total / (P - B) passes.
-    // Every decode CTA runs a count per step of this search (in its prologue, on the critical path):
-    // a narrow range is few steps (8/1 B32 x 32K: ~5 instead of ~9).
-    int64_t a = std::max(lo, list_ceil_div(total, plane_wave));
-    int64_t b =
-        batch < plane_wave ? std::min(top, std::max(a, list_ceil_div(total, plane_wave - batch))) : top;
-    a = std::min(a, b);
-    while (a < b) {
-      const int64_t mid = a + (b - a) / 2;
-      if (count(mid) <= plane_wave) {
-        b = mid;
-      } else {
-        a = mid + 1;
-      }
-    }
-    return a;
-  }
-  int64_t c =
-      std::max({lo, int64_t{kListMinWaveTiles}, list_ceil_div(total, int64_t{kListWaves} * plane_wave)});
-  const int64_t mean = list_ceil_div(total, std::max<int64_t>(1, batch));
+// ceil(a / b) for a >= 0, b >= 1 in Int (int64_t on the host, int in the decode CTAs: a + b - 1 is
+// formed unsigned, so it cannot overflow where a and b fit; an unsigned division is also the
+// cheaper one on the device).
+template <class Int>
+GA_WL_HD Int list_div_up(Int a, Int b) {
+  using U = std::make_unsigned_t<Int>;
+  return static_cast<Int>((static_cast<U>(a) + static_cast<U>(b) - 1) / static_cast<U>(b));
+}
+
+// The rule's floor on c: lo = max(kListMinTiles, ceil(max_n / kListMaxSplits)).
+template <class Int>
+GA_WL_HD Int list_chunk_floor(Int max_n) {
+  return std::max(Int{kListMinTiles}, list_div_up(max_n, Int{kListMaxSplits}));
+}
+
+// One wave (B <= P): list_chunk searches [a, b] for the smallest c with f(c) <= P. f is
+// non-increasing in c; f(c) >= total / c, so every c below total / P fails; f(c) <= total / c + B
+// (ceil adds < 1 a sequence, an empty one counts 1), so every c from total / (P - B) passes, and so
+// does top = max(lo, max n) (f(top) = B <= P). So every c below a fails, b passes, and the search
+// returns max(a, the smallest c that passes). A narrow range is few steps (8/1 B32 x 32K: 5).
+template <class Int>
+struct ListSearchRange {
+  Int a, b;
+};
+template <class Int>
+GA_WL_HD ListSearchRange<Int> list_search_range(Int total, Int max_n, Int batch, int plane_wave) {
+  const Int lo = list_chunk_floor(max_n);
+  const Int top = std::max(lo, max_n);
+  const Int wave = plane_wave;
+  const Int a = std::max(lo, list_div_up(total, wave));
+  const Int b = batch < wave ? std::min(top, std::max(a, list_div_up(total, wave - batch))) : top;
+  return {std::min(a, b), b};
+}
+
+// Several waves (B > P): no search.
+template <class Int>
+GA_WL_HD Int list_wave_chunk(Int total, Int max_n, Int batch, int plane_wave) {
+  const Int lo = list_chunk_floor(max_n);
+  const Int top = std::max(lo, max_n);
+  Int c = std::max(std::max(lo, Int{kListMinWaveTiles}), list_div_up(total, Int{kListWaves} * plane_wave));
+  const Int mean = list_div_up(total, std::max<Int>(1, batch));
   if (top <= c + c / 4 || top <= mean + mean / 4) c = top;
   return c;
+}
+
+// The chunk rule above. count(c) must return f(c) = sum_b list_splits_of(n_b, c) over the batch.
+// Int: int64_t on the host; int in the decode CTAs (total < 2^31: both engines' list_plan), the
+// same values.
+template <class Int, class Count>
+GA_WL_HD Int list_chunk(Int total, Int max_n, Int batch, int plane_wave, Count count) {
+  if (batch > plane_wave) return list_wave_chunk(total, max_n, batch, plane_wave);
+  // Every decode CTA runs a count per step of this search, in its prologue (on the critical path).
+  ListSearchRange<Int> r = list_search_range(total, max_n, batch, plane_wave);
+  while (r.a < r.b) {
+    const Int mid = r.a + (r.b - r.a) / 2;
+    if (count(mid) <= plane_wave) {
+      r.b = mid;
+    } else {
+      r.a = mid + 1;
+    }
+  }
+  return r.a;
+}
+
+// list_chunk of B equal lengths of max_n tiles, in closed form: f(c) = B x s(max_n, c), and for
+// max_n > 0, B x ceil(max_n / c) <= P <=> ceil(max_n / c) <= q = floor(P / B) (q >= 1: B <= P)
+// <=> c >= ceil(max_n / q); for max_n = 0 every c passes. So the search's max(a, smallest c that
+// passes) is max(a, ceil(max_n / q)): the same c with four divisions (three independent) instead
+// of a search
+// (CPU test Sm90DecodeWorkList.EqualLengthsClosedFormIsTheSearch).
+template <class Int>
+GA_WL_HD Int list_chunk_equal(Int max_n, Int batch, int plane_wave) {
+  const Int total = batch * max_n;
+  if (batch > plane_wave) return list_wave_chunk(total, max_n, batch, plane_wave);
+  const ListSearchRange<Int> r = list_search_range(total, max_n, batch, plane_wave);
+  return std::max(r.a, list_div_up(max_n, Int{plane_wave} / batch));
 }
 
 }  // namespace groupattn::cuda_engine

@@ -19,7 +19,18 @@ struct SeqInfo {
   int64_t v_offset = 0;
 };
 
-__device__ __forceinline__ SeqInfo seq_info(const KernelParams& p, int b) {
+// Sequence b's K length alone: seq_info's k_len without its other fields' loads and branches
+// (paged K/V always come with seqlens_k).
+__device__ __forceinline__ int seq_k_len(const KernelParams& p, int b) {
+  if (p.cu_seqlens_k != nullptr) return p.cu_seqlens_k[b + 1] - p.cu_seqlens_k[b];
+  return p.seqlens_k != nullptr ? p.seqlens_k[b] : p.seqlen_k;
+}
+
+// known_k_len >= 0: the sequence's K length, already loaded by the caller (the decode work list's
+// plan, decode_work_list.cuh; the sm90 decode kernel, seq_k_len), taken instead of a second load
+// of it; the default -1 folds away.
+__device__ __forceinline__ SeqInfo seq_info(const KernelParams& p, int b, int known_k_len = -1) {
+  const bool known = known_k_len >= 0;
   SeqInfo s;
   if (p.cu_seqlens_q != nullptr) {
     const int start = p.cu_seqlens_q[b];
@@ -35,13 +46,13 @@ __device__ __forceinline__ SeqInfo seq_info(const KernelParams& p, int b) {
   }
   if (p.cu_seqlens_k != nullptr) {
     const int start = p.cu_seqlens_k[b];
-    s.k_len = p.cu_seqlens_k[b + 1] - start;
+    s.k_len = known ? known_k_len : p.cu_seqlens_k[b + 1] - start;
     s.k_offset = start * p.k_row_stride;
     s.v_offset = start * p.v_row_stride;
   } else if (p.block_table != nullptr) {
-    s.k_len = p.seqlens_k[b];
+    s.k_len = known ? known_k_len : p.seqlens_k[b];
   } else {
-    s.k_len = p.seqlens_k != nullptr ? p.seqlens_k[b] : p.seqlen_k;
+    s.k_len = known ? known_k_len : p.seqlens_k != nullptr ? p.seqlens_k[b] : p.seqlen_k;
     s.k_offset = b * p.k_batch_stride;
     s.v_offset = b * p.v_batch_stride;
   }

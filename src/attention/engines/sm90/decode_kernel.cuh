@@ -69,14 +69,30 @@ __device__ void decode_cta(const KernelParams& p, const CUtensorMap* tmap_k, con
   }
   const int m_block = column / p.num_splits;
   w.split = column % p.num_splits;
-  int list_begin = 0, list_end = 0;
-  if (list) {
-    if (threadIdx.x / 32 == Traits::kProducerWarp && threadIdx.x % 32 == 0) {
-      hw::prefetch_tensormap(tmap_k);  // (in flight during the plan)
-      hw::prefetch_tensormap(tmap_v);
+  const int tid = static_cast<int>(threadIdx.x), warp = tid / 32, lane = tid % 32;
+  // Small pages: the producer warp gathers the tiles with cp.async (produce(), gather_tile()),
+  // every lane arriving on full[]; otherwise lane 0's expect_tx arrival and the TMA bytes.
+  const bool gather = p.block_table != nullptr && paged_gather(p.page_size);
+  // The work list's one global load of its plan (this lane's sequence length) first, then the
+  // barrier init and the tensor-map prefetches, which need nothing from the plan or the sequence,
+  // so they issue while that load is in flight (docs/DECODE_SM90.md section 20, session 11). A
+  // CTA that returns below (no work) returns before the CTA barrier; its barriers go unused.
+  int list_begin = 0, list_end = 0, list_k_len = -1;
+  const cuda_engine::ListLane mine = list ? cuda_engine::load_list_lane(p, lane) : cuda_engine::ListLane{};
+  if (tid == 0) {
+    for (int st = 0; st < Traits::kStages; ++st) {
+      hw::mbar_init(sm.full(st), gather ? kProducerLanes : 1);
+      hw::mbar_init(sm.empty(st), Traits::kConsumerWarps);
     }
-    const cuda_engine::ListSlot e = cuda_engine::fold_list_slot<kBlockKV>(p, p.list_plane_wave, w.split,
-                                                                          static_cast<int>(threadIdx.x % 32));
+    hw::mbar_init_fence();
+  }
+  if (warp == Traits::kProducerWarp && lane == 0) {
+    hw::prefetch_tensormap(tmap_k);
+    hw::prefetch_tensormap(tmap_v);
+  }
+  if (list) {
+    const cuda_engine::ListSlot e =
+        cuda_engine::fold_list_slot<kBlockKV>(p, mine, p.list_plane_wave, w.split, lane);
     GA_DECODE_STAMP(threadIdx.x == 0, kPlanDone);
     // The combine's {count, first slot} of the sequence: written by its split 0 in plane (0, 0),
     // before any return below; the combine reads it after griddepcontrol.wait (grid complete).
@@ -93,8 +109,9 @@ __device__ void decode_cta(const KernelParams& p, const CUtensorMap* tmap_k, con
     }
     list_begin = e.begin;
     list_end = e.end;
+    list_k_len = e.k_len;
   }
-  w.s = cuda_engine::seq_info(p, w.b);
+  w.s = cuda_engine::seq_info(p, w.b, list_k_len);  // (the list's plan loaded the K length)
   w.part_token0 = list ? 0 : w.s.q_token0;
   const int total_cols = w.s.q_len * p.group;
   w.col0 = m_block * kN;
@@ -129,21 +146,6 @@ __device__ void decode_cta(const KernelParams& p, const CUtensorMap* tmap_k, con
   GA_DECODE_STAMP_VALUE(threadIdx.x == 0, kTiles, w.blk_end - w.blk_begin);
   GA_DECODE_STAMP_VALUE(threadIdx.x == 0, kSeq, w.b);
 
-  const int tid = static_cast<int>(threadIdx.x), warp = tid / 32, lane = tid % 32;
-  // Small pages: the producer warp gathers the tiles with cp.async (produce(), gather_tile()),
-  // every lane arriving on full[]; otherwise lane 0's expect_tx arrival and the TMA bytes.
-  const bool gather = p.block_table != nullptr && paged_gather(p.page_size);
-  if (tid == 0) {
-    for (int st = 0; st < Traits::kStages; ++st) {
-      hw::mbar_init(sm.full(st), gather ? kProducerLanes : 1);
-      hw::mbar_init(sm.empty(st), Traits::kConsumerWarps);
-    }
-    hw::mbar_init_fence();
-  }
-  if (warp == Traits::kProducerWarp && lane == 0) {
-    hw::prefetch_tensormap(tmap_k);
-    hw::prefetch_tensormap(tmap_v);
-  }
   __syncthreads();
   GA_DECODE_STAMP(tid == 0, kBarrier);
 
