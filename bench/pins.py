@@ -14,8 +14,9 @@ The expectations follow the engines' own selection rules (src/attention/engines/
                     inside a thread-block cluster (section 14); `sm90-split` never does.
   sm90-rows         the packed-rows form for every problem it accepts: D 64/128/256 (f8e4m3: 128),
                     pages a multiple of 64 keys (16-bit: of 8 keys); declines the rest.
-  sm90-prefill      more than 16 query tokens per sequence, not paged (sm90_prefill_kernel); a
-                    decode step is declined.
+  sm90-prefill      more than 16 query tokens per sequence, not paged (sm90_prefill_kernel; at D 128
+                    full attention on batched Q and K/V, sm90_prefill_persistent_kernel); a decode
+                    step is declined.
   cuda              the portable engine: its decode kernel while new tokens x group <= 16 packed rows
                     at D 64/128/256 (engines/cuda/launch.h use_decode_kernel), else
                     attention_tile_kernel.
@@ -37,6 +38,7 @@ VERIFY_PROBLEMS: Dict[str, List[Dict]] = {
     ],
     "prefill": [
         dict(kind="batched", hq=8, hkv=2, d=128, batch=2, sq=256, sk=256, causal=True),
+        dict(kind="batched", hq=8, hkv=2, d=128, batch=2, sq=256, sk=256, causal=False),  # the persistent form
     ],
 }
 
@@ -44,6 +46,7 @@ PEER_KERNELS = ["flash_fwd", "pytorch_flash", "cudnn", "fmha"]
 CUDA_KERNELS = ["cuda_engine::attention_tile_kernel", "cuda_engine::decode_kernel"]
 SM90_DECODE = "sm90_engine::sm90_decode_kernel"
 SM90_PREFILL = "sm90_engine::sm90_prefill_kernel"
+SM90_PREFILL_PERSISTENT = "sm90_engine::sm90_prefill_persistent_kernel"
 COMBINE = "cuda_engine::combine_kernel"
 
 SM90_DECODE_HEAD_DIMS = (64, 128, 256)
@@ -109,8 +112,12 @@ def expected_kernels(engine: str, p: Dict) -> Dict:
             return {"serves": False, "why": "prefill engine: <= 16 query tokens per sequence is a decode step"}
         if page is not None or fp8 or d not in (64, 128, 256):
             return {"serves": False, "why": "paged, fp8 or head dim"}
-        return {"serves": True, "form": "sm90_prefill_kernel", "all": [SM90_PREFILL],
-                "forbid": PEER_KERNELS + CUDA_KERNELS + [SM90_DECODE, COMBINE]}
+        # The persistent form (sm90_prefill_engine.cu choose_persistent): head dim 128, full attention,
+        # batched Q and K/V without a window; the plain grid for the rest.
+        persistent = d == 128 and not p["causal"] and p.get("kind") == "batched" and p.get("window") is None
+        k, other = (SM90_PREFILL_PERSISTENT, SM90_PREFILL) if persistent else (SM90_PREFILL, SM90_PREFILL_PERSISTENT)
+        return {"serves": True, "form": k.split("::")[1], "all": [k],
+                "forbid": PEER_KERNELS + CUDA_KERNELS + [SM90_DECODE, COMBINE, other]}
     if engine == "cuda":
         dec = (decode and 1 <= p["new"] * (p["hq"] // p["hkv"]) <= CUDA_DECODE_MAX_PACKED_ROWS
                and d in (64, 128, 256))

@@ -142,7 +142,7 @@ bool prefill_d256_n80();
 
 // The persistent form of the prefill kernel (PrefillLaunch::persistent_grid; docs/PREFILL_SM90.md, "A
 // persistent form with per-warpgroup query tiles"), the same kind of switch:
-// GROUPATTN_SM90_PREFILL_PERSISTENT ("1": on; default off). It applies where choose_persistent admits
+// GROUPATTN_SM90_PREFILL_PERSISTENT ("0": off; default on). It applies where choose_persistent admits
 // the problem (head dim 128, full attention, batched Q and K/V without seqlens_k or window, O by TMA
 // store); elsewhere the plain grid runs either way.
 void set_prefill_persistent_mode(int mode);

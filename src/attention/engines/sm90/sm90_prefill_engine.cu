@@ -240,11 +240,11 @@ bool prefill_d256_n80() {
 // The persistent form (PrefillLaunch::persistent_grid; prefill_persistent.cuh; docs/PREFILL_SM90.md, "A
 // persistent form with per-warpgroup query tiles"): one CTA per SM over a static list of (sequence,
 // head, 128-row block) units, per-warpgroup Q halves, the next work's first S issued with the last O
-// and the epilogue inside the warpgroup's turn cycle. Off by default until measured (step B,
-// UNVERIFIED on GPU): GROUPATTN_SM90_PREFILL_PERSISTENT=1 turns it on where choose_persistent admits
-// the problem. Bitwise the same either way.
+// and the epilogue inside the warpgroup's turn cycle. On by default where choose_persistent admits
+// the problem (measured -2.4 to -5.0 % on three shapes, session 11); GROUPATTN_SM90_PREFILL_PERSISTENT=0
+// turns it off. Bitwise the same either way.
 bool prefill_persistent() {
-  static const bool from_env = env_switch("GROUPATTN_SM90_PREFILL_PERSISTENT", false);
+  static const bool from_env = env_switch("GROUPATTN_SM90_PREFILL_PERSISTENT", true);
   return switch_value(g_persistent_mode, from_env);
 }
 
