@@ -17,6 +17,7 @@ using kda_cuda::kFusedMaxTokens;
 using kda_cuda::kRecurrentMaxAvgTokens;
 using kda_cuda::use_fused_path;
 using kda_cuda::use_recurrent_path;
+using kda_cuda::within_fused_tokens;
 
 static_assert(kRecurrentMaxAvgTokens == 16, "docs/HOST_COST.md's model and the GPU boundary cases assume 16");
 
@@ -89,6 +90,28 @@ TEST(KdaCudaPath, FusedVarlenBoundedByTotalTokens) {
   // Large counts: no overflow of N x HV x V / 16 for any N the engine accepts.
   EXPECT_FALSE(use_fused_path(32, int64_t{1} << 31, true, 65535, 128, kH200Sms));
   EXPECT_EQ(fused_ctas(int64_t{1} << 31, 65535, 128), (int64_t{1} << 31) * 65535 * 8);
+}
+
+TEST(KdaCudaPath, TokenBoundAloneDecidesPastIt) {
+  // The engine's auto_path skips the SM-count query when within_fused_tokens is false: that is exact
+  // only if no SM count, sequence count, head count or layout can then make use_fused_path true.
+  EXPECT_TRUE(within_fused_tokens(kFusedMaxTokens));
+  EXPECT_FALSE(within_fused_tokens(kFusedMaxTokens + 1));
+  for (int64_t t : {int64_t{0}, int64_t{1}, int64_t{16}, int64_t{17}, int64_t{32}, int64_t{33}, int64_t{64},
+                    int64_t{65}, int64_t{4096}}) {
+    for (int64_t n : {1, 2, 3, 1000}) {
+      for (bool varlen : {false, true}) {
+        for (int64_t sms : {int64_t{-1}, int64_t{0}, int64_t{132}, int64_t{1} << 40}) {
+          if (!within_fused_tokens(t)) {
+            EXPECT_FALSE(use_fused_path(t, n, varlen, 1, 64, sms)) << t << " " << n << " " << varlen << " " << sms;
+          }
+          if (use_fused_path(t, n, varlen, 1, 64, sms)) {
+            EXPECT_TRUE(within_fused_tokens(t)) << t;
+          }
+        }
+      }
+    }
+  }
 }
 
 }  // namespace

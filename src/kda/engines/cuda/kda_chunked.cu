@@ -192,12 +192,14 @@ __global__ void __launch_bounds__(kThreads, VT == 32 ? 2 : 1)
   }
 }
 
+// `dev`: the current device, asked once by the caller on this call (no runtime query here once the
+// attribute is set).
 template <class T, int K, int VT>
 Status launch_state(const DeviceParams& p, const int64_t* offsets, const float* blocks, const ChunkLayout& l,
-                    cudaStream_t stream) {
+                    int dev, cudaStream_t stream) {
   using P = PassPlan<K, VT>;
   constexpr auto state_kernel = kda_chunk_state_kernel<T, K, VT>;
-  GA_RETURN_IF_ERROR(cuda::set_max_dynamic_smem_once<state_kernel>(P::kBytes));
+  GA_RETURN_IF_ERROR(cuda::set_max_dynamic_smem_once_on<state_kernel>(dev, P::kBytes));
   // x = sequence * (V / VT) + V-tile (the engine declines N * V / 16 >= 2^31).
   const dim3 grid(static_cast<unsigned>(p.N * (p.V / VT)), static_cast<unsigned>(p.HV));
   host_timing::mark("kda state launch plan (device properties, smem attribute)");
@@ -232,10 +234,13 @@ Status launch_chunked_t(const DeviceParams& p, void* workspace, const ChunkLayou
   auto* blocks = reinterpret_cast<float*>(static_cast<char*>(workspace) + l.offsets_bytes);
   // V-tiles of 32 columns when the 16-column grid would not fit on the GPU at once (2 CTAs per SM):
   // then halving the CTAs costs no parallelism and halves the waves and the W / Qt / Kh traffic.
-  int sms = 0, cc = 0;
-  GA_RETURN_IF_ERROR(cuda_device_properties(&sms, &cc));
-  if (p.N * p.HV * (p.V / 16) > 2 * static_cast<int64_t>(sms)) return launch_state<T, K, 32>(p, offsets, blocks, l, stream);
-  return launch_state<T, K, 16>(p, offsets, blocks, l, stream);
+  // One cudaGetDevice for both the SM count and the state kernel's smem attribute (host cost, issue 11).
+  int dev = 0, sms = 0, cc = 0;
+  GA_RETURN_IF_ERROR(cuda_current_device(&dev, &sms, &cc));
+  if (p.N * p.HV * (p.V / 16) > 2 * static_cast<int64_t>(sms)) {
+    return launch_state<T, K, 32>(p, offsets, blocks, l, dev, stream);
+  }
+  return launch_state<T, K, 16>(p, offsets, blocks, l, dev, stream);
 }
 
 }  // namespace

@@ -57,6 +57,9 @@ bool use_recurrent(const Shape& s) { return kda_cuda::use_recurrent_path(s.T, s.
 
 KdaCudaPath auto_path(const Shape& s) {
   if (use_recurrent(s)) return KdaCudaPath::kRecurrent;
+  // Past the fused path's token bound no SM count admits it: the device is not asked (this runs in
+  // both workspace_bytes and run; host cost, issue 11). The same answer as use_fused_path's.
+  if (!kda_cuda::within_fused_tokens(s.T)) return KdaCudaPath::kChunked;
   int sms = 0, cc = 0;
   if (cuda_device_properties(&sms, &cc).ok() && kda_cuda::use_fused_path(s.T, s.N, s.varlen, s.HV, s.V, sms)) {
     return KdaCudaPath::kChunkedFused;

@@ -49,6 +49,10 @@ constexpr bool use_recurrent_path(int64_t tokens, int64_t sequences, bool varlen
 inline constexpr int64_t kFusedMaxTokens = 32;
 inline constexpr int64_t kFusedValueTile = 16;
 
+// The fused path's token bound alone (dense: T; varlen: the total): false means use_fused_path is
+// false whatever the SM count, so a caller can skip asking the device for it.
+constexpr bool within_fused_tokens(int64_t tokens) { return tokens <= kFusedMaxTokens; }
+
 // CTAs of the fused kernel: one per (sequence, value head, 16 value columns).
 constexpr int64_t fused_ctas(int64_t sequences, int64_t value_heads, int64_t value_dim) {
   return sequences * value_heads * (value_dim / kFusedValueTile);
@@ -59,7 +63,7 @@ constexpr int64_t fused_ctas(int64_t sequences, int64_t value_heads, int64_t val
 // fused grid fits on `sms` SMs at one CTA each. sms <= 0 (unknown): never.
 constexpr bool use_fused_path(int64_t tokens, int64_t sequences, bool varlen, int64_t value_heads,
                               int64_t value_dim, int64_t sms) {
-  return !use_recurrent_path(tokens, sequences, varlen) && tokens <= kFusedMaxTokens &&
+  return !use_recurrent_path(tokens, sequences, varlen) && within_fused_tokens(tokens) &&
          fused_ctas(sequences, value_heads, value_dim) <= sms;
 }
 
