@@ -6,7 +6,14 @@ call each show as their own row. The breakdown table names the path of each row:
 steps of groupattn._ops.run_attention: DLPack export, torch.empty from Python, groupattn._ext)
 and "fast" (groupattn._torch_fast: one crossing, outputs from at::empty in C++).
 
-    PYTHONPATH=build/python python bench/profile_host.py [--calls 4000] [--no-cprofile]
+    PYTHONPATH=build/python python bench/profile_host.py [--calls 4000] [--no-cprofile] [--kda]
+
+--kda: the KDA call of bench/host_cost.py instead (chunk_kda T=64, H=HV=4, K=V=128, the lower-bound
+gate, l2norm and beta sigmoid in the kernel, initial and final state), taken apart the same way
+(kda_breakdown), beside the same call at T=32 (the fused one-launch path, no workspace) and T=16
+(the recurrent path, one launch, no workspace): in one run on one host, the differences give the
+cost of the two-kernel path's second launch and workspace, which separate runs cannot (their host
+level moves by several us).
 """
 import argparse
 import cProfile
@@ -93,10 +100,118 @@ def breakdown(torch, groupattn, q, kc, vc, seqlens, calls=2000):
         print(f"  {k:40s} {statistics.median(v):8.2f}")
 
 
+def kda_breakdown(torch, groupattn, calls=2000, dev="cuda"):
+    """host_cost.py's KDA call taken apart: the public chunk_kda, the fast path's crossing called
+    directly (the difference is the Python wrapper), the crossing without the final state (one
+    at::empty and one tensor wrap fewer), the same crossing at T=32 and T=16 (one launch and no
+    workspace: the cuda engine's fused and recurrent paths), beside unit costs of this host.
+    Medians in microseconds, no synchronize inside the timed spans (one every 2 rounds, so the
+    launch queue stays short); docs/HOST_COST.md ("Session 11: the KDA fast path's 20 us") says what
+    each line should be."""
+    import statistics
+    import time
+
+    from groupattn import _ops
+
+    gen = torch.Generator(device=dev).manual_seed(0)
+    H, K = 4, 128
+    sync = torch.cuda.synchronize if dev == "cuda" else (lambda: None)  # dev="cpu": a check of this script
+
+    def problem(T):
+        def randn(*shape, dtype=torch.bfloat16):
+            return torch.randn(*shape, dtype=dtype, device=dev, generator=gen)
+
+        kq, kk, kv = randn(1, T, H, K), randn(1, T, H, K), randn(1, T, H, K)
+        g = randn(1, T, H, K, dtype=torch.float32)
+        beta = randn(1, T, H, dtype=torch.float32)
+        A_log = torch.log(torch.empty(H, device=dev).uniform_(1, 16, generator=gen))
+        dt_bias = torch.empty(H, K, device=dev).uniform_(-6, -2, generator=gen)
+        state = randn(1, H, K, K, dtype=torch.float32) * 0.1
+        kw = dict(initial_state=state, output_final_state=True, use_qk_l2norm_in_kernel=True,
+                  use_gate_in_kernel=True, lower_bound=-5.0, use_beta_sigmoid_in_kernel=True,
+                  A_log=A_log, dt_bias=dt_bias)
+        # _torch_fast.kda's positional arguments as chunk_kda passes them (groupattn/_ops.py).
+        direct = [kq, kk, kv, g, beta, None, state, 1, None, None, False, _ops._GATE_LOWER_BOUND, A_log,
+                  dt_bias, -5.0, True, True, False, None]
+        return (kq, kk, kv, g, beta), kw, direct
+
+    # The two-kernel path's workspace at T=64 (kda_cuda_launch.h chunk_layout): 256 B of chunk offsets
+    # + 4 chunks x 4 heads x 8576 floats of prep blocks.
+    workspace_bytes = 256 + 4 * 4 * 8576 * 4
+    fast = _ops._fast
+    args64, kw64, direct64 = problem(64)
+    _, _, direct32 = problem(32)
+    _, _, direct16 = problem(16)
+    no_final = list(direct64)
+    no_final[7] = 0
+    kw64_no_final = dict(kw64, output_final_state=False)
+    o_like = args64[2]
+    one = torch.zeros(1, device=dev)
+    steps = {
+        "unit: 1-element add": lambda: one.add_(1.0),
+        "unit: torch.empty like o (bf16 [1,64,4,128])": lambda: torch.empty_like(o_like),
+        "unit: torch.empty of the workspace's 549120 bytes": lambda: torch.empty(workspace_bytes, dtype=torch.uint8,
+                                                                                device=dev),
+        "unit: kda_gate()": lambda: _ops.kda_gate(True, -5.0),
+        "generic: whole public call": None,  # set below (the fast path off around it)
+    }
+    if fast is not None:
+        steps.update({
+            "fast: _torch_fast.kda only, T=64 (2 launches, workspace)": lambda: fast.kda(*direct64),
+            "fast: _torch_fast.kda only, T=64, no final state": lambda: fast.kda(*no_final),
+            "fast: _torch_fast.kda only, T=32 (fused: 1 launch, no workspace)": lambda: fast.kda(*direct32),
+            "fast: _torch_fast.kda only, T=16 (recurrent: 1 launch, no workspace)": lambda: fast.kda(*direct16),
+            "fast: whole public call, T=64": lambda: groupattn.chunk_kda(*args64, **kw64),
+            "fast: public call, T=64, output_final_state=False": lambda: groupattn.chunk_kda(*args64,
+                                                                                           **kw64_no_final),
+        })
+
+    def generic_call():
+        _ops._fast = None
+        try:
+            groupattn.chunk_kda(*args64, **kw64)
+        finally:
+            _ops._fast = fast
+
+    steps["generic: whole public call"] = generic_call
+    for fn in steps.values():  # warm-up: code loaded, attributes set, allocator blocks cached
+        for _ in range(20):
+            fn()
+    sync()
+    times = {k: [] for k in steps}
+    for i in range(calls):
+        for name, fn in steps.items():
+            t0 = time.perf_counter_ns()
+            fn()
+            times[name].append((time.perf_counter_ns() - t0) / 1000.0)
+        if i % 2 == 1:
+            sync()
+    sync()
+    engine = groupattn.kda_engine_for(*args64, **kw64)
+    print(f"KDA host time breakdown (median us per call, no synchronize in the timed spans; chunk_kda T=64 H=HV=4 "
+          f"K=V=128, engine {engine}; "
+          f"groupattn._torch_fast {'built' if fast is not None else 'NOT built: no fast rows'}):")
+    med = {k: statistics.median(v) for k, v in times.items()}
+    for k, v in med.items():
+        print(f"  {k:70s} {v:8.2f}")
+    if fast is not None:
+        d64 = med["fast: _torch_fast.kda only, T=64 (2 launches, workspace)"]
+        print(f"  {'derived: Python wrapper (public call - crossing, T=64)':70s} "
+              f"{med['fast: whole public call, T=64'] - d64:8.2f}")
+        print(f"  {'derived: final state at::empty + wrap (crossing - no final state)':70s} "
+              f"{d64 - med['fast: _torch_fast.kda only, T=64, no final state']:8.2f}")
+        print(f"  {'derived: 2nd launch + workspace (T=64 - T=32 fused crossing)':70s} "
+              f"{d64 - med['fast: _torch_fast.kda only, T=32 (fused: 1 launch, no workspace)']:8.2f}")
+        print(f"  {'derived: 2nd launch + workspace (T=64 - T=16 recurrent crossing)':70s} "
+              f"{d64 - med['fast: _torch_fast.kda only, T=16 (recurrent: 1 launch, no workspace)']:8.2f}")
+
+
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--calls", type=int, default=4000)
     ap.add_argument("--no-cprofile", action="store_true", help="print the breakdown table only")
+    ap.add_argument("--kda", action="store_true",
+                    help="break down host_cost.py's chunk_kda call (T=64) instead of the decode")
     args = ap.parse_args(argv)
     import torch
 
@@ -106,6 +221,9 @@ def main(argv=None):
         print("profile_host.py: needs a CUDA device", file=sys.stderr)
         return 2
     torch.set_grad_enabled(False)
+    if args.kda:
+        kda_breakdown(torch, groupattn, min(args.calls, 2000))
+        return 0
     B, HQ, HKV, D, SK = 1, 64, 8, 128, 4096
     q = torch.randn(B, 1, HQ, D, dtype=torch.bfloat16, device="cuda")
     kc = torch.randn(B, SK, HKV, D, dtype=torch.bfloat16, device="cuda")
