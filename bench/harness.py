@@ -161,10 +161,30 @@ def calls_for(est_ms: float, nsets: int, target_ms: float, cap: int = 4000) -> i
     return int(max(nsets, min(cap, want)))
 
 
+def round_order(order: List[str], r: int) -> List[str]:
+    """Round r's order: `order` turned by r places. Turning changes each contender's place in the
+    round but not its neighbours: over the rounds every contender is always preceded by the same
+    one (the last of `order` before the first). In the suite that is ours after our own control,
+    the control after FlashAttention-2 and cuDNN after the cuda engine (see time_contenders)."""
+    k = r % len(order)
+    return order[k:] + order[:k]
+
+
+# Called after every timed replay as REPLAY_OBSERVER(name, t0, t1, ms_per_call), t0 / t1 the host's
+# time.perf_counter() around the replay (events, launch and synchronize included), when set.
+# bench/context_probe.py sets it to attribute clock / power samples to replays; None in the suite.
+REPLAY_OBSERVER: Optional[Callable[[str, float, float, float], None]] = None
+
+
 def time_contenders(fns: Dict[str, Callable[[int], object]], nsets: int, rounds: int, target_ms: float,
-                    control: Optional[str]) -> Dict:
+                    control: Optional[str], gap_s: float = 0.0, lead_in: bool = False) -> Dict:
     """Interleaved graph replays. Returns {name: {"ms": summary, "per_round": [...], "mode", "calls"}}
-    and, for `control`, a second graph of it ("<control>#ctrl") and the per-round ratio band."""
+    and, for `control`, a second graph of it ("<control>#ctrl") and the per-round ratio band.
+
+    gap_s: seconds the GPU idles (host sleep after the previous replay's synchronize) before every
+    timed replay. lead_in: an untimed replay of the same graph right before each timed one, so each
+    contender is timed after itself. Both default off (the suite's protocol); bench/context_probe.py
+    uses them to take the predecessor out of a timing."""
     est = {n: warm_up(f, nsets) for n, f in fns.items()}
     order = list(fns)
     units = {}
@@ -181,10 +201,22 @@ def time_contenders(fns: Dict[str, Callable[[int], object]], nsets: int, rounds:
         # The order turns by one each round, so no contender always holds one place in it: at
         # a3de7f4 a second graph of our own engine, always run last, took 0.86-0.94x the time of
         # the first on the 7-15 ms prefill shapes. The band stayed that far off 1 with the turning
-        # order (f637c02), so place is not the whole cause; not yet explained.
-        k = r % len(order)
-        for n in order[k:] + order[:k]:
-            per[n].append(units[n].run_ms_per_call())
+        # order (f637c02): turning keeps every contender's predecessor (round_order), and on the
+        # long d128 full rows the time follows the predecessor: on S16384 ours after its own control
+        # reads 2-14 % above the control after FlashAttention-2 (six runs), cuDNN after the cuda
+        # engine within 2.4 % of that control, and cuDNN after our engine (integ9 / integ10, run
+        # without the cuda engine) 3-12 % above it (docs/PREFILL_SM90.md, "The suite's long full
+        # rows vs the CLI"; the cause, likely the power cap's clock, UNVERIFIED: context_probe.py).
+        for n in round_order(order, r):
+            if gap_s > 0:
+                time.sleep(gap_s)
+            if lead_in:
+                units[n].run_ms_per_call()
+            t0 = time.perf_counter()
+            ms = units[n].run_ms_per_call()
+            if REPLAY_OBSERVER is not None:
+                REPLAY_OBSERVER(n, t0, time.perf_counter(), ms)
+            per[n].append(ms)
     out = {}
     for n in order:
         out[n] = {"ms": summary(per[n]), "per_round_ms": per[n], "mode": units[n].mode,
