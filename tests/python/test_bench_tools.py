@@ -8,6 +8,7 @@ import sys
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "..", "bench"))
 import compare  # noqa: E402
+import context_probe  # noqa: E402  (imports no torch at module level)
 import matrices  # noqa: E402
 import pins  # noqa: E402
 import report  # noqa: E402
@@ -341,3 +342,60 @@ def test_engine_status_and_report_flags_timed_unverified():
             "suites": {"decode": {"engines": ["sm90", "sm90-rows"], "entries": [e], "not_run": []}}}
     text = "\n".join(report.engines_verified_section(data))
     assert "| decode | groupattn:sm90-rows | 1 of 1 | **timed but not verified** |" in text
+
+
+# ---------------------------------------------------------------------------------------------
+# context_probe.py's pure parts, and the harness's round order (needs torch to import)
+
+
+def test_context_probe_parsing_and_predecessors(capsys):
+    assert context_probe.parse_configs("64/8:1:16384, 16/16:4:2048") == [
+        {"hq": 64, "hkv": 8, "batch": 1, "sq": 16384}, {"hq": 16, "hkv": 16, "batch": 4, "sq": 2048}]
+    for bad in ("64/8:1", "64/7:1:16", "a/b:1:2", ""):
+        try:
+            context_probe.parse_configs(bad)
+            raise AssertionError(bad)
+        except ValueError:
+            pass
+    assert context_probe.parse_contexts("suite, gap") == ["suite", "gap"]
+    import pytest
+
+    with pytest.raises(SystemExit) as e:  # argument errors stop before torch is imported
+        context_probe.main(["--contexts", "nope"])
+    assert e.value.code == 2
+    order = ["ours", "cuda", "cudnn", "flash", "ours#ctrl"]
+    assert context_probe.predecessors(order) == {"ours": "ours#ctrl", "cuda": "ours", "cudnn": "cuda",
+                                                 "flash": "cudnn", "ours#ctrl": "flash"}
+
+
+def test_context_probe_samples_and_windows():
+    p = context_probe.parse_smi_line
+    assert p("1755, 612.40, 61, 0x0000000000000004") == (1755.0, 612.4, 61.0, 4)
+    assert p("1980, 85.1, 40") == (1980.0, 85.1, 40.0, None)
+    assert p("[N/A], 85.1, 40") is None and p("") is None
+    samples = [(0.5, 1900.0, 400.0, 50.0, 0), (1.5, 1700.0, 700.0, 60.0, 4), (2.5, 1600.0, 700.0, 62.0, 4),
+               (3.5, 1980.0, 100.0, 45.0, None)]
+    st = context_probe.window_stats(samples, [(2.0, 3.0), (1.0, 2.0)])
+    assert st["n"] == 2 and st["mhz"] == 1650.0 and st["watts"] == 700.0 and st["pcap"] == 1.0
+    st = context_probe.window_stats(samples, [(0.0, 1.0), (3.0, 4.0)])
+    assert st["n"] == 2 and st["pcap"] == 0.0  # the sample without reasons does not count for pcap
+    assert context_probe.window_stats(samples, [(5.0, 6.0)])["n"] == 0
+
+
+def test_round_order_turns_but_keeps_predecessors():
+    import pytest
+
+    pytest.importorskip("torch")
+    import harness
+
+    order = ["ours", "cuda", "cudnn", "flash", "ours#ctrl"]
+    firsts = set()
+    for r in range(10):
+        ro = harness.round_order(order, r)
+        assert sorted(ro) == sorted(order)
+        firsts.add(ro[0])
+        # inside a round each contender follows the one it follows in `order` (cyclically)
+        pred = context_probe.predecessors(order)
+        for i in range(1, len(ro)):
+            assert pred[ro[i]] == ro[i - 1]
+    assert firsts == set(order)
