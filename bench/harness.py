@@ -203,7 +203,7 @@ def time_contenders(fns: Dict[str, Callable[[int], object]], nsets: int, rounds:
         # the first on the 7-15 ms prefill shapes. The band stayed that far off 1 with the turning
         # order (f637c02): turning keeps every contender's predecessor (round_order), and on the
         # long d128 full rows the time follows the predecessor: on S16384 ours after its own control
-        # reads 2-14 % above the control after FlashAttention-2 (six runs), cuDNN after the cuda
+        # reads 1-14 % above the control after FlashAttention-2 (six runs), cuDNN after the cuda
         # engine within 2.4 % of that control, and cuDNN after our engine (integ9 / integ10, run
         # without the cuda engine) 3-12 % above it (docs/PREFILL_SM90.md, "The suite's long full
         # rows vs the CLI"; the cause, likely the power cap's clock, UNVERIFIED: context_probe.py).
