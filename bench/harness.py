@@ -170,6 +170,29 @@ def round_order(order: List[str], r: int) -> List[str]:
     return order[k:] + order[:k]
 
 
+# How the contenders of one configuration take turns (run.py --order; the JSON's protocol.order_mode):
+#   turning   round r is the order turned by r places (round_order): each contender keeps its
+#             predecessor in every round (the suite's protocol up to session 11).
+#   shuffled  round r is a fixed pseudo-random permutation (shuffled_order): the predecessors vary
+#             from round to round, so a predecessor's effect (the power cap's clock on long rows,
+#             suspected in session 11) spreads over every contender instead of sitting on one.
+#   self      the turning order, each timed replay right after an untimed replay of itself
+#             (time_contenders' lead_in): each contender is timed in its own steady state; twice
+#             the GPU time.
+ORDER_MODES = ("turning", "shuffled", "self")
+
+
+def shuffled_order(order: List[str], r: int) -> List[str]:
+    """Round r's order under --order shuffled: a permutation of `order` drawn from a generator seeded
+    by r alone, so a run is reproducible and the same round of two configurations has the same
+    pattern."""
+    import random
+
+    out = list(order)
+    random.Random(1000003 * (r + 1)).shuffle(out)
+    return out
+
+
 # Called after every timed replay as REPLAY_OBSERVER(name, t0, t1, ms_per_call), t0 / t1 the host's
 # time.perf_counter() around the replay (events, launch and synchronize included), when set.
 # bench/context_probe.py sets it to attribute clock / power samples to replays; None in the suite.
@@ -177,14 +200,19 @@ REPLAY_OBSERVER: Optional[Callable[[str, float, float, float], None]] = None
 
 
 def time_contenders(fns: Dict[str, Callable[[int], object]], nsets: int, rounds: int, target_ms: float,
-                    control: Optional[str], gap_s: float = 0.0, lead_in: bool = False) -> Dict:
+                    control: Optional[str], gap_s: float = 0.0, lead_in: bool = False,
+                    order_mode: str = "turning") -> Dict:
     """Interleaved graph replays. Returns {name: {"ms": summary, "per_round": [...], "mode", "calls"}}
     and, for `control`, a second graph of it ("<control>#ctrl") and the per-round ratio band.
 
     gap_s: seconds the GPU idles (host sleep after the previous replay's synchronize) before every
     timed replay. lead_in: an untimed replay of the same graph right before each timed one, so each
     contender is timed after itself. Both default off (the suite's protocol); bench/context_probe.py
-    uses them to take the predecessor out of a timing."""
+    uses them to take the predecessor out of a timing. order_mode: one of ORDER_MODES ("self" is
+    lead_in)."""
+    if order_mode not in ORDER_MODES:
+        raise ValueError(f"order_mode: {order_mode!r} (accepted: {', '.join(ORDER_MODES)})")
+    lead_in = lead_in or order_mode == "self"
     est = {n: warm_up(f, nsets) for n, f in fns.items()}
     order = list(fns)
     units = {}
@@ -207,7 +235,7 @@ def time_contenders(fns: Dict[str, Callable[[int], object]], nsets: int, rounds:
         # engine within 2.4 % of that control, and cuDNN after our engine (integ9 / integ10, run
         # without the cuda engine) 3-12 % above it (docs/PREFILL_SM90.md, "The suite's long full
         # rows vs the CLI"; the cause, likely the power cap's clock, UNVERIFIED: context_probe.py).
-        for n in round_order(order, r):
+        for n in (shuffled_order(order, r) if order_mode == "shuffled" else round_order(order, r)):
             if gap_s > 0:
                 time.sleep(gap_s)
             if lead_in:

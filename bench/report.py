@@ -29,6 +29,14 @@ import pins  # noqa: E402
 PEER_NAMES = {"sdpa-cudnn": "cuDNN (SDPA)", "sdpa-flash": "FlashAttention-2 (SDPA)", "fla": "fla chunk_kda"}
 
 
+
+# protocol.order_mode (run.py --order; files before session 11 have none: their order was "turning").
+ORDER_TEXT = {
+    "turning": "order turned by one place a round, so every contender keeps its predecessor",
+    "shuffled": "a seeded permutation a round, so predecessors vary",
+    "self": "each timed right after an untimed replay of itself",
+}
+
 def _ours(names):
     return [n for n in names if n.startswith("groupattn:") and not n.endswith("#ctrl")]
 
@@ -137,7 +145,8 @@ def header(data, src, commit=None):
     pr = data.get("protocol", {})
     lines += ["", "Protocol (../shared/BENCHMARKING.md): random normal inputs rotated over "
               f"{pr.get('rotation_bytes_min', 0) / 2**30:.2f}+ GiB of sets; CUDA-graph replay of many calls; "
-              f"median of {pr.get('rounds')} rounds with p20-p80; contenders interleaved each round on the same tensors; "
+              f"median of {pr.get('rounds')} rounds with p20-p80; contenders interleaved each round on the same tensors "
+              f"({ORDER_TEXT.get(pr.get('order_mode', 'turning'), pr.get('order_mode'))}); "
               "the A-against-A control (a second graph of our first engine) gives the noise band: a ratio marked `~` "
               "lies inside it and is not a result. Ratios are peer time / our time (> 1: ours faster). "
               "Every timed configuration passed an fp64 check on a sample first "

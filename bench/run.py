@@ -103,6 +103,10 @@ def main(argv=None):
     ap.add_argument("--engines", default=None, help="comma-separated groupattn engine names (default: every "
                                                     "available non-reference engine of each op)")
     ap.add_argument("--no-peers", action="store_true", help="our engines only")
+    ap.add_argument("--order", default="turning", choices=["turning", "shuffled", "self"],
+                    help="how a configuration's contenders take turns (bench/harness.py ORDER_MODES): turning "
+                         "(each keeps its predecessor; the protocol up to session 11), shuffled (a seeded "
+                         "permutation a round), self (each timed right after an untimed replay of itself)")
     ap.add_argument("--tree-digest", action="store_true",
                     help="print the source-tree digest a results file would record, and exit (no torch needed)")
     ap.add_argument("--list", action="store_true",
@@ -132,6 +136,8 @@ def main(argv=None):
     import matrices
     import suites as S
 
+    assert tuple(sorted(H.ORDER_MODES)) == tuple(sorted(["turning", "shuffled", "self"])), "--order choices"
+    S.ORDER = args.order
     suites = ["decode", "prefill", "kda"] if args.suite == "all" else [args.suite]
     budgets = _budgets(args.suite_minutes, suites)
     stamp = time.strftime("%Y%m%d-%H%M%S", time.gmtime())
@@ -143,6 +149,7 @@ def main(argv=None):
                          "rotation_bytes_min": H.ROTATION_BYTES,
                          "order": "per round: each contender's graph once, in a fixed interleaved order, then the "
                                   "control (a second graph of the first of our engines)",
+                         "order_mode": args.order,
                          "attention_rel_tol": S.refs.ATTN_REL_TOL, "kda_rel_tol": S.refs.KDA_REL_TOL}}
     data["provenance"] = H.provenance(ROOT, ["bench/run.py"] + (argv if argv is not None else sys.argv[1:]))
     data["provenance"]["clocks_before"] = H.nvidia_smi()

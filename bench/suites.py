@@ -20,6 +20,7 @@ import refs
 
 ROUNDS = 5
 TARGET_MS = 10.0
+ORDER = "turning"  # harness.ORDER_MODES; run.py --order sets it
 
 
 # ---------------------------------------------------------------------------------------------
@@ -133,7 +134,7 @@ def run_config(cfg: Dict, sets_bytes: int, nsets: int, fns: Dict[str, Callable[[
     if control not in fns:
         control = next(iter(fns))
     try:
-        t = H.time_contenders(fns, nsets, ROUNDS, TARGET_MS, control)
+        t = H.time_contenders(fns, nsets, ROUNDS, TARGET_MS, control, order_mode=ORDER)
         entry["control"] = t.pop("_control", None)
         entry["timing"] = t
     except Exception as e:

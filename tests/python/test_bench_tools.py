@@ -399,3 +399,21 @@ def test_round_order_turns_but_keeps_predecessors():
         for i in range(1, len(ro)):
             assert pred[ro[i]] == ro[i - 1]
     assert firsts == set(order)
+
+
+def test_shuffled_order_varies_predecessors_and_is_reproducible():
+    import pytest
+
+    pytest.importorskip("torch")
+    import harness
+
+    order = ["ours", "cuda", "cudnn", "flash", "ours#ctrl"]
+    preds = set()
+    for r in range(5):
+        ro = harness.shuffled_order(order, r)
+        assert sorted(ro) == sorted(order) and ro == harness.shuffled_order(order, r)
+        preds.add(ro[ro.index("ours") - 1] if ro.index("ours") > 0 else None)
+    assert len(preds) >= 3  # ours follows different contenders (or opens the round) across the rounds
+    assert set(harness.ORDER_MODES) == {"turning", "shuffled", "self"}
+    with pytest.raises(ValueError, match="order_mode"):
+        harness.time_contenders({}, 1, 1, 1.0, None, order_mode="random")
