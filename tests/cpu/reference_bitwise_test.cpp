@@ -449,6 +449,8 @@ TEST(ReferenceBitwise, DISABLED_TimingOldVsNew) {
        false},
       {"8/2 d128 bf16 prefill S2048 causal B1", 8, 2, 128, 1, 2048, 2048, DType::kBF16, false, false, true,
        false},
+      {"16/16 d128 f32 prefill S512 causal B1 (MHA)", 16, 16, 128, 1, 512, 512, DType::kF32, false, false,
+       true, false},
   };
   for (const TimingCase& tc : cases) {
     Built x;
