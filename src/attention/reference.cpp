@@ -7,15 +7,17 @@
 // the tier's host time):
 // - Large problems spread their query rows over a few threads. Each row is computed by one thread
 //   in the same order, so the bits do not depend on it.
-// - Since session 11 the loops run per (query row, KV head) rather than per element: each visible
-//   key's K and V rows are found once (batched / varlen / paged through block_table, any strides;
-//   the last dimension is contiguous) and decoded to double once, then used by all the query heads
-//   of the group. Each head's dot product still sums over d = 0..D-1 in order, its softmax max, sum
-//   and weighted V sums still run over the keys in order, in the same double operations (scale,
-//   softcap, exp(s - m), w * v_scale * v, / sum, m + log(sum)): O and LSE are bit-for-bit those of
-//   the per-element loops before (tests/cpu/reference_bitwise_test.cpp runs the old code, kept in
-//   tests/cpu/reference_old.cpp, against this one). The heads of a group are interleaved in the
-//   innermost loops only because that gives the CPU independent sums to overlap; no sum is split.
+// - Since session 11 the loops run per (query row, KV head) rather than per element (which looked
+//   up the view, the page and the dtype for every multiply-add, ~8 ns each): each visible key's K
+//   and V rows are found once (batched / varlen / paged through block_table, any strides; the last
+//   dimension is contiguous), decoded to double once, and used by all the query heads of the group.
+//   Each head's dot product still sums over d = 0..D-1 in order from 0.0; its max, its sum of
+//   weights and its weighted V sums still run over the keys in order, in the same double operations
+//   (scale * dot * k_scale, softcap, exp(s - m), w * v_scale, += wv * v, / sum, m + log(sum)). So O
+//   and LSE are bit-for-bit those of the per-element loops (tests/cpu/reference_bitwise_test.cpp
+//   runs the old code, kept verbatim in tests/cpu/reference_old.cpp, against this one; 7-34x less
+//   CPU time on GPU-tier shapes, docs/TESTING.md). Several heads' dot products advance together
+//   only so the CPU can overlap their chains; no sum is split or reordered.
 #include "attention/reference.h"
 
 #include <algorithm>
@@ -245,9 +247,29 @@ struct Scratch {
   std::vector<double> q;           // [D][G]: the group's query rows as double, head-minor
   std::vector<double> kv;          // [max(D, Dv)]: one K or V row as double
   std::vector<double> s;           // [keys][G]: scores, head-minor
-  std::vector<double> acc;         // [Dv][G]: weighted V sums, head-minor
+  std::vector<double> acc;         // [G][Dv]: weighted V sums, one row per head
   std::vector<double> m, sum, wv;  // [G] each: max score, sum of weights, weight x v_scale
 };
+
+// dot[h] = sum over c = 0..D-1, in order, of q[c * G + h] * k[c], for kHeads heads at once: each
+// sum is its own chain (starting from 0.0, as a plain loop would), the heads only let the CPU
+// overlap the chains, and kHeads fixed keeps the sums in registers.
+template <size_t kHeads>
+void dot_heads(const double* q, size_t G, const double* k, size_t D, double* dot) {
+  double acc[kHeads] = {};
+  for (size_t c = 0; c < D; ++c) {
+    for (size_t h = 0; h < kHeads; ++h) acc[h] += q[c * G + h] * k[c];
+  }
+  for (size_t h = 0; h < kHeads; ++h) dot[h] = acc[h];
+}
+
+// The group's G dot products with one K row (q head-minor [D][G]), in blocks of 8, 4 and 1 heads.
+void dot_group(const double* q, size_t G, const double* k, size_t D, double* dot) {
+  size_t h = 0;
+  for (; h + 8 <= G; h += 8) dot_heads<8>(q + h, G, k, D, dot + h);
+  for (; h + 4 <= G; h += 4) dot_heads<4>(q + h, G, k, D, dot + h);
+  for (; h < G; ++h) dot_heads<1>(q + h, G, k, D, dot + h);
+}
 
 // One (sequence b, query row i), every query head: softmax over the visible keys, into o_rows
 // ([Hq, Dv], row r of the result) and lse_col[h * lse_stride]. For each KV head hk and its group of
@@ -292,11 +314,7 @@ void attend_query_row(const AttentionParams& p, const Geometry& g, int64_t b, in
     for (int64_t j = lo; j < hi; ++j) {
       row_to_double(kv_row(g, p.k, b, j - off, hk), p.k.dtype, g.d, kv);
       double* dot = sc->s.data() + static_cast<size_t>(j - lo) * G;
-      std::fill(dot, dot + G, 0.0);
-      for (size_t c = 0; c < D; ++c) {
-        const double* qc = sc->q.data() + c * G;
-        for (size_t gh = 0; gh < G; ++gh) dot[gh] += qc[gh] * kv[c];
-      }
+      dot_group(sc->q.data(), G, kv, D, dot);
       const double k_scale = kv_scale(p, g, p.k_scale, b, j - off, hk);
       for (size_t gh = 0; gh < G; ++gh) {
         double score = scale * dot[gh] * k_scale;
@@ -317,15 +335,15 @@ void attend_query_row(const AttentionParams& p, const Geometry& g, int64_t b, in
         sc->sum[gh] += w;
         sc->wv[gh] = w * v_scale;  // the value is v * v_scale
       }
-      for (size_t c = 0; c < Dv; ++c) {
-        double* acc_c = sc->acc.data() + c * G;
-        for (size_t gh = 0; gh < G; ++gh) acc_c[gh] += sc->wv[gh] * kv[c];
+      for (size_t gh = 0; gh < G; ++gh) {
+        double* acc = sc->acc.data() + gh * Dv;
+        for (size_t c = 0; c < Dv; ++c) acc[c] += sc->wv[gh] * kv[c];
       }
     }
     for (size_t gh = 0; gh < G; ++gh) {
       const int64_t h = h0 + static_cast<int64_t>(gh);
       double* o_row = o_rows + h * g.dv;
-      for (size_t c = 0; c < Dv; ++c) o_row[c] = sc->acc[c * G + gh] / sc->sum[gh];
+      for (size_t c = 0; c < Dv; ++c) o_row[c] = sc->acc[gh * Dv + c] / sc->sum[gh];
       lse_col[h * lse_stride] = sc->m[gh] + std::log(sc->sum[gh]);
     }
   }
