@@ -323,7 +323,7 @@ void attend_query_row(const AttentionParams& p, const Geometry& g, int64_t b, in
         sc->m[gh] = std::max(sc->m[gh], score);
       }
     }
-    // Weighted V sums: per head and channel, acc += exp(s - m) * v_scale * v over the keys in order.
+    // Weighted V sums: per head and channel, acc += (exp(s - m) * v_scale) * v over the keys in order.
     std::fill(sc->acc.begin(), sc->acc.end(), 0.0);
     std::fill(sc->sum.begin(), sc->sum.end(), 0.0);
     for (int64_t j = lo; j < hi; ++j) {
