@@ -105,6 +105,24 @@ def _host_info(torch):
     return info
 
 
+def kda_case(torch, T, H, K, dev, gen):
+    """The kda case's chunk_kda problem (module docstring): ((q, k, v, g, beta), kwargs), drawn from
+    `gen` in a fixed order. bench/profile_host.py --kda takes the same call apart."""
+    def randn(*shape, dtype=torch.bfloat16):
+        return torch.randn(*shape, dtype=dtype, device=dev, generator=gen)
+
+    kq, kk, kv = randn(1, T, H, K), randn(1, T, H, K), randn(1, T, H, K)
+    g = randn(1, T, H, K, dtype=torch.float32)
+    beta = randn(1, T, H, dtype=torch.float32)
+    A_log = torch.log(torch.empty(H, device=dev).uniform_(1, 16, generator=gen))
+    dt_bias = torch.empty(H, K, device=dev).uniform_(-6, -2, generator=gen)
+    state = randn(1, H, K, K, dtype=torch.float32) * 0.1
+    kw = dict(initial_state=state, output_final_state=True, use_qk_l2norm_in_kernel=True,
+              use_gate_in_kernel=True, lower_bound=-5.0, use_beta_sigmoid_in_kernel=True,
+              A_log=A_log, dt_bias=dt_bias)
+    return (kq, kk, kv, g, beta), kw
+
+
 def time_wall(torch, fn, calls, warmup=50):
     for _ in range(warmup):
         fn()
@@ -294,16 +312,7 @@ def main(argv=None):
             break  # cuDNN is the comparison; FLASH only where cuDNN refuses the problem
 
     # --- kda ----------------------------------------------------------------------------------
-    T, H, K = 64, 4, 128
-    kq, kk, kv = randn(1, T, H, K), randn(1, T, H, K), randn(1, T, H, K)
-    g = randn(1, T, H, K, dtype=torch.float32)
-    beta = randn(1, T, H, dtype=torch.float32)
-    A_log = torch.log(torch.empty(H, device=dev).uniform_(1, 16, generator=gen))
-    dt_bias = torch.empty(H, K, device=dev).uniform_(-6, -2, generator=gen)
-    state = randn(1, H, K, K, dtype=torch.float32) * 0.1
-    kw = dict(initial_state=state, output_final_state=True, use_qk_l2norm_in_kernel=True,
-              use_gate_in_kernel=True, lower_bound=-5.0, use_beta_sigmoid_in_kernel=True,
-              A_log=A_log, dt_bias=dt_bias)
+    (kq, kk, kv, g, beta), kw = kda_case(torch, 64, 4, 128, dev, gen)
     try:
         engine = groupattn.kda_engine_for(kq, kk, kv, g, beta, **kw)
     except (ValueError, NotImplementedError) as e:

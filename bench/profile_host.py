@@ -111,6 +111,7 @@ def kda_breakdown(torch, groupattn, calls=2000, dev="cuda"):
     import statistics
     import time
 
+    import host_cost
     from groupattn import _ops
 
     gen = torch.Generator(device=dev).manual_seed(0)
@@ -118,18 +119,8 @@ def kda_breakdown(torch, groupattn, calls=2000, dev="cuda"):
     sync = torch.cuda.synchronize if dev == "cuda" else (lambda: None)  # dev="cpu": a check of this script
 
     def problem(T):
-        def randn(*shape, dtype=torch.bfloat16):
-            return torch.randn(*shape, dtype=dtype, device=dev, generator=gen)
-
-        kq, kk, kv = randn(1, T, H, K), randn(1, T, H, K), randn(1, T, H, K)
-        g = randn(1, T, H, K, dtype=torch.float32)
-        beta = randn(1, T, H, dtype=torch.float32)
-        A_log = torch.log(torch.empty(H, device=dev).uniform_(1, 16, generator=gen))
-        dt_bias = torch.empty(H, K, device=dev).uniform_(-6, -2, generator=gen)
-        state = randn(1, H, K, K, dtype=torch.float32) * 0.1
-        kw = dict(initial_state=state, output_final_state=True, use_qk_l2norm_in_kernel=True,
-                  use_gate_in_kernel=True, lower_bound=-5.0, use_beta_sigmoid_in_kernel=True,
-                  A_log=A_log, dt_bias=dt_bias)
+        (kq, kk, kv, g, beta), kw = host_cost.kda_case(torch, T, H, K, dev, gen)
+        state, A_log, dt_bias = kw["initial_state"], kw["A_log"], kw["dt_bias"]
         # _torch_fast.kda's positional arguments as chunk_kda passes them (groupattn/_ops.py).
         direct = [kq, kk, kv, g, beta, None, state, 1, None, None, False, _ops._GATE_LOWER_BOUND, A_log,
                   dt_bias, -5.0, True, True, False, None]
