@@ -693,17 +693,6 @@ Case work_list_case(const WorkListShape& sh, KvKind kv, int page) {
   return c;
 }
 
-int decode_ctas_per_sm_bf16(int64_t d) {
-  switch (d) {
-    case 64:
-      return cuda_engine::decode_ctas_per_sm<__nv_bfloat16, 64>();
-    case 128:
-      return cuda_engine::decode_ctas_per_sm<__nv_bfloat16, 128>();
-    default:
-      return cuda_engine::decode_ctas_per_sm<__nv_bfloat16, 256>();
-  }
-}
-
 // The list's workspace for c (bf16, one new token), or 0 where this device's planner would not
 // take it (list_plane_wave_for declines the batch).
 size_t work_list_bytes(const Case& c) {
@@ -712,7 +701,8 @@ size_t work_list_bytes(const Case& c) {
       cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev) != cudaSuccess)
     return 0;
   const int64_t batch = static_cast<int64_t>(c.k_lens.size());
-  const int plane_wave = cuda_engine::list_plane_wave_for(sms, decode_ctas_per_sm_bf16(c.d), c.hkv, 1, batch);
+  const int plane_wave =
+      cuda_engine::list_plane_wave_for(sms, cuda_engine::decode_ctas_per_sm_for<__nv_bfloat16>(c.d), c.hkv, 1, batch);
   if (plane_wave <= 0) return 0;
   // (slots, max_q, heads_q, head_dim, batch): one new token a sequence.
   return cuda_engine::list_workspace_bytes(cuda_engine::list_slot_bound(plane_wave, batch), 1, c.hq, c.d,

@@ -122,23 +122,10 @@ Geometry geometry(const AttentionParams& p, Form form) {
   return g;
 }
 
-template <class T>
-int decode_ctas_per_sm_for(int64_t d) {
-  switch (d) {
-    case 64:
-      return cuda_engine::decode_ctas_per_sm<T, 64>();
-    case 128:
-      return cuda_engine::decode_ctas_per_sm<T, 128>();
-    case 256:
-      return cuda_engine::decode_ctas_per_sm<T, 256>();
-    default:
-      return 0;  // no decode kernel for this head dim
-  }
-}
-
 // CTAs of the decode kernel per SM for p's dtype (bf16 or f16) and head dim `d`; 0: not usable.
 int decode_ctas_per_sm_for(const AttentionParams& p, int64_t d) {
-  return p.q.dtype == DType::kBF16 ? decode_ctas_per_sm_for<__nv_bfloat16>(d) : decode_ctas_per_sm_for<__half>(d);
+  return p.q.dtype == DType::kBF16 ? cuda_engine::decode_ctas_per_sm_for<__nv_bfloat16>(d)
+                                   : cuda_engine::decode_ctas_per_sm_for<__half>(d);
 }
 
 template <class T>
@@ -410,6 +397,22 @@ std::atomic<int> g_cuda_work_list_mode{-1};
 }  // namespace
 
 namespace cuda_engine {
+
+template <class T>
+int decode_ctas_per_sm_for(int64_t head_dim) {
+  switch (head_dim) {
+    case 64:
+      return decode_ctas_per_sm<T, 64>();
+    case 128:
+      return decode_ctas_per_sm<T, 128>();
+    case 256:
+      return decode_ctas_per_sm<T, 256>();
+    default:
+      return 0;  // no decode kernel for this head dim
+  }
+}
+template int decode_ctas_per_sm_for<__nv_bfloat16>(int64_t);
+template int decode_ctas_per_sm_for<__half>(int64_t);
 
 void set_cuda_decode_work_list_mode(int mode) { g_cuda_work_list_mode.store(clamp_mode(mode)); }
 

@@ -78,6 +78,10 @@ Status launch_decode(const KernelParams& p, cudaStream_t stream, bool use_pdl);
 // device's shared memory per CTA is too small for it (the engine then uses the tile kernel).
 template <class T, int kHeadDim>
 int decode_ctas_per_sm();
+// The same for a head dim known at run time (64, 128 or 256; 0 for any other: no decode kernel).
+// T: __nv_bfloat16 or __half (instantiated in cuda_engine.cu).
+template <class T>
+int decode_ctas_per_sm_for(int64_t head_dim);
 
 // The decode work list for batches of mixed lengths (docs/ENGINES.md, "Mixed lengths: the work
 // list"), a measurement switch: GROUPATTN_CUDA_DECODE_WORK_LIST (read once; default on, 0
