@@ -416,7 +416,7 @@ template int decode_ctas_per_sm_for<__half>(int64_t);
 
 void set_cuda_decode_work_list_mode(int mode) { g_cuda_work_list_mode.store(clamp_mode(mode)); }
 
-// The work list is on by default (measured +28 to +45 % on mixed-length rows, -1 to -4 % on equal
+// The work list is on by default (measured +18 to +46 % on mixed-length rows, -1 to -4 % on equal
 // lengths; docs/ENGINES.md, "Mixed lengths: the work list"); GROUPATTN_CUDA_DECODE_WORK_LIST=0 turns
 // it off. Read once.
 bool cuda_decode_work_list() {
