@@ -113,7 +113,8 @@ def expected_kernels(engine: str, p: Dict) -> Dict:
         if page is not None or fp8 or d not in (64, 128, 256):
             return {"serves": False, "why": "paged, fp8 or head dim"}
         # The persistent form (sm90_prefill_engine.cu choose_persistent): head dim 128, full attention,
-        # batched Q and K/V without a window; the plain grid for the rest.
+        # batched Q and K/V without a window; the plain grid for the rest (causal too, while its own
+        # switch GROUPATTN_SM90_PREFILL_PERSISTENT_CAUSAL is off, the default).
         persistent = d == 128 and not p["causal"] and p.get("kind") == "batched" and p.get("window") is None
         k, other = (SM90_PREFILL_PERSISTENT, SM90_PREFILL) if persistent else (SM90_PREFILL, SM90_PREFILL_PERSISTENT)
         return {"serves": True, "form": k.split("::")[1], "all": [k],

@@ -175,7 +175,8 @@ def check(version, rng):
 
 
 # ---- persistent-wg: the persistent form (prefill_persistent.cuh; produce_persistent / consume_persistent),
-# one CTA's works of n tiles each, two consumer warpgroups. Beyond the barriers it tracks the shared
+# one CTA's works of ns[k] tiles each (full attention: all n; causal, step C: 1 to m, pairs of m + 1 back
+# to back), two consumer warpgroups. Beyond the barriers it tracks the shared
 # memory's contents: every buffer (K halves, V, Q halves, the O staging in a K half) carries a tag, a
 # product checks its operands when issued and when waited for (wgmma is asynchronous), and a write (a
 # TMA load landing, stmatrix of staged O) fails while a read of the buffer is in flight. mbarrier waits
@@ -185,15 +186,19 @@ def check(version, rng):
 # 'no-ofree' (the producer refills a staged stage without o_free), 'no-empty-wait' (the epilogue writes
 # the K half without waiting for the stage's empty phase), 'no-skip-last' (warpgroup 1 arrives after its
 # last turn too), 'o-in-q' (O staged in the warpgroup's Q half, as the plain kernel does, which by then
-# holds the next work's Q). (One o_free barrier for all stages instead of one per stage would also
-# pass: a warpgroup's epilogue of work k + 1 comes after its wait for the tile following work k + 1's
+# holds the next work's Q), 'n-first' (step C: the Q half released by the first work's tile count in
+# every work, as a kernel that kept step B's one n would). (One o_free barrier for all stages instead of
+# one per stage would also pass: a warpgroup's epilogue of work k + 1 comes after its wait for the tile following work k + 1's
 # last, which the producer issues only after its o_free wait for work k, so o_free never runs two
 # phases ahead. The per-stage barriers do not rely on where that wait sits.)
-def persistent_programs(W, n, bug):
-    total = W * n
+def persistent_programs(ns, bug):
+    W, total = len(ns), sum(ns)
+    start = [sum(ns[:k]) for k in range(W)]
+    work = [k for k in range(W) for _ in range(ns[k])]  # tile g -> its work
     def producer():
         staged = [False] * S; ophase = [0] * S; it = 0
         for k in range(W):
+            n = ns[k]
             for blk in range(n):
                 s = it % S
                 yield ('wait', ('empty', s), ((it // S) & 1) ^ 1)
@@ -217,8 +222,8 @@ def persistent_programs(W, n, bug):
             yield ('arrive', ('ofree', s))
         def s_reads(g):
             s = g % S
-            return [(('Q', w), ('q', g // n)), (('K', s, 0), ('tile', g)), (('K', s, 1), ('tile', g))]
-        def releases_q(t):
+            return [(('Q', w), ('q', work[g])), (('K', s, 0), ('tile', g)), (('K', s, 1), ('tile', g))]
+        def releases_q(t, n):
             return t == (n - 2 if bug == 'q-early' and n >= 2 else n - 1)
         if w == 1: yield ('arrive_nb', 0)
         yield ('wait', ('qfull', w), 0)
@@ -227,17 +232,17 @@ def persistent_programs(W, n, bug):
         yield ('issue', 'S', s_reads(0))
         yield ('arrive_nb', 0 if w == 1 else 1)
         yield ('complete', 'S')
-        if releases_q(0): yield ('arrive', ('qempty', w))
+        if releases_q(0, ns[0]): yield ('arrive', ('qempty', w))
         if total > 1: yield ('wait', ('full', 1 % S), (1 // S) & 1)
         for g in range(1, total):
-            k, t = g // n, g % n
+            k = work[g]; t = g - start[k]
             if t == 0: yield ('wait', ('qfull', w), k & 1)
             yield ('sync', w)
             yield ('issue', 'S', s_reads(g))
             yield ('issue', 'O', [(('V', (g - 1) % S), ('tile', g - 1))])
             yield ('arrive_nb', 0 if w == 1 else 1)
             yield ('complete', 'S')
-            if releases_q(t): yield ('arrive', ('qempty', w))
+            if releases_q(t, ns[0] if bug == 'n-first' else ns[k]): yield ('arrive', ('qempty', w))
             if g + 1 < total: yield ('wait', ('full', (g + 1) % S), ((g + 1) // S) & 1)
             yield ('complete', 'O')
             yield ('arrive', ('empty', (g - 1) % S))
@@ -251,12 +256,12 @@ def persistent_programs(W, n, bug):
         yield from epilogue(W - 1, L)
     return [producer(), consumer(0), consumer(1)]
 
-def run_persistent(W, n, bug, rng):
+def run_persistent(ns, bug, rng):
     counts = {'full': 1, 'empty': 2, 'qfull': 1, 'qempty': 1, 'ofree': 2}
     arr = {}; done = {}  # mbarrier: arrivals in the current phase, completed phases
     nb_cnt = [0, 0]; nb_gen = [0, 0]
     mem = {}; inflight = {}  # buffer -> tag; buffer -> number of reads in flight
-    progs = persistent_programs(W, n, bug)
+    progs = persistent_programs(ns, bug)
     cur = [next(p, None) for p in progs]
     nbwait = [None] * 3; issued = [dict() for _ in range(3)]  # per agent: kind -> reads in flight
     pending = []  # TMA loads in flight: (bar, writes)
@@ -321,18 +326,29 @@ def run_persistent(W, n, bug, rng):
             else: nbwait[a] = gen; continue
         cur[a] = next(progs[a], None)
 
+# The lists of works' tile counts: full attention's W works of n tiles, then causal ones (step C):
+# pairs (m - 1 - i, i) of m + 1 tiles (the middle block alone when m is odd), works of 1 next to 16,
+# runs of one-tile works (Sq > Sk: every tile ends a work) and random lengths 1..6.
+def persistent_lists(rng):
+    lists = [[n] * W for n in [1, 2, 3, 4, 5, 7, 16] for W in [1, 2, 3, 4, 5, 8, 13]]
+    for m in [2, 3, 4, 5, 16]:
+        pairs = [x for i in range(m // 2) for x in (m - i, i + 1)] + ([m // 2 + 1] if m % 2 else [])
+        lists += [pairs, pairs * 2, pairs[:3]]
+    lists += [[16, 1, 16, 1, 1, 16], [1, 1, 1, 2, 1, 1, 3, 1], [1, 16], [16, 1], [2, 1, 2, 1, 1, 2]]
+    lists += [[rng.randint(1, 6) for _ in range(rng.randint(1, 9))] for _ in range(12)]
+    return lists
+
 def check_persistent(bug, rng):
     runs = bad = 0
-    for n in [1, 2, 3, 4, 5, 7, 16]:
-        for W in [1, 2, 3, 4, 5, 8, 13]:
-            for _ in range(20 if n * W < 60 else 5):
-                r = run_persistent(W, n, bug, rng)
-                runs += 1
-                if r != 'ok':
-                    bad += 1
-                    if bad <= 2 and bug is None: print(f'  persistent-wg: works {W} x {n} tiles: {r}')
-                    if bad <= 1 and bug is not None: print(f'  persistent-wg planted {bug}: works {W} x {n} tiles: {r[:160]}')
-                    break
+    for ns in persistent_lists(random.Random(7)):
+        for _ in range(20 if sum(ns) < 60 else 5):
+            r = run_persistent(ns, bug, rng)
+            runs += 1
+            if r != 'ok':
+                bad += 1
+                if bad <= 2 and bug is None: print(f'  persistent-wg: works of {ns} tiles: {r}')
+                if bad <= 1 and bug is not None: print(f'  persistent-wg planted {bug}: works of {ns} tiles: {r[:160]}')
+                break
     print(f'persistent-wg{" (planted " + bug + ")" if bug else ""}: {runs} runs, {bad} failing cases')
     return bad
 
@@ -346,7 +362,7 @@ if __name__ == '__main__':
             ok = check(mode, rng) == 0 and ok
         ok = check('late-wait', rng) > 0 and ok
     ok = check_persistent(None, rng) == 0 and ok
-    for bug in ('q-early', 'no-ofree', 'no-empty-wait', 'no-skip-last', 'o-in-q'):
+    for bug in ('q-early', 'no-ofree', 'no-empty-wait', 'no-skip-last', 'o-in-q', 'n-first'):
         ok = check_persistent(bug, rng) > 0 and ok
     print('barrier model: ' + ('pass' if ok else 'FAIL'))
     sys.exit(0 if ok else 1)

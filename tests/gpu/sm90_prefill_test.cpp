@@ -379,15 +379,17 @@ TEST_F(Sm90Prefill, HeadDim256N80Tiles) {
 }
 
 // ---- The persistent form (PrefillLaunch::persistent_grid, prefill_persistent.cuh; docs/PREFILL_SM90.md,
-// "A persistent form with per-warpgroup query tiles", step B): head dim 128, full attention, batched Q
-// and K/V. Within a work the KV tiles and the arithmetic are the plain loop's, so O and LSE must be
-// bitwise those of the plain grid: a tile of the wrong work, head or stage, a Q half reloaded too
-// early or O staged over a K tile still read shows as a difference.
+// "A persistent form with per-warpgroup query tiles", steps B and C): head dim 128, full and causal
+// attention, batched Q and K/V. Within a work the KV tiles and the arithmetic are the plain loop's, so
+// O and LSE must be bitwise those of the plain grid: a tile of the wrong work, head or stage, a Q half
+// reloaded too early, O staged over a K tile still read, or a causal work given the wrong tile count
+// or mask shows as a difference.
 
-// Runs p with the persistent switch forced to `mode` (and, when > 0, the persistent grid forced to
-// `grid` CTAs); checks which form ran.
+// Runs p with the persistent switches (full and causal) forced to `mode` (and, when > 0, the
+// persistent grid forced to `grid` CTAs); checks which form ran.
 void run_persistent(Problem& p, int mode, int grid, HostTensor* o, HostTensor* l) {
   ForcedSwitch form(sm90_engine::set_prefill_persistent_mode, mode);
+  ForcedSwitch causal(sm90_engine::set_prefill_persistent_causal_mode, mode);
   ForcedSwitch ctas(sm90_engine::set_prefill_persistent_grid, grid);
   ASSERT_TRUE(run_cuda(p, o, l, kEngine).ok()) << describe(p.c);
   const int ran = sm90_engine::prefill_last_persistent_grid();
@@ -439,6 +441,65 @@ TEST_F(Sm90Prefill, PersistentEqualsPlainGridBitwise) {
   expect_persistent_equals_plain(c, 0);
 }
 
+// Causal (step C), one CTA per SM: pairs of 128-row blocks (Sq == Sk) with m even (1000: 8 blocks; 2048:
+// 16, the pair (15, 0) is a work of 16 tiles next to one of 1) and m odd (1025: 9, the middle block a
+// unit of its own after the pairs; 640: 5 whole blocks; 100: one block, no pair at all); single blocks
+// longest first (Sq != Sk) with Sq < Sk (385 / 1000: 3 blocks of 6 to 8 tiles) and Sq > Sk by less than
+// a block (1000 / 900: the first 100 rows see no key, block 0 one tile); 8/8 at Sk 4200, whose K and V
+// (17.2 MB a sequence) exceed kHeadsFastestKvBytes: a head's units together, pairs (33 blocks) and
+// single blocks (4000 / 4200); GQA 12/4, bf16 and f16, one with softcap.
+TEST_F(Sm90Prefill, PersistentCausalEqualsPlainGridBitwise) {
+  struct Shape {
+    int hq, hkv, batch, sq, sk;
+  };
+  for (const Shape& sh : std::vector<Shape>{{32, 8, 2, 1000, 1000},
+                                            {12, 4, 3, 1025, 1025},
+                                            {12, 4, 2, 640, 640},
+                                            {8, 2, 4, 2048, 2048},
+                                            {32, 8, 3, 100, 100},
+                                            {32, 8, 3, 385, 1000},
+                                            {32, 8, 2, 1000, 900},
+                                            {8, 8, 2, 4200, 4200},
+                                            {8, 8, 1, 4000, 4200}}) {
+    for (DType dt : {DType::kBF16, DType::kF16}) {
+      Case c = prefill_case(sh.hq, sh.hkv, sh.batch, sh.sq, sh.sk, true);
+      c.dtype = dt;
+      expect_persistent_equals_plain(c, 0);
+    }
+  }
+  Case c = prefill_case(12, 4, 2, 1025, 1025, true);
+  c.softcap = 30.f;
+  expect_persistent_equals_plain(c, 0);
+}
+
+// The causal form's scope: off unless its own switch is on (the full form's switch alone leaves causal
+// problems on the plain grid), and with both on a problem whose first 128-row block sees no key (Sq -
+// Sk >= 128) stays on the plain grid; the full form does not depend on the causal switch.
+TEST_F(Sm90Prefill, PersistentCausalScope) {
+  struct Want {
+    Case c;
+    int full, causal;
+    bool persistent;
+  };
+  const std::vector<Want> wants = {
+      {prefill_case(8, 2, 2, 300, 300, true), 1, 0, false},
+      {prefill_case(8, 2, 2, 300, 300, true), 1, 1, true},
+      {prefill_case(8, 2, 2, 300, 300, true), 0, 1, false},
+      {prefill_case(8, 2, 2, 300, 172, true), 1, 1, false},
+      {prefill_case(8, 2, 2, 300, 173, true), 1, 1, true},
+      {prefill_case(8, 2, 2, 300, 300, false), 1, 0, true},
+  };
+  for (const Want& w : wants) {
+    ForcedSwitch form(sm90_engine::set_prefill_persistent_mode, w.full);
+    ForcedSwitch causal(sm90_engine::set_prefill_persistent_causal_mode, w.causal);
+    auto p = make_problem(w.c);
+    HostTensor o = like(p->out), l = like(p->lse);
+    ASSERT_TRUE(run_cuda(*p, &o, &l, kEngine).ok()) << describe(w.c);
+    EXPECT_EQ(sm90_engine::prefill_last_persistent_grid() > 0, w.persistent)
+        << describe(w.c) << " with the switches " << w.full << " / " << w.causal;
+  }
+}
+
 // The grid forced to 1, 2 and 3 CTAs: dozens of works per CTA, so the ring's phases, the per-stage
 // o_free phases, the Q halves' phases and the pingpong turns run on across many boundaries. Works of
 // 1 KV tile (Sk 77: every tile ends a work, each stage holds staged O in turn), 2 (129: a work ends
@@ -451,6 +512,22 @@ TEST_F(Sm90Prefill, PersistentManyWorksPerCta) {
       const int sq = sk == 2048 ? 129 : 300;
       expect_persistent_equals_plain(prefill_case(8, 2, 2, sq, sk, false), grid);
     }
+  }
+}
+
+// Causal works of different lengths in one launch, the grid forced to 1, 2 and 3 CTAs: pairs with m even
+// (2048: works of 16 tiles next to works of 1, 15 next to 2, ...) and odd (1100: 9 blocks, the middle
+// ones of 5 tiles last; 300: 3 blocks, works of 3, 1 and 2 tiles), single blocks with Sq < Sk (300 /
+// 700: 5 to 6 tiles) and Sq > Sk (700 / 600: 1 to 5 tiles; 129 / 77: every work one tile, every tile
+// ends a work); 8/8 at 4200 (a head's units together, above kHeadsFastestKvBytes). The plain grid's
+// output, bitwise.
+TEST_F(Sm90Prefill, PersistentCausalManyWorksPerCta) {
+  for (int grid : {1, 2, 3}) {
+    for (auto [sq, sk] : std::vector<std::pair<int, int>>{
+             {2048, 2048}, {1100, 1100}, {300, 300}, {300, 700}, {700, 600}, {129, 77}}) {
+      expect_persistent_equals_plain(prefill_case(8, 2, 2, sq, sk, true), grid);
+    }
+    expect_persistent_equals_plain(prefill_case(8, 8, 1, 4200, 4200, true), grid);
   }
 }
 
@@ -477,6 +554,36 @@ TEST_F(Sm90Prefill, PersistentAgainstReference) {
       Case m = prefill_case(8, 1, 3, 200, 241, false);
       m.dtype = dt;
       check_case(m, kEngine);
+    }
+  }
+}
+
+// The causal form forced (step C), against the fp64 reference with the harness's guards: GQA 12/4 and
+// MQA 8/1, softcap and a custom scale (on 333), bf16 and f16; pairs with m odd (333: 3 blocks) and even
+// (256), single blocks with Sq != Sk both ways (77 / 129; 129 / 77: rows that see no key); one CTA per SM and
+// the grid forced to 2.
+TEST_F(Sm90Prefill, PersistentCausalAgainstReference) {
+  ForcedSwitch on(sm90_engine::set_prefill_persistent_mode, 1);
+  ForcedSwitch causal(sm90_engine::set_prefill_persistent_causal_mode, 1);
+  for (int grid : {0, 2}) {
+    ForcedSwitch ctas(sm90_engine::set_prefill_persistent_grid, grid);
+    for (DType dt : {DType::kBF16, DType::kF16}) {
+      for (auto [sq, sk] : std::vector<std::pair<int, int>>{{77, 129}, {129, 77}, {333, 333}, {256, 256}}) {
+        Case c = prefill_case(12, 4, 2, sq, sk, true);
+        c.dtype = dt;
+        check_case(c, kEngine);
+        EXPECT_GT(sm90_engine::prefill_last_persistent_grid(), 0) << describe(c);
+        if (sq != 333) continue;  // softcap and scale once per grid and dtype (the test stays < 60 s)
+        c.softcap = 30.f;
+        check_case(c, kEngine);
+        c.softcap = 0.f;
+        c.scale = 0.05f;
+        check_case(c, kEngine);
+      }
+      Case m = prefill_case(8, 1, 3, 200, 241, true);
+      m.dtype = dt;
+      check_case(m, kEngine);
+      EXPECT_GT(sm90_engine::prefill_last_persistent_grid(), 0) << describe(m);
     }
   }
 }

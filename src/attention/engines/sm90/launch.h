@@ -86,11 +86,24 @@ struct PrefillLaunch {
   // rounding (the softmax sees other tile boundaries), both against the fp64 reference.
   bool d256_n80 = false;
   // > 0: the persistent form (prefill_persistent.cuh; head dim 128, batched Q and K/V without
-  // seqlens_k, full attention, with tma_store_o and o_tmap) on this many CTAs, each taking the units
-  // (sequence, query head, 128-row block) c, c + grid, ...; the engine's choose_persistent decides.
-  // 0: the plain grid. Results are the same either way (bitwise).
+  // seqlens_k, full or causal attention without window, with tma_store_o and o_tmap) on this many CTAs,
+  // each taking the units c, c + grid, ... of a static list (full: (sequence, query head, 128-row
+  // block); causal: persistent_causal_units); the engine's choose_persistent decides. 0: the plain
+  // grid. Results are the same either way (bitwise).
   int persistent_grid = 0;
 };
+
+// The persistent form's causal list (docs/PREFILL_SM90.md, "Step C as built"): with pairs (Sq == Sk)
+// each (sequence, query head) has m_blocks / 2 units of two works, the 128-row blocks m - 1 - i and i
+// (m + 1 KV tiles together), and with m_blocks odd one more unit of the middle block alone, after all
+// the pairs; without pairs (Sq != Sk) one unit per block, the longest first. Heads fastest while one
+// sequence's K and V fit in kHeadsFastestKvBytes (the plain grid's rule, PrefillLaunch::heads_fastest),
+// else a head's units together (longer sequences: the CTAs in flight then read one or two KV heads,
+// whose K and V stay in L2). The engine's grid and the kernel's list take their unit count from here.
+inline constexpr int64_t kHeadsFastestKvBytes = int64_t{16} << 20;
+constexpr int64_t persistent_causal_units(int64_t m_blocks, int64_t heads_q, int64_t batch, bool pairs) {
+  return heads_q * batch * (pairs ? m_blocks / 2 + m_blocks % 2 : m_blocks);
+}
 
 // Runs the prefill kernel (grid: m_blocks, Hq, B, or Hq, m_blocks, B with l.heads_fastest);
 // p.num_splits must be 1. Dispatches on l.head_dim to launch_prefill_head_dim.
@@ -147,6 +160,13 @@ bool prefill_d256_n80();
 // store); elsewhere the plain grid runs either way.
 void set_prefill_persistent_mode(int mode);
 bool prefill_persistent();
+// The persistent form for causal attention (the same kernel's causal list; docs/PREFILL_SM90.md,
+// "Step C as built"), a switch of its own so that the full form stays as measured:
+// GROUPATTN_SM90_PREFILL_PERSISTENT_CAUSAL ("1": on; read at the first call, default off). It applies
+// where choose_persistent admits a causal problem (as above, and no 128-row block whose rows all see
+// no key: Sq - Sk < 128) with the persistent form itself on.
+void set_prefill_persistent_causal_mode(int mode);
+bool prefill_persistent_causal();
 // Test hook: the persistent form's grid forced to min(ctas, units) CTAs (0: one per SM, the default),
 // so that a CTA runs dozens of works in a small problem.
 void set_prefill_persistent_grid(int ctas);

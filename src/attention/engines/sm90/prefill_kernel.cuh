@@ -1400,7 +1400,8 @@ template <class Traits>
 Status launch_prefill_traits(const cuda_engine::KernelParams& p, const PrefillLaunch& l, cudaStream_t stream) {
   if constexpr (Traits::kPersistentForm) {
     if (l.persistent_grid > 0 && l.tma_store_o && l.o_tmap != nullptr && p.cu_seqlens_q == nullptr &&
-        p.cu_seqlens_k == nullptr && p.seqlens_k == nullptr && !p.causal && p.window_left < 0 && p.window_right < 0)
+        p.cu_seqlens_k == nullptr && p.seqlens_k == nullptr && p.window_left < 0 && p.window_right < 0 &&
+        (!p.causal || p.seqlen_q - p.seqlen_k < Traits::kBlockM))
       return launch_prefill_persistent<Traits>(p, l, stream);
   }
   const auto m_blocks = static_cast<unsigned>(p.m_blocks), heads = static_cast<unsigned>(p.heads_q);

@@ -43,6 +43,8 @@ std::atomic<int> g_tma_store_o_mode{-1};
 std::atomic<int> g_d256_n80_mode{-1};
 // sm90_engine::set_prefill_persistent_mode: -1 the environment, 0 off, 1 on.
 std::atomic<int> g_persistent_mode{-1};
+// sm90_engine::set_prefill_persistent_causal_mode: -1 the environment, 0 off, 1 on.
+std::atomic<int> g_persistent_causal_mode{-1};
 // sm90_engine::set_prefill_persistent_grid: the persistent form's CTAs (0: one per SM).
 std::atomic<int> g_persistent_grid{0};
 // sm90_engine::prefill_last_persistent_grid: the last run's PrefillLaunch::persistent_grid.
@@ -52,14 +54,22 @@ std::atomic<int> g_last_persistent_grid{0};
 // Its scope (docs/PREFILL_SM90.md, "A persistent form with per-warpgroup query tiles", step B): head
 // dim 128, full attention (no causal mask, no window), batched Q and K/V without seqlens_k (every work
 // the same KV tiles, rows past Sk zero-filled by the K/V maps), O by TMA store. Everything else runs
-// the plain grid: nothing is declined.
+// the plain grid: nothing is declined. Causal (step C, its own switch prefill_persistent_causal, default
+// off): the same scope without a 128-row block whose rows all see no key (Sq - Sk >= 128: such a work
+// would have no KV tile), the static list of persistent_causal_units (pairs of blocks when Sq == Sk).
 int choose_persistent(const cuda_engine::KernelParams& kp, const sm90_engine::PrefillLaunch& l, int head_dim) {
   if (!sm90_engine::prefill_persistent() || head_dim != 128 || !l.tma_store_o || l.o_tmap == nullptr) return 0;
   if (kp.cu_seqlens_q != nullptr || kp.cu_seqlens_k != nullptr || kp.seqlens_k != nullptr ||
       kp.block_table != nullptr || kp.kv_total_len != nullptr)
     return 0;
-  if (kp.causal || kp.window_left >= 0 || kp.window_right >= 0 || kp.seqlen_k < 1) return 0;
-  const int64_t units = int64_t{kp.m_blocks} * kp.heads_q * kp.batch;
+  if (kp.window_left >= 0 || kp.window_right >= 0 || kp.seqlen_k < 1) return 0;
+  if (kp.causal &&
+      (!sm90_engine::prefill_persistent_causal() ||
+       int64_t{kp.seqlen_q} - kp.seqlen_k >= sm90_engine::PrefillTraits<__nv_bfloat16, 128>::kBlockM))
+    return 0;
+  const int64_t units = kp.causal ? sm90_engine::persistent_causal_units(kp.m_blocks, kp.heads_q, kp.batch,
+                                                                         kp.seqlen_q == kp.seqlen_k)
+                                  : int64_t{kp.m_blocks} * kp.heads_q * kp.batch;
   if (units < 1 || units > std::numeric_limits<int32_t>::max()) return 0;
   int sms = 0, cc = 0;
   if (!cuda_device_properties(&sms, &cc).ok() || sms < 1) return 0;
@@ -155,7 +165,7 @@ class Sm90PrefillAttention final : public AttentionEngine {
     const int64_t seq_k = kv_layout(p) == KvLayout::kVarlen ? (p.max_seqlen_k > 0 ? p.max_seqlen_k : p.k.size(0))
                                                             : p.k.size(1);
     const int64_t kv_seq_bytes = 2 * seq_k * kp.heads_kv * head_dim * 2;
-    launch.heads_fastest = varying && kv_seq_bytes <= (int64_t{16} << 20) && kp.m_blocks <= kMaxGridYZ;
+    launch.heads_fastest = varying && kv_seq_bytes <= sm90_engine::kHeadsFastestKvBytes && kp.m_blocks <= kMaxGridYZ;
     launch.q_prefetch_ahead = sm90_engine::prefill_q_ahead();
     launch.early_first_loads = sm90_engine::prefill_early_loads();
     launch.stsm_epilogue = sm90_engine::prefill_stsm_epilogue();
@@ -189,6 +199,7 @@ void set_prefill_stsm_epilogue_mode(int mode) { g_stsm_epilogue_mode.store(clamp
 void set_prefill_tma_store_o_mode(int mode) { g_tma_store_o_mode.store(clamp_mode(mode)); }
 void set_prefill_d256_n80_mode(int mode) { g_d256_n80_mode.store(clamp_mode(mode)); }
 void set_prefill_persistent_mode(int mode) { g_persistent_mode.store(clamp_mode(mode)); }
+void set_prefill_persistent_causal_mode(int mode) { g_persistent_causal_mode.store(clamp_mode(mode)); }
 void set_prefill_persistent_grid(int ctas) { g_persistent_grid.store(ctas > 0 ? ctas : 0); }
 int prefill_last_persistent_grid() { return g_last_persistent_grid.load(); }
 
@@ -246,6 +257,15 @@ bool prefill_d256_n80() {
 bool prefill_persistent() {
   static const bool from_env = env_switch("GROUPATTN_SM90_PREFILL_PERSISTENT", true);
   return switch_value(g_persistent_mode, from_env);
+}
+
+// The persistent form for causal attention (step C: pairs of 128-row blocks when Sq == Sk, single blocks
+// longest first otherwise; docs/PREFILL_SM90.md, "Step C as built"), where choose_persistent admits the
+// problem and the persistent form is on. Off by default until measured:
+// GROUPATTN_SM90_PREFILL_PERSISTENT_CAUSAL=1 turns it on. Bitwise the same either way.
+bool prefill_persistent_causal() {
+  static const bool from_env = env_switch("GROUPATTN_SM90_PREFILL_PERSISTENT_CAUSAL", false);
+  return switch_value(g_persistent_causal_mode, from_env);
 }
 
 }  // namespace sm90_engine
