@@ -483,7 +483,7 @@ Status run_decode_kernel(Problem& p, HostTensor* got_out, HostTensor* got_lse) {
 void check_decode_kernel(const Case& c) {
   const std::string label = describe(c) + " (decode kernel, direct)";
   auto p = make_problem(c);
-  ASSERT_TRUE(run_reference(*p).ok()) << label;
+  ASSERT_TRUE(run_case_reference(*p).ok()) << label;
   HostTensor out = like(p->out), lse = like(p->lse);
   const Status s = run_decode_kernel(*p, &out, &lse);
   ASSERT_TRUE(s.ok()) << label << ": " << s.to_string();

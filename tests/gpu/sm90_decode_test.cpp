@@ -275,7 +275,7 @@ void expect_paged_ignores_stale_rows(const Case& c) {
     }
   }
   p->upload();
-  const Status rs = run_reference(*p);
+  const Status rs = run_case_reference(*p);
   ASSERT_TRUE(rs.ok()) << label << ": reference: " << rs.to_string();
   HostTensor o = like(p->out), l = like(p->lse);
   const Status s = run_cuda(*p, &o, &l, kEngine);
