@@ -517,20 +517,24 @@ TEST_F(CudaAttention, DecodeKernelDirectUpTo16Tokens) {
     }
   }
   // Lengths around the sub-tile, block and ring; batched K/V with seqlens_k; windows, softcap.
+  // Split counts innermost (one reference per mask).
   const std::vector<int> lens = {0, 1, 15, 16, 17, 63, 64, 65, 127, 129, 191, 192, 193, 255, 257, 319, 321, 1025};
   for (int64_t d : {64, 128, 256}) {
-    for (int splits : {1, 3}) {
-      Case c;
-      c.hq = 8, c.hkv = 2, c.d = d;
-      c.q_lens = std::vector<int>(lens.size(), 16);
-      c.k_lens = lens;
-      c.causal = true;
-      c.num_splits = splits;
-      check_decode_kernel(c);
-      c.window_left = 100;
-      c.softcap = 5.f;
-      c.scale = 0.3f;
-      check_decode_kernel(c);
+    Case c;
+    c.hq = 8, c.hkv = 2, c.d = d;
+    c.q_lens = std::vector<int>(lens.size(), 16);
+    c.k_lens = lens;
+    c.causal = true;
+    for (bool masked : {false, true}) {
+      if (masked) {
+        c.window_left = 100;
+        c.softcap = 5.f;
+        c.scale = 0.3f;
+      }
+      for (int splits : {1, 3}) {
+        c.num_splits = splits;
+        check_decode_kernel(c);
+      }
     }
   }
 }

@@ -109,12 +109,13 @@ TEST_F(Sm90Decode, DtypesAndNonCausal) {
 }
 
 // Paged K/V with shuffled pages (the harness shuffles page ids), page sizes 64 and 128, splits
-// 1, 3 and automatic.
+// 1, 3 and automatic. Split counts innermost: one draw and one reference per problem (the harness
+// keeps the last case's).
 TEST_F(Sm90Decode, PagedShuffledSplits) {
   for (int64_t d : kHeadDims) {
     for (int page : {64, 128}) {
-      for (int splits : {1, 3, 0}) {
-        for (auto [hq, hkv] : kHeadRatios) {
+      for (auto [hq, hkv] : kHeadRatios) {
+        for (int splits : {1, 3, 0}) {
           Case c = decode_case(hq, hkv, 3, {1000, 41, 300}, d);
           c.kv = KvKind::kPaged;
           c.page_size = page;
@@ -141,11 +142,12 @@ TEST_F(Sm90Decode, LongCacheAutoSplit) {
 
 // Above 16 splits the combine runs one CTA per row (combine_wide_kernel): forced split counts on
 // both sides of that cut and up to the cap, sequences much shorter than the split count (most of
-// their splits empty, skipped by their -inf LSE), 1 and 2 new tokens, each head dim.
+// their splits empty, skipped by their -inf LSE), 1 and 2 new tokens, each head dim. Split counts
+// innermost: one draw and one reference per problem (the harness keeps the last case's).
 TEST_F(Sm90Decode, WideCombineManySplits) {
   for (int64_t d : kHeadDims) {
-    for (int splits : {16, 17, 40, 128}) {
-      for (int tokens : {1, 2}) {
+    for (int tokens : {1, 2}) {
+      for (int splits : {16, 17, 40, 128}) {
         Case c = decode_case(8, 1, tokens, {9000, 100, 3, 2500}, d);
         c.num_splits = splits;
         check_case(c, kEngine);
@@ -288,12 +290,13 @@ void expect_paged_ignores_stale_rows(const Case& c) {
 // Page sizes 1 (gathered), 8 (boxes of 8 rows), 16, 32, 48 (gcd 16: a page's runs straddle tiles),
 // 96 (gcd 32), and 64 (one box per tile, the unchanged path); shuffled pages and spare pages (the
 // harness), lengths that are multiples of neither the page nor the tile, splits 1 / 3 / automatic,
-// head ratios 8/2 (4 new tokens) and 64/8 (1 new token), bf16 and fp8 K/V.
+// head ratios 8/2 (4 new tokens) and 64/8 (1 new token), bf16 and fp8 K/V. Split counts innermost:
+// one draw and one reference per problem.
 TEST_F(Sm90Decode, PagedAnyPageSize) {
   for (int page : {1, 8, 16, 32, 48, 96, 64}) {
     for (bool fp8 : {false, true}) {
-      for (int splits : {1, 3, 0}) {
-        for (auto [hq, hkv, tokens] : std::vector<std::tuple<int64_t, int64_t, int>>{{8, 2, 4}, {64, 8, 1}}) {
+      for (auto [hq, hkv, tokens] : std::vector<std::tuple<int64_t, int64_t, int>>{{8, 2, 4}, {64, 8, 1}}) {
+        for (int splits : {1, 3, 0}) {
           Case c = decode_case(hq, hkv, tokens, {1000, 41, 300});
           c.kv = KvKind::kPaged;
           c.page_size = page;
@@ -339,12 +342,12 @@ TEST_F(Sm90Decode, PagedSmallPagesHeadDimsRingWrap) {
 // start mid-page (pages 48, 80 and 96: a split starts on a 64-key tile, inside a page) and on page
 // edges (16, 32), forced counts 2 / 3 / 5 / 7 and automatic, long sequences whose table spans many
 // 128-byte lines (4099 keys = 257 pages of 16) next to short ones (1, 17, 63), NaN in every cache
-// row no key uses; head dims 64, 128, 256 and 64/8, 8/1, 32/2.
+// row no key uses; head dims 64, 128, 256 and 64/8, 8/1, 32/2. Split counts innermost.
 TEST_F(Sm90Decode, PagedSplitsStartMidPage) {
   for (int page : {16, 32, 48, 80, 96}) {
-    for (int splits : {2, 3, 5, 7, 0}) {
-      for (auto [hq, hkv, d] :
-           std::vector<std::tuple<int64_t, int64_t, int64_t>>{{64, 8, 128}, {8, 1, 64}, {32, 2, 256}}) {
+    for (auto [hq, hkv, d] :
+         std::vector<std::tuple<int64_t, int64_t, int64_t>>{{64, 8, 128}, {8, 1, 64}, {32, 2, 256}}) {
+      for (int splits : {2, 3, 5, 7, 0}) {
         Case c = decode_case(hq, hkv, 1, {4099, 1, 1000, 17, 2113, 63}, d);
         c.kv = KvKind::kPaged;
         c.page_size = page;
@@ -359,14 +362,15 @@ TEST_F(Sm90Decode, PagedSplitsStartMidPage) {
 // Mixed lengths with zero-length sequences in the batch (no key: O = 0, LSE = -inf, whatever the
 // split count or reduction mode), paged in pages of 16 (boxes), 48 (boxes, runs straddling tiles)
 // and 1 (gathered) and batched; the automatic plan (for small pages a wave of two CTAs per SM,
-// decode_split_plan.h split_wave_of) and forced counts, one and several new tokens.
+// decode_split_plan.h split_wave_of) and forced counts, one and several new tokens. Split counts
+// innermost.
 TEST_F(Sm90Decode, MixedLengthsWithEmptySequences) {
   const std::vector<int> lens = {0, 5000, 1, 0, 777, 64, 65, 2048, 0, 130};
   for (KvKind kv : {KvKind::kPaged, KvKind::kBatched}) {
     for (int page : kv == KvKind::kPaged ? std::vector<int>{16, 48, 1} : std::vector<int>{64}) {
-      for (int splits : {1, 3, 16, 0}) {
-        for (auto [hq, hkv, d, tokens] : std::vector<std::tuple<int64_t, int64_t, int64_t, int>>{
-                 {8, 1, 128, 1}, {64, 8, 128, 1}, {16, 1, 64, 1}, {8, 2, 128, 3}}) {
+      for (auto [hq, hkv, d, tokens] : std::vector<std::tuple<int64_t, int64_t, int64_t, int>>{
+               {8, 1, 128, 1}, {64, 8, 128, 1}, {16, 1, 64, 1}, {8, 2, 128, 3}}) {
+        for (int splits : {1, 3, 16, 0}) {
           Case c = decode_case(hq, hkv, tokens, lens, d);
           c.kv = kv;
           c.page_size = page;
@@ -1321,14 +1325,17 @@ TEST_F(Sm90Decode, ClusterReduceMultiTokenMasks) {
 }
 
 // Stale cache rows are NaN: batched with seqlens_k, paged 64, 16 (boxes of 16 rows) and 1
-// (gathered), shuffled and spare pages; bf16 and fp8 K/V.
+// (gathered), shuffled and spare pages; bf16 and fp8 K/V. Split counts innermost (one draw and
+// one reference per problem).
 TEST_F(Sm90Decode, ClusterReduceIgnoresStaleRows) {
   for (int splits : {3, 16}) {
     Case c = decode_case(8, 1, 2, {700, 65, 1});
     c.num_splits = splits;
     expect_ignores_stale_rows(c, kEngine);
-    for (int page : {64, 16, 1}) {
-      for (bool fp8 : {false, true}) {
+  }
+  for (int page : {64, 16, 1}) {
+    for (bool fp8 : {false, true}) {
+      for (int splits : {3, 16}) {
         Case pc = decode_case(16, 2, 1, {1000, 41, 300});
         pc.kv = KvKind::kPaged;
         pc.page_size = page;
@@ -1413,16 +1420,18 @@ TEST_F(Sm90Decode, ClusterModeNeedsNoWorkspace) {
   }
 }
 
-// The workspace mode, pinned: forced counts inside and outside a cluster's size, automatic.
+// The workspace mode, pinned: forced counts inside and outside a cluster's size, automatic. Split
+// counts innermost (one draw and one reference per problem).
 TEST_F(Sm90Decode, WorkspaceSplitModePinned) {
   for (int64_t d : kHeadDims) {
-    for (int splits : {3, 16, 40, 0}) {
-      Case c = decode_case(8, 1, 1, {8192, 700}, d);
-      c.num_splits = splits;
-      check_case(c, "sm90-split");
-      c.kv = KvKind::kPaged;
-      c.page_size = 16;
-      check_case(c, "sm90-split");
+    for (KvKind kv : {KvKind::kBatched, KvKind::kPaged}) {
+      for (int splits : {3, 16, 40, 0}) {
+        Case c = decode_case(8, 1, 1, {8192, 700}, d);
+        c.num_splits = splits;
+        c.kv = kv;
+        c.page_size = 16;
+        check_case(c, "sm90-split");
+      }
     }
   }
 }
@@ -1452,17 +1461,21 @@ TEST_F(Sm90Decode, PackedRowsSmallPages) {
   ForcedSwitch on(sm90_engine::set_decode_packed_small_pages_mode, 1);
   for (int page : {16, 8, 48, 96}) {
     for (auto [hq, hkv, tokens, d] : shapes) {
-      for (int splits : {1, 3, 0}) {
+      for (int splits : {1, 3, 0}) {  // one draw and one reference for the three (and both engines)
         Case c = decode_case(hq, hkv, tokens, {1000, 41, 300}, d);
         c.kv = KvKind::kPaged;
         c.page_size = page;
         c.num_splits = splits;
         expect_ignores_stale_rows(c, kEngine);
         expect_ignores_stale_rows(c, "sm90-rows");
-        if (page == 16 && splits == 3) {
-          c.dtype = DType::kF16;
-          check_case(c, kEngine);
-        }
+      }
+      if (page == 16) {
+        Case c = decode_case(hq, hkv, tokens, {1000, 41, 300}, d);
+        c.dtype = DType::kF16;
+        c.kv = KvKind::kPaged;
+        c.page_size = page;
+        c.num_splits = 3;
+        check_case(c, kEngine);
       }
       Case wrap = decode_case(hq, hkv, tokens, {4099, 65}, d);
       wrap.kv = KvKind::kPaged;
