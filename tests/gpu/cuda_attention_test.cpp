@@ -494,7 +494,8 @@ void check_decode_kernel(const Case& c) {
 
 TEST_F(CudaAttention, DecodeKernelDirectUpTo16Tokens) {
   // Head ratios x head dims x 5 / 8 / 16 tokens (64/8 x 16: 8 CTAs per KV head; 12/4: a token's
-  // heads straddle two CTAs), paged page sizes 1 / 16 / 64, splits 1 / 3.
+  // heads straddle two CTAs), paged page sizes 1 / 16 / 64, splits 1 / 3 over the same inputs (one
+  // draw and one reference; session 11: the seed had the split count in it before).
   std::vector<std::pair<int64_t, int64_t>> ratios = kHeadRatios;
   ratios.push_back({32, 1});
   for (int64_t d : {64, 128, 256}) {
@@ -510,7 +511,7 @@ TEST_F(CudaAttention, DecodeKernelDirectUpTo16Tokens) {
           c.page_size = sq == 5 ? 1 : sq == 8 ? 16 : 64;
           c.causal = true;
           c.num_splits = splits;
-          c.seed = static_cast<uint64_t>(d * 100 + hq * 10 + sq + splits);
+          c.seed = static_cast<uint64_t>(d * 100 + hq * 10 + sq);
           check_decode_kernel(c);
         }
       }
