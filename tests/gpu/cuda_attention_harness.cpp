@@ -73,7 +73,7 @@ std::string describe(const Case& c) {
   if (c.kv == KvKind::kPaged) os << " page=" << c.page_size;
   os << (c.causal ? " causal" : "") << " window=(" << c.window_left << "," << c.window_right << ")"
      << " softcap=" << c.softcap << " splits=" << c.num_splits << (c.strided ? " strided" : "")
-     << (c.kv_fp8 ? " kv-f8e4m3" : "");
+     << (c.kv_fp8 ? " kv-f8e4m3" : "") << (c.stale_rows_nan ? " stale-rows-nan" : "");
   return os.str();
 }
 
@@ -84,7 +84,31 @@ std::unique_ptr<Problem> make_problem(const Case& c) {
 }
 
 namespace {
-// The inputs of case c, drawn (see make_host_problem: check's draw, bit for bit).
+// Batched K or V [B, Sk, Hkv, D] of case c (Case::stale_rows_nan): the rows each sequence's keys
+// use drawn in row-major order (sequence, key, head, channel), every row past them NaN.
+void draw_live_rows_nan_past(const Case& c, std::mt19937_64& rng, HostTensor* t) {
+  const int64_t rows = t->shape()[1];
+  const TensorView& to = t->view();
+  const auto esize = static_cast<int64_t>(dtype_size(to.dtype));
+  const auto run = static_cast<size_t>(c.d * esize);  // one head's D channels, unit stride
+  for (int64_t b = 0; b < static_cast<int64_t>(c.k_lens.size()); ++b) {
+    const int64_t live = c.k_lens[static_cast<size_t>(b)];
+    if (live > 0) {
+      HostTensor drawn(to.dtype, {live, c.hkv, c.d});  // contiguous
+      drawn.fill_normal(rng);
+      for (int64_t j = 0; j < live; ++j) {
+        for (int64_t h = 0; h < c.hkv; ++h) {
+          std::memcpy(static_cast<char*>(to.data) + (b * to.stride[0] + j * to.stride[1] + h * to.stride[2]) * esize,
+                      static_cast<const char*>(drawn.view().data) + (j * c.hkv + h) * c.d * esize, run);
+        }
+      }
+    }
+    for (int64_t j = live; j < rows; ++j) t->fill_sub({b, j}, std::nan(""));
+  }
+}
+
+// The inputs of case c, drawn (see make_host_problem: check's draw, bit for bit, unless
+// stale_rows_nan).
 std::unique_ptr<Problem> draw_host_problem(const Case& c) {
   auto p = std::make_unique<Problem>();
   p->c = c;
@@ -147,8 +171,12 @@ std::unique_ptr<Problem> draw_host_problem(const Case& c) {
     }
   }
   p->q.fill_normal(rng);
-  p->k.fill_normal(rng);
-  p->v.fill_normal(rng);
+  if (c.stale_rows_nan && p->seqlens_k.defined() && c.kv == KvKind::kBatched) {
+    for (HostTensor* t : {&p->k, &p->v}) draw_live_rows_nan_past(c, rng, t);
+  } else {
+    p->k.fill_normal(rng);
+    p->v.fill_normal(rng);
+  }
   if (c.kv_fp8) {  // drawn last: the other cases' inputs do not change
     p->k_scale = HostTensor(DType::kF32, {batch, c.hkv});
     p->v_scale = HostTensor(DType::kF32, {batch, c.hkv});
@@ -162,7 +190,7 @@ std::unique_ptr<Problem> draw_host_problem(const Case& c) {
 bool same_draw(const Case& a, const Case& b) {
   return a.dtype == b.dtype && a.hq == b.hq && a.hkv == b.hkv && a.d == b.d && a.q_lens == b.q_lens &&
          a.k_lens == b.k_lens && a.q_varlen == b.q_varlen && a.kv == b.kv && a.page_size == b.page_size &&
-         a.strided == b.strided && a.kv_fp8 == b.kv_fp8 && a.seed == b.seed;
+         a.strided == b.strided && a.kv_fp8 == b.kv_fp8 && a.stale_rows_nan == b.stale_rows_nan && a.seed == b.seed;
 }
 // ... and the reference's O and LSE besides (num_splits is a run option only).
 bool same_reference(const Case& a, const Case& b) {
