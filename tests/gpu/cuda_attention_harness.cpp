@@ -91,6 +91,11 @@ void draw_live_rows_nan_past(const Case& c, std::mt19937_64& rng, HostTensor* t)
   const TensorView& to = t->view();
   const auto esize = static_cast<int64_t>(dtype_size(to.dtype));
   const auto run = static_cast<size_t>(c.d * esize);  // one head's D channels, unit stride
+  HostTensor nan_run(to.dtype, {c.d});
+  nan_run.fill(std::nan(""));
+  auto row_at = [&](int64_t b, int64_t j, int64_t h) {
+    return static_cast<char*>(to.data) + (b * to.stride[0] + j * to.stride[1] + h * to.stride[2]) * esize;
+  };
   for (int64_t b = 0; b < static_cast<int64_t>(c.k_lens.size()); ++b) {
     const int64_t live = c.k_lens[static_cast<size_t>(b)];
     if (live > 0) {
@@ -98,12 +103,14 @@ void draw_live_rows_nan_past(const Case& c, std::mt19937_64& rng, HostTensor* t)
       drawn.fill_normal(rng);
       for (int64_t j = 0; j < live; ++j) {
         for (int64_t h = 0; h < c.hkv; ++h) {
-          std::memcpy(static_cast<char*>(to.data) + (b * to.stride[0] + j * to.stride[1] + h * to.stride[2]) * esize,
-                      static_cast<const char*>(drawn.view().data) + (j * c.hkv + h) * c.d * esize, run);
+          std::memcpy(row_at(b, j, h), static_cast<const char*>(drawn.view().data) + (j * c.hkv + h) * c.d * esize,
+                      run);
         }
       }
     }
-    for (int64_t j = live; j < rows; ++j) t->fill_sub({b, j}, std::nan(""));
+    for (int64_t j = live; j < rows; ++j) {
+      for (int64_t h = 0; h < c.hkv; ++h) std::memcpy(row_at(b, j, h), nan_run.view().data, run);
+    }
   }
 }
 
