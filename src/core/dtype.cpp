@@ -95,7 +95,8 @@ float e4m3_bits_to_float(uint8_t b) {
   // two ldexpf calls a code were ~40% of its time (GPU tier, session 11).
   static const std::array<float, 256> decoded = [] {
     std::array<float, 256> t{};
-    for (int code = 0; code < 256; ++code) t[static_cast<size_t>(code)] = decode_e4m3(static_cast<uint8_t>(code));
+    for (int code = 0; code < 256; ++code)
+      t[static_cast<size_t>(code)] = decode_e4m3(static_cast<uint8_t>(code));
     return t;
   }();
   return decoded[b];

@@ -103,8 +103,8 @@ void draw_live_rows_nan_past(const Case& c, std::mt19937_64& rng, HostTensor* t)
       drawn.fill_normal(rng);
       for (int64_t j = 0; j < live; ++j) {
         for (int64_t h = 0; h < c.hkv; ++h) {
-          std::memcpy(row_at(b, j, h), static_cast<const char*>(drawn.view().data) + (j * c.hkv + h) * c.d * esize,
-                      run);
+          std::memcpy(row_at(b, j, h),
+                      static_cast<const char*>(drawn.view().data) + (j * c.hkv + h) * c.d * esize, run);
         }
       }
     }
@@ -197,7 +197,8 @@ std::unique_ptr<Problem> draw_host_problem(const Case& c) {
 bool same_draw(const Case& a, const Case& b) {
   return a.dtype == b.dtype && a.hq == b.hq && a.hkv == b.hkv && a.d == b.d && a.q_lens == b.q_lens &&
          a.k_lens == b.k_lens && a.q_varlen == b.q_varlen && a.kv == b.kv && a.page_size == b.page_size &&
-         a.strided == b.strided && a.kv_fp8 == b.kv_fp8 && a.stale_rows_nan == b.stale_rows_nan && a.seed == b.seed;
+         a.strided == b.strided && a.kv_fp8 == b.kv_fp8 && a.stale_rows_nan == b.stale_rows_nan &&
+         a.seed == b.seed;
 }
 // ... and the reference's O and LSE besides (num_splits is a run option only).
 bool same_reference(const Case& a, const Case& b) {
@@ -241,9 +242,17 @@ std::unique_ptr<Problem> make_host_problem(const Case& c) {
   const Problem& drawn = cached_host_problem(c);
   auto p = std::make_unique<Problem>();
   p->c = c;
-  p->q = drawn.q, p->k = drawn.k, p->v = drawn.v, p->out = drawn.out, p->lse = drawn.lse;
-  p->cu_q = drawn.cu_q, p->cu_k = drawn.cu_k, p->seqlens_k = drawn.seqlens_k, p->block_table = drawn.block_table;
-  p->k_scale = drawn.k_scale, p->v_scale = drawn.v_scale;
+  p->q = drawn.q;
+  p->k = drawn.k;
+  p->v = drawn.v;
+  p->out = drawn.out;
+  p->lse = drawn.lse;
+  p->cu_q = drawn.cu_q;
+  p->cu_k = drawn.cu_k;
+  p->seqlens_k = drawn.seqlens_k;
+  p->block_table = drawn.block_table;
+  p->k_scale = drawn.k_scale;
+  p->v_scale = drawn.v_scale;
   return p;
 }
 
@@ -264,7 +273,10 @@ std::unique_ptr<Problem> make_host_copied_up(const Problem& g) {
   p->q = g.q;
   p->out = like(g.out);
   p->lse = like(g.lse);
-  p->cu_q = g.cu_q, p->cu_k = g.cu_k, p->seqlens_k = g.seqlens_k, p->block_table = g.block_table;
+  p->cu_q = g.cu_q;
+  p->cu_k = g.cu_k;
+  p->seqlens_k = g.seqlens_k;
+  p->block_table = g.block_table;
   std::vector<int64_t> kv_shape = g.k.shape();  // [..., Hkv, D] -> [..., Hq, D]
   kv_shape[kv_shape.size() - 2] = hq;
   p->k = make_tensor(g.k.dtype(), kv_shape, p->c.strided);
@@ -281,7 +293,8 @@ std::unique_ptr<Problem> make_host_copied_up(const Problem& g) {
       for (size_t d = 0; d < i.size(); ++d) t += i[d] * to.stride[d], f += i[d] * from.stride[d];
       for (int64_t h = 0; h < hq; ++h) {  // MHA head h holds GQA KV head h / group
         std::memcpy(static_cast<char*>(to.data) + (t + h * to.stride[rank - 2]) * esize,
-                    static_cast<const char*>(from.data) + (f + h / group * from.stride[rank - 2]) * esize, run);
+                    static_cast<const char*>(from.data) + (f + h / group * from.stride[rank - 2]) * esize,
+                    run);
       }
     });
   }
