@@ -27,6 +27,23 @@ TEST(Fp8E4M3, EveryCodeRoundTrips) {
   }
 }
 
+// Every code against the format's definition, computed here in double (the decoder is a table
+// since session 11): S.EEEE.MMM is (-1)^S 2^(E-7) (1 + M/8), E = 0 is M 2^-9, S.1111.111 NaN.
+TEST(Fp8E4M3, EveryCodeDecodesToItsDefinedValue) {
+  for (int code = 0; code < 256; ++code) {
+    const int e = (code >> 3) & 0xf, m = code & 0x7;
+    const float f = e4m3_bits_to_float(static_cast<uint8_t>(code));
+    if (e == 0xf && m == 0x7) {
+      EXPECT_TRUE(std::isnan(f)) << code;
+      continue;
+    }
+    const double mag = e == 0 ? m * std::pow(2.0, -9) : std::pow(2.0, e - 7) * (1.0 + m / 8.0);
+    const double want = (code & 0x80) != 0 ? -mag : mag;
+    EXPECT_EQ(static_cast<double>(f), want) << "code " << code;
+    EXPECT_EQ(std::signbit(f), (code & 0x80) != 0) << "code " << code;  // -0 for 0x80
+  }
+}
+
 TEST(Fp8E4M3, KnownValuesRoundingAndSaturation) {
   EXPECT_EQ(e4m3_bits_to_float(0x7e), 448.f);               // largest finite
   EXPECT_EQ(e4m3_bits_to_float(0x01), std::ldexp(1.f, -9));  // smallest subnormal

@@ -34,6 +34,11 @@ struct Case {
   int num_splits = 0;
   bool strided = false;  // pad every stride (16-byte multiples), LSE too
   bool kv_fp8 = false;   // f8e4m3 K/V with fp32 scales per (sequence, KV head), uniform in [0.25, 1)
+  // Batched K/V with seqlens_k: only the rows the sequences' keys use are drawn, the rows past them
+  // are NaN (what expect_ignores_stale_rows sets) -- for B x 32K caches of mostly short sequences,
+  // where drawing the dead rows (~30 ns an element) was most of a test's host time. Other inputs
+  // than check's draw (tools/cli_problem.cpp) for the same seed.
+  bool stale_rows_nan = false;
   uint64_t seed = 1;
 };
 
@@ -55,9 +60,12 @@ struct Problem {
 // Random problem for `c`, uploaded. make_copied_up: K/V (and indices) are the given problem's with
 // KV head h / group copied to head h, so Hkv == Hq (MHA) with the same math per query head.
 std::unique_ptr<Problem> make_problem(const Case& c);
-// The host tensors alone (no device needed); make_problem is this plus upload().
+// The host tensors alone (no device needed); make_problem is this plus upload(). The draw is
+// check's (tools/cli_problem.cpp), bit for bit; the last case's draw is kept, and a call for a case
+// with the same inputs (whatever its mask, scale or num_splits) returns a copy instead of drawing.
 std::unique_ptr<Problem> make_host_problem(const Case& c);
 std::unique_ptr<Problem> make_copied_up(const Problem& gqa);
+std::unique_ptr<Problem> make_host_copied_up(const Problem& gqa);  // the host tensors alone
 
 // A compute capability 9.0 device is current (the sm90 engines' tests skip otherwise).
 bool have_sm90_device();
@@ -72,6 +80,12 @@ void expect_declines(const Case& c, const char* engine, const std::string& reaso
 
 // Runs the reference on the host copies into p.out / p.lse.
 Status run_reference(Problem& p);
+// The same for a p of make_problem / make_host_problem with its inputs as drawn, or with stale K/V
+// rows (rows no sequence's keys use) overwritten: the reference reads only the keys each query row
+// sees (reference.cpp attend_row), so those rows do not change its bits. Computed once for the last
+// case drawn and mask (whatever num_splits) and copied after that. A p whose live inputs were
+// changed needs run_reference.
+Status run_case_reference(Problem& p);
 
 // The pass rules; adds a gtest failure with `label` on any violation.
 void expect_matches_reference(const Problem& p, const HostTensor& got_out, const HostTensor& got_lse,

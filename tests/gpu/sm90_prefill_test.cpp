@@ -534,27 +534,31 @@ TEST_F(Sm90Prefill, PersistentCausalManyWorksPerCta) {
 // The persistent form forced, against the fp64 reference with the harness's guards (NaN-poisoned
 // outputs, untouched neighbours): GQA 12/4 and MQA 8/1, softcap, a custom scale, bf16 and f16, odd
 // lengths (77, 129, 333) with Sq != Sk both ways, one CTA per SM and the grid forced to 2 (several
-// works per CTA).
+// works per CTA). Both grids innermost: one draw and one reference per problem (the harness keeps
+// the last case's).
 TEST_F(Sm90Prefill, PersistentAgainstReference) {
   ForcedSwitch on(sm90_engine::set_prefill_persistent_mode, 1);
-  for (int grid : {0, 2}) {
-    ForcedSwitch ctas(sm90_engine::set_prefill_persistent_grid, grid);
-    for (DType dt : {DType::kBF16, DType::kF16}) {
-      for (auto [sq, sk] : std::vector<std::pair<int, int>>{{77, 129}, {129, 77}, {333, 333}}) {
-        Case c = prefill_case(12, 4, 2, sq, sk, false);
-        c.dtype = dt;
-        check_case(c, kEngine);
-        EXPECT_GT(sm90_engine::prefill_last_persistent_grid(), 0) << describe(c);
-        c.softcap = 30.f;
-        check_case(c, kEngine);
-        c.softcap = 0.f;
-        c.scale = 0.05f;
-        check_case(c, kEngine);
-      }
-      Case m = prefill_case(8, 1, 3, 200, 241, false);
-      m.dtype = dt;
-      check_case(m, kEngine);
+  auto check_both_grids = [](const Case& c) {
+    for (int grid : {0, 2}) {
+      ForcedSwitch ctas(sm90_engine::set_prefill_persistent_grid, grid);
+      check_case(c, kEngine);
+      EXPECT_GT(sm90_engine::prefill_last_persistent_grid(), 0) << describe(c) << " grid " << grid;
     }
+  };
+  for (DType dt : {DType::kBF16, DType::kF16}) {
+    for (auto [sq, sk] : std::vector<std::pair<int, int>>{{77, 129}, {129, 77}, {333, 333}}) {
+      Case c = prefill_case(12, 4, 2, sq, sk, false);
+      c.dtype = dt;
+      check_both_grids(c);
+      c.softcap = 30.f;
+      check_both_grids(c);
+      c.softcap = 0.f;
+      c.scale = 0.05f;
+      check_both_grids(c);
+    }
+    Case m = prefill_case(8, 1, 3, 200, 241, false);
+    m.dtype = dt;
+    check_both_grids(m);
   }
 }
 
