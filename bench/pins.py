@@ -112,10 +112,11 @@ def expected_kernels(engine: str, p: Dict) -> Dict:
             return {"serves": False, "why": "prefill engine: <= 16 query tokens per sequence is a decode step"}
         if page is not None or fp8 or d not in (64, 128, 256):
             return {"serves": False, "why": "paged, fp8 or head dim"}
-        # The persistent form (sm90_prefill_engine.cu choose_persistent): head dim 128, full attention,
-        # batched Q and K/V without a window; the plain grid for the rest (causal too, while its own
-        # switch GROUPATTN_SM90_PREFILL_PERSISTENT_CAUSAL is off, the default).
-        persistent = d == 128 and not p["causal"] and p.get("kind") == "batched" and p.get("window") is None
+        # The persistent form (sm90_prefill_engine.cu choose_persistent): head dim 128, batched Q and K/V
+        # without a window, full attention or causal with Sq - Sk < 128 (both switches on, the defaults);
+        # the plain grid for the rest.
+        persistent = (d == 128 and p.get("kind") == "batched" and p.get("window") is None
+                      and (not p["causal"] or p["sq"] - p.get("sk", p["sq"]) < 128))
         k, other = (SM90_PREFILL_PERSISTENT, SM90_PREFILL) if persistent else (SM90_PREFILL, SM90_PREFILL_PERSISTENT)
         return {"serves": True, "form": k.split("::")[1], "all": [k],
                 "forbid": PEER_KERNELS + CUDA_KERNELS + [SM90_DECODE, COMBINE, other]}

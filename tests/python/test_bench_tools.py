@@ -300,13 +300,14 @@ def test_pins_expectations():
     assert e("sm90", d64)["all"][0] == pins.SM90_DECODE  # one token: 16 rows
     assert e("sm90", dict(d256, new=2))["all"][0] == pins.SM90_DECODE  # 32 rows < 33
     assert e("sm90", dict(d256, new=3))["all"][0] == pins.SM90_PREFILL  # 48 rows
-    assert not e("sm90-prefill", dec8)["serves"] and e("sm90-prefill", pf)["all"] == [pins.SM90_PREFILL]
-    full = dict(pf, causal=False)  # D 128 full, batched: the persistent form; D 256 and varlen: the plain grid
+    assert not e("sm90-prefill", dec8)["serves"] and e("sm90-prefill", pf)["all"] == [pins.SM90_PREFILL_PERSISTENT]
+    assert e("sm90-prefill", dict(pf, sq=384))["all"] == [pins.SM90_PREFILL]  # causal, Sq - Sk = 128: the plain grid
+    full = dict(pf, causal=False)  # D 128 batched: the persistent form; D 256 and varlen: the plain grid
     assert e("sm90-prefill", full)["all"] == [pins.SM90_PREFILL_PERSISTENT] and pins.SM90_PREFILL in e("sm90-prefill", full)["forbid"]
     assert e("sm90-prefill", dict(full, d=256))["all"] == [pins.SM90_PREFILL]
     assert e("sm90-prefill", dict(full, kind="varlen"))["all"] == [pins.SM90_PREFILL]
     names = ["void groupattn::sm90_engine::sm90_prefill_persistent_kernel<groupattn::sm90_engine::PrefillTraits<>>(...)"]
-    assert pins.kernels_verdict(names, e("sm90-prefill", full)) and not pins.kernels_verdict(names, e("sm90-prefill", pf))
+    assert pins.kernels_verdict(names, e("sm90-prefill", full)) and not pins.kernels_verdict(names, e("sm90-prefill", dict(pf, d=256)))
     for x in ("sm90", "sm90-rows", "sm90-split"):
         assert not e(x, pf)["serves"]
     assert e("cuda", dec1)["all"] == ["cuda_engine::decode_kernel"]

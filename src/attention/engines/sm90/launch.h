@@ -162,7 +162,7 @@ void set_prefill_persistent_mode(int mode);
 bool prefill_persistent();
 // The persistent form for causal attention (the same kernel's causal list; docs/PREFILL_SM90.md,
 // "Step C as built"), a switch of its own so that the full form stays as measured:
-// GROUPATTN_SM90_PREFILL_PERSISTENT_CAUSAL ("1": on; read at the first call, default off). It applies
+// GROUPATTN_SM90_PREFILL_PERSISTENT_CAUSAL ("0": off; read at the first call, default on). It applies
 // where choose_persistent admits a causal problem (as above, and no 128-row block whose rows all see
 // no key: Sq - Sk < 128) with the persistent form itself on.
 void set_prefill_persistent_causal_mode(int mode);

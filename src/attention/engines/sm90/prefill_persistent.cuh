@@ -1,6 +1,6 @@
 // The persistent form of the sm90 prefill kernel (docs/PREFILL_SM90.md, "A persistent form with
 // per-warpgroup query tiles", steps B and C; GROUPATTN_SM90_PREFILL_PERSISTENT, default on, and for
-// causal attention GROUPATTN_SM90_PREFILL_PERSISTENT_CAUSAL, default off). Full or causal attention at
+// causal attention GROUPATTN_SM90_PREFILL_PERSISTENT_CAUSAL, default on). Full or causal attention at
 // head dim 128, batched Q and K/V without seqlens_k or window (the engine's choose_persistent;
 // everything else runs the plain grid of prefill_kernel.cuh).
 //
