@@ -17,6 +17,9 @@
 #include <unistd.h>  // environ
 
 #include "attention/reference.h"
+#if GROUPATTN_WITH_CUDA
+#include "attention/engines/sm90/launch.h"  // --launch-cost: the decode's driver-launch switch
+#endif
 #include "core/host_timing.h"
 #include "cli_args.h"
 #include "cli_counts.h"
@@ -52,7 +55,8 @@ const std::vector<FlagSpec>& bench_flags() {
     f.push_back({"launch-cost", false,
                  "also time one launch of an empty kernel in each launch form the library uses (plain, the sm90 "
                  "decode's parameters, cudaLaunchKernelEx with / without a cluster, the driver's cuLaunchKernelEx): "
-                 "median us over --wall-calls launches each"});
+                 "median us over --wall-calls launches each; with --host-breakdown, the breakdown again with the sm90 "
+                 "decode's cluster launch through cuLaunchKernelEx, then as set"});
     f.push_back({"seed", true, "random seed, 0..2^64-1 (default 1)"});
     f.push_back({"help", false, "this text"});
     return f;
@@ -585,6 +589,19 @@ int bench_problem(const Options& o, const BenchOptions& bo, const std::string& l
   }
   if (bo.launch_cost) {
     if (Status s = print_launch_cost(bo.wall_calls, res->stream); !s.ok()) return fail(s);
+    if (bo.host_breakdown) {
+      // The same breakdown with the sm90 decode's cluster launch through cuLaunchKernelEx, then again
+      // as set (runtime form unless GROUPATTN_SM90_DECODE_DRIVER_LAUNCH=1): an A/B in one process.
+      // Other launches (prefill, workspace mode, KDA) are the same in both.
+      std::printf("  again with sm90_engine::set_decode_driver_launch_mode(1) (the decode's cluster launch by "
+                  "cuLaunchKernelEx):\n");
+      sm90_engine::set_decode_driver_launch_mode(1);
+      Status s = print_host_breakdown(hooks, sets, ro, bo.wall_calls, res->stream);
+      sm90_engine::set_decode_driver_launch_mode(-1);
+      if (!s.ok()) return fail(s);
+      std::printf("  again as set (GROUPATTN_SM90_DECODE_DRIVER_LAUNCH, default off: cudaLaunchKernelEx):\n");
+      if (s = print_host_breakdown(hooks, sets, ro, bo.wall_calls, res->stream); !s.ok()) return fail(s);
+    }
   }
   std::printf("bench: OK\n");
   return 0;
