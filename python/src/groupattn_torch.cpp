@@ -33,6 +33,7 @@
 #include <c10/cuda/CUDAStream.h>
 #endif
 
+#include <atomic>
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
@@ -200,7 +201,12 @@ bool max_seqlen_arg(PyObject* obj, const at::Tensor* cu_seqlens, int64_t* v) {
 // its layers), no RecordFunction callbacks (the profiler's aten::empty events), no deterministic
 // fill. Otherwise at::empty, as before. Checked once per call (thread-local and global flags).
 
+// _torch_fast._set_direct_allocation(mode): -1 (default) as above, 0 always at::empty: an A/B of the
+// two forms inside one process (bench/profile_host.py).
+std::atomic<int> g_direct_mode{-1};
+
 bool direct_allocation() {
+  if (g_direct_mode.load(std::memory_order_relaxed) == 0) return false;
   const c10::DispatchKeySet pushed = c10::impl::tls_local_dispatch_key_set().included_ - c10::default_included_set;
   if (!pushed.empty() || at::hasCallbacks()) return false;
   const at::Context& ctx = at::globalContext();
@@ -486,6 +492,18 @@ PyObject* kda(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
 // and bench/profile_host.py read it; see direct_allocation()).
 PyObject* direct_allocation_py(PyObject*, PyObject*) { return PyBool_FromLong(direct_allocation() ? 1 : 0); }
 
+// _set_direct_allocation(mode): -1 automatic (the default), 0 off; returns None.
+PyObject* set_direct_allocation_py(PyObject*, PyObject* arg) {
+  const long mode = PyLong_AsLong(arg);
+  if (mode == -1 && PyErr_Occurred()) return nullptr;
+  if (mode != -1 && mode != 0) {
+    PyErr_SetString(PyExc_ValueError, "_set_direct_allocation: -1 (automatic) or 0 (off)");
+    return nullptr;
+  }
+  g_direct_mode.store(static_cast<int>(mode), std::memory_order_relaxed);
+  Py_RETURN_NONE;
+}
+
 PyMethodDef kMethods[] = {
     {"attention", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(&attention)), METH_FASTCALL,
      "attention / attention_with_kvcache on torch tensors (internal: see groupattn._ops)"},
@@ -493,6 +511,8 @@ PyMethodDef kMethods[] = {
      "chunk_kda / fused_recurrent_kda on torch tensors (internal: see groupattn._ops)"},
     {"_direct_allocation", &direct_allocation_py, METH_NOARGS,
      "whether a call now allocates its outputs without the dispatcher (internal, for tests and benchmarks)"},
+    {"_set_direct_allocation", &set_direct_allocation_py, METH_O,
+     "-1: allocate without the dispatcher where nothing observes it (default); 0: always at::empty (A/B)"},
     {nullptr, nullptr, 0, nullptr}};
 
 PyModuleDef kModule = {PyModuleDef_HEAD_INIT,

@@ -347,6 +347,14 @@ def test_outputs_skip_the_dispatcher_only_where_nothing_observes_it():
     finally:
         torch.use_deterministic_algorithms(saved)
     assert fast._direct_allocation()
+    fast._set_direct_allocation(0)  # the A/B switch of bench/profile_host.py
+    try:
+        assert not fast._direct_allocation()
+    finally:
+        fast._set_direct_allocation(-1)
+    assert fast._direct_allocation()
+    with pytest.raises(ValueError):
+        fast._set_direct_allocation(1)
 
 
 def test_a_dispatch_mode_still_sees_the_output_allocations(spy):
@@ -365,6 +373,12 @@ def test_a_dispatch_mode_still_sees_the_output_allocations(spy):
         inf = groupattn.attention(q, k, v, causal=True)
     assert inf[0].is_inference() and inf[1].is_inference() and not plain[0].is_inference()
     same(inf, plain)
+    spy.module._set_direct_allocation(0)
+    try:
+        same(groupattn.attention(q, k, v, causal=True), plain)
+    finally:
+        spy.module._set_direct_allocation(-1)
+    assert spy.taken == [True, True, True, True]
 
 
 # --------------------------------------------------------------------------------------------------
