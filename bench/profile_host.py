@@ -39,7 +39,7 @@ def breakdown(torch, groupattn, q, kc, vc, seqlens, calls=2000):
     out_given = torch.empty_like(q)
     one = torch.zeros(1, device=q.device)
     fast = _ops._fast
-    names = ["unit: torch.empty (1 call)", "unit: _to_dlpack (1 tensor)", "unit: 1-element add",
+    names = ["unit: torch.empty (1 call)", "unit: torch.empty((0,)) (no allocator block)", "unit: _to_dlpack (1 tensor)", "unit: 1-element add",
              "unit: torch.compiler.is_compiling", "generic: alloc out", "generic: alloc lse",
              "generic: dlpack export x6", "generic: stream + workspace_alloc", "generic: ext call",
              "generic: whole public call", "generic: public call, out= and no lse"]
@@ -67,6 +67,8 @@ def breakdown(torch, groupattn, q, kc, vc, seqlens, calls=2000):
     for i in range(calls):
         t = [time.perf_counter_ns()]
         torch.empty((64,), dtype=torch.float32, device=q.device)
+        t.append(time.perf_counter_ns())
+        torch.empty((0,), dtype=torch.float32, device=q.device)
         t.append(time.perf_counter_ns())
         to_dlpack(q)
         t.append(time.perf_counter_ns())
@@ -115,6 +117,8 @@ def breakdown(torch, groupattn, q, kc, vc, seqlens, calls=2000):
     med = {k: statistics.median(v) for k, v in steps.items()}
     for k, v in med.items():
         print(f"  {k:56s} {v:8.2f}")
+    print(f"  {'derived: caching-allocator malloc + free (empty(64) - empty(0))':56s} "
+          f"{med['unit: torch.empty (1 call)'] - med['unit: torch.empty((0,)) (no allocator block)']:8.2f}")
     if fast is not None:
         base = med["fast: crossing, out= given, no lse"]
         print(f"  {'derived: out made and returned (out made - out= given)':56s} "
