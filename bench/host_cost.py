@@ -13,8 +13,10 @@ Needs torch with a CUDA device. Cases:
           final state (groupattn only: torch has no KDA).
   floor:  a 1-element torch add, timed the same way: the launch + synchronize latency any call pays.
 The groupattn rows run twice: path "fast" (groupattn._torch_fast, one crossing, outputs from
-at::empty) and path "generic" (the same call with the fast path off: DLPack export, torch.empty
-from Python). Without the module in the build, both say "generic".
+torch's allocator in C++) and path "generic" (the same call with the fast path off: DLPack export,
+torch.empty from Python). Without the module in the build, both say "generic". "decode groupattn
+(at::empty)": the fast decode with its outputs from the dispatcher's at::empty instead of the
+direct allocation (_torch_fast._set_direct_allocation(0)): an A/B of that change in one process.
 --rounds R (default 1): R wall / enqueue measurements per case, the cases taken in turn each round;
 wall_us / enqueue_us are then the median of the R round medians, and the table adds their range.
 Per case:
@@ -280,6 +282,21 @@ def main(argv=None):
                                 context=lambda m=module: on_path(m), again=cases))
 
     both_paths("decode groupattn", ga_decode, {"engine": engine})
+
+    # The same fast call with out and lse from the dispatcher's at::empty (groupattn._torch_fast's
+    # direct allocation off, session 12): the A/B of that change in this process.
+    set_direct = getattr(fast, "_set_direct_allocation", None)
+    if set_direct is not None:
+        @contextlib.contextmanager
+        def dispatcher_alloc():
+            set_direct(0)
+            try:
+                yield
+            finally:
+                set_direct(-1)
+
+        rows.append(measure(torch, "decode groupattn (at::empty)", ga_decode, args,
+                            {"engine": engine, "path": "fast"}, context=dispatcher_alloc, again=cases))
 
     # The cheapest call: the caller's out, no LSE (only a split-KV workspace is allocated).
     out_buf = torch.empty_like(q)

@@ -39,13 +39,20 @@ def breakdown(torch, groupattn, q, kc, vc, seqlens, calls=2000):
     out_given = torch.empty_like(q)
     one = torch.zeros(1, device=q.device)
     fast = _ops._fast
-    names = ["unit: torch.empty (1 call)", "unit: _to_dlpack (1 tensor)", "unit: 1-element add",
+    names = ["unit: torch.empty (1 call)", "unit: torch.empty((0,)) (no allocator block)", "unit: _to_dlpack (1 tensor)", "unit: 1-element add",
              "unit: torch.compiler.is_compiling", "generic: alloc out", "generic: alloc lse",
              "generic: dlpack export x6", "generic: stream + workspace_alloc", "generic: ext call",
              "generic: whole public call", "generic: public call, out= and no lse"]
     if fast is not None:
         names += ["fast: _torch_fast.attention only", "fast: whole public call",
-                  "fast: public call, out= and no lse"]
+                  "fast: public call, out= and no lse",
+                  # The crossing in the four output forms (session 12): what one returned tensor costs
+                  # (at::empty or its direct form, THPVariable_Wrap, the dealloc and the allocator's
+                  # free when the caller drops it), beside the same crossing with the dispatcher's
+                  # at::empty forced (_set_direct_allocation(0)).
+                  "fast: crossing, out= given, no lse", "fast: crossing, out= given, lse made",
+                  "fast: crossing, out made, no lse", "fast: crossing, out and lse made",
+                  "fast: crossing, out and lse made, at::empty (direct off)"]
     steps = {k: [] for k in names}
     is_compiling = torch.compiler.is_compiling
     window = (-1, -1)
@@ -60,6 +67,8 @@ def breakdown(torch, groupattn, q, kc, vc, seqlens, calls=2000):
     for i in range(calls):
         t = [time.perf_counter_ns()]
         torch.empty((64,), dtype=torch.float32, device=q.device)
+        t.append(time.perf_counter_ns())
+        torch.empty((0,), dtype=torch.float32, device=q.device)
         t.append(time.perf_counter_ns())
         to_dlpack(q)
         t.append(time.perf_counter_ns())
@@ -87,6 +96,15 @@ def breakdown(torch, groupattn, q, kc, vc, seqlens, calls=2000):
                            0.0, 0, None, True, None, None, False, True)
             t.append(time.perf_counter_ns())
             public_calls(t)
+            for o_arg, lse_on in ((out_given, False), (out_given, True), (None, False), (None, True)):
+                fast.attention(q, kc, vc, o_arg, None, None, seqlens, None, None, None, None, None, None, True,
+                               window, 0.0, 0, None, lse_on, None, None, False, True)
+                t.append(time.perf_counter_ns())
+            fast._set_direct_allocation(0)
+            fast.attention(q, kc, vc, None, None, None, seqlens, None, None, None, None, None, None, True, window,
+                           0.0, 0, None, True, None, None, False, True)
+            fast._set_direct_allocation(-1)
+            t.append(time.perf_counter_ns())
         for j, k in enumerate(steps):
             steps[k].append((t[j + 1] - t[j]) / 1000.0)
         if i % 8 == 7:
@@ -96,8 +114,23 @@ def breakdown(torch, groupattn, q, kc, vc, seqlens, calls=2000):
     ws = groupattn.attention_workspace_bytes(q, kc, vc, cache_seqlens=seqlens, causal=True)
     print(f"host time breakdown (median us per call, no synchronize in the timed spans; engine {engine}, "
           f"workspace {ws} bytes; groupattn._torch_fast {'built' if fast is not None else 'NOT built: no fast rows'}):")
-    for k, v in steps.items():
-        print(f"  {k:40s} {statistics.median(v):8.2f}")
+    med = {k: statistics.median(v) for k, v in steps.items()}
+    for k, v in med.items():
+        print(f"  {k:56s} {v:8.2f}")
+    print(f"  {'derived: caching-allocator malloc + free (empty(64) - empty(0))':56s} "
+          f"{med['unit: torch.empty (1 call)'] - med['unit: torch.empty((0,)) (no allocator block)']:8.2f}")
+    if fast is not None:
+        base = med["fast: crossing, out= given, no lse"]
+        print(f"  {'derived: out made and returned (out made - out= given)':56s} "
+              f"{med['fast: crossing, out made, no lse'] - base:8.2f}")
+        print(f"  {'derived: lse made and returned (lse made - no lse)':56s} "
+              f"{med['fast: crossing, out= given, lse made'] - base:8.2f}")
+        print(f"  {'derived: both (the default call - the lean one)':56s} "
+              f"{med['fast: crossing, out and lse made'] - base:8.2f}")
+        print(f"  {'derived: direct allocation saves (2 tensors)':56s} "
+              f"{med['fast: crossing, out and lse made, at::empty (direct off)'] - med['fast: crossing, out and lse made']:8.2f}")
+        print(f"  {'derived: Python wrapper (public call - crossing)':56s} "
+              f"{med['fast: whole public call'] - med['fast: _torch_fast.attention only']:8.2f}")
 
 
 def kda_breakdown(torch, groupattn, calls=2000, dev="cuda"):

@@ -17,6 +17,9 @@
 #include <unistd.h>  // environ
 
 #include "attention/reference.h"
+#if GROUPATTN_WITH_CUDA
+#include "attention/engines/sm90/launch.h"  // --launch-cost: the decode's driver-launch switch
+#endif
 #include "core/host_timing.h"
 #include "cli_args.h"
 #include "cli_counts.h"
@@ -49,6 +52,11 @@ const std::vector<FlagSpec>& bench_flags() {
     f.push_back({"host-breakdown", false,
                  "also time each host stage of a call (validation, selection, planning, tensor maps, each launch): "
                  "median us per stage over --wall-calls calls"});
+    f.push_back({"launch-cost", false,
+                 "also time one launch of an empty kernel in each launch form the library uses (plain, the sm90 "
+                 "decode's parameters, cudaLaunchKernelEx with / without a cluster, the driver's cuLaunchKernelEx): "
+                 "median us over --wall-calls launches each; with --host-breakdown, the breakdown again with the sm90 "
+                 "decode's cluster launch through cuLaunchKernelEx, then as set"});
     f.push_back({"seed", true, "random seed, 0..2^64-1 (default 1)"});
     f.push_back({"help", false, "this text"});
     return f;
@@ -59,6 +67,7 @@ const std::vector<FlagSpec>& bench_flags() {
 struct BenchOptions {
   int64_t rounds = 5, calls = 0, wall_calls = 100;
   bool host_breakdown = false;
+  bool launch_cost = false;
 };
 
 #if GROUPATTN_WITH_CUDA
@@ -578,6 +587,22 @@ int bench_problem(const Options& o, const BenchOptions& bo, const std::string& l
   if (bo.host_breakdown) {
     if (Status s = print_host_breakdown(hooks, sets, ro, bo.wall_calls, res->stream); !s.ok()) return fail(s);
   }
+  if (bo.launch_cost) {
+    if (Status s = print_launch_cost(bo.wall_calls, res->stream); !s.ok()) return fail(s);
+    if (bo.host_breakdown) {
+      // The same breakdown with the sm90 decode's cluster launch through cuLaunchKernelEx, then again
+      // as set (runtime form unless GROUPATTN_SM90_DECODE_DRIVER_LAUNCH=1): an A/B in one process.
+      // Other launches (prefill, workspace mode, KDA) are the same in both.
+      std::printf("  again with sm90_engine::set_decode_driver_launch_mode(1) (the decode's cluster launch by "
+                  "cuLaunchKernelEx):\n");
+      sm90_engine::set_decode_driver_launch_mode(1);
+      Status s = print_host_breakdown(hooks, sets, ro, bo.wall_calls, res->stream);
+      sm90_engine::set_decode_driver_launch_mode(-1);
+      if (!s.ok()) return fail(s);
+      std::printf("  again as set (GROUPATTN_SM90_DECODE_DRIVER_LAUNCH, default off: cudaLaunchKernelEx):\n");
+      if (s = print_host_breakdown(hooks, sets, ro, bo.wall_calls, res->stream); !s.ok()) return fail(s);
+    }
+  }
   std::printf("bench: OK\n");
   return 0;
 }
@@ -722,6 +747,7 @@ int run_bench(int argc, char** argv, int first) {
     return 0;
   }
   bo.host_breakdown = args.has("host-breakdown");
+  bo.launch_cost = args.has("launch-cost");
   bool ok = read_options(args, &o, &err) && args.get_int("rounds", &bo.rounds, &err) &&
             args.get_int("calls", &bo.calls, &err) && args.get_int("wall-calls", &bo.wall_calls, &err);
   if (ok && o.op == "all") {

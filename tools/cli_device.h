@@ -35,6 +35,11 @@ Status device_synchronize();
 // cudaStream_t as void*. CPU-only builds: NotSupported. Defined in cli_random.cu.
 Status device_fill_random(void* data, DType dtype, int64_t n, uint64_t seed, bool normal, double a, double b,
                           void* stream);
+// `groupattn bench --launch-cost`: prints the median host time of `launches` launches of empty
+// kernels in each launch form the library uses (plain, the sm90 decode's parameter block,
+// cudaLaunchKernelEx with and without the cluster attribute, the driver's cuLaunchKernelEx) on
+// `stream` (a cudaStream_t as void*). CUDA builds only: defined in cli_launch_cost.cu.
+Status print_launch_cost(int64_t launches, void* stream);
 // Milliseconds between two points of a device timeline (wraps cudaEvent).
 class DeviceTimer {
  public:

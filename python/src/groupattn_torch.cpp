@@ -2,7 +2,8 @@
 // Python -> C++ crossing does what the generic path (groupattn._ext over DLPack) spreads over
 // several torch ops issued from Python, each costing microseconds on a GPU host:
 //   - tensors are read from at::Tensor (THPVariable_Unpack): no DLPack capsules;
-//   - out, lse and the workspace come from torch's caching allocator through at::empty in C++;
+//   - out, lse and the workspace come from torch's caching allocator (at::empty, or its end without the
+//     dispatcher where nothing could observe the difference: direct_allocation below);
 //   - the stream is torch's current stream of q's device (CUDA-graph capture keeps working: the
 //     allocations and the launches happen on the capturing stream, as on the generic path);
 //   - validation and engine selection run once: the workspace comes through
@@ -16,17 +17,23 @@
 // errors are raised here as there (binding::set_python_error); Python renames argument names.
 #include <Python.h>
 
+#include <ATen/Context.h>
+#include <ATen/EmptyTensor.h>
 #include <ATen/core/Tensor.h>
 #include <ATen/ops/empty.h>
 #include <ATen/ops/empty_strided.h>
 #include <ATen/ops/full.h>
+#include <ATen/record_function.h>
+#include <c10/core/impl/LocalDispatchKeySet.h>
 #include <torch/csrc/Exceptions.h>
 #include <torch/csrc/autograd/python_variable.h>
 
 #if GROUPATTN_TORCH_CUDA
+#include <ATen/cuda/EmptyTensor.h>
 #include <c10/cuda/CUDAStream.h>
 #endif
 
+#include <atomic>
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
@@ -185,6 +192,48 @@ bool max_seqlen_arg(PyObject* obj, const at::Tensor* cu_seqlens, int64_t* v) {
 }
 
 // ---------------------------------------------------------------------------------------------
+// Allocation. at::empty goes through the dispatcher (BackendSelect, then the device's kernel), which
+// ends in at::detail::empty_cuda / empty_cpu plus, under deterministic algorithms with
+// fill_uninitialized_memory, a NaN fill. Calling that end directly gives the same tensor (same
+// allocator block, TensorImpl, dispatch keys, inference-mode handling) without the dispatch
+// (~0.1-0.3 us a tensor; docs/HOST_COST.md, Session 12) where nothing can observe the difference:
+// no dispatch key pushed by a mode (a TorchDispatchMode adds Python and PythonTLSSnapshot; functorch
+// its layers), no RecordFunction callbacks (the profiler's aten::empty events), no deterministic
+// fill. Otherwise at::empty, as before. Checked once per call (thread-local and global flags).
+
+// _torch_fast._set_direct_allocation(mode): -1 (default) as above, 0 always at::empty: an A/B of the
+// two forms inside one process (bench/profile_host.py).
+std::atomic<int> g_direct_mode{-1};
+
+bool direct_allocation() {
+  if (g_direct_mode.load(std::memory_order_relaxed) == 0) return false;
+  const c10::DispatchKeySet pushed = c10::impl::tls_local_dispatch_key_set().included_ - c10::default_included_set;
+  if (!pushed.empty() || at::hasCallbacks()) return false;
+  const at::Context& ctx = at::globalContext();
+  return !(ctx.deterministicAlgorithms() && ctx.deterministicFillUninitializedMemory());
+}
+
+at::Tensor empty(at::IntArrayRef shape, const at::TensorOptions& o, bool direct) {
+  if (direct) {
+#if GROUPATTN_TORCH_CUDA
+    if (o.device().is_cuda()) return at::detail::empty_cuda(shape, o);
+#endif
+    if (o.device().is_cpu()) return at::detail::empty_cpu(shape, o);
+  }
+  return at::empty(shape, o);
+}
+
+at::Tensor empty_strided(at::IntArrayRef shape, at::IntArrayRef strides, const at::TensorOptions& o, bool direct) {
+  if (direct) {
+#if GROUPATTN_TORCH_CUDA
+    if (o.device().is_cuda()) return at::detail::empty_strided_cuda(shape, strides, o);
+#endif
+    if (o.device().is_cpu()) return at::detail::empty_strided_cpu(shape, strides, o);
+  }
+  return at::empty_strided(shape, strides, o);
+}
+
+// ---------------------------------------------------------------------------------------------
 // The call.
 
 // The current torch stream of `t`'s device (nullptr for host tensors: host engines ignore it).
@@ -203,13 +252,14 @@ void* current_stream(const at::Tensor& t) {
 // (torch's OutOfMemoryError) is kept and re-raised once the library has returned.
 struct TorchWorkspace {
   at::TensorOptions options;
+  bool direct = false;  // direct_allocation() of the call
   at::Tensor buffer;
   std::exception_ptr error;
 
   static ga::Status allocate(void* context, size_t bytes, void** ptr) {
     auto* w = static_cast<TorchWorkspace*>(context);
     try {
-      w->buffer = at::empty({static_cast<int64_t>(bytes)}, w->options);
+      w->buffer = empty({static_cast<int64_t>(bytes)}, w->options, w->direct);
       *ptr = w->buffer.mutable_data_ptr();
       return ga::Status::Ok();
     } catch (...) {
@@ -232,8 +282,8 @@ struct GilRelease {
 // Runs `op(p, options)` with the GIL released and the workspace from torch; true on success, else
 // the Python error is set (a library Status) or the allocator's exception is re-thrown.
 template <class Params, class Op>
-bool run_op(Op op, const Params& p, const at::Tensor& q, const char* engine) {
-  TorchWorkspace ws{q.options().dtype(at::kByte), {}, {}};
+bool run_op(Op op, const Params& p, const at::Tensor& q, const char* engine, bool direct) {
+  TorchWorkspace ws{q.options().dtype(at::kByte), direct, {}, {}};
   ga::RunOptions o;
   o.engine = engine;
   o.stream = current_stream(q);
@@ -333,19 +383,20 @@ PyObject* attention(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
     seqlens = &seqlens_made;
   }
 
+  const bool direct = direct_allocation();
   at::Tensor out_made, lse;
   if (out == nullptr) {
     c10::SmallVector<int64_t, ga::TensorView::kMaxRank> shape(q->sizes().begin(), q->sizes().end());
     shape.back() = v->size(-1);
-    out_made = at::empty(shape, q->options());
+    out_made = empty(shape, q->options(), direct);
   }
   if (return_lse) {
     const at::TensorOptions f32 = q->options().dtype(at::kFloat);
     if (cu_q != nullptr || q_rank != 4) {
-      lse = at::empty({q->size(-2), q->size(0)}, f32);
+      lse = empty({q->size(-2), q->size(0)}, f32, direct);
     } else {
       const int64_t b = q->size(0), sq = q->size(1), hq = q->size(2);
-      lse = at::empty_strided({b, hq, sq}, {sq, b * sq, 1}, f32);
+      lse = empty_strided({b, hq, sq}, {sq, b * sq, 1}, f32, direct);
     }
   }
 
@@ -365,7 +416,7 @@ PyObject* attention(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
   ga::binding::set_attention_scalars(p, max_q, max_k, scale, causal, wl, wr, softcap, static_cast<int>(splits),
                                      per_page);
   if (!run_op([](const ga::AttentionParams& pp, const ga::RunOptions& oo) { return ga::attention(pp, oo); }, p,
-              *q, engine)) {
+              *q, engine, direct)) {
     return nullptr;
   }
   return pair(wrap(out != nullptr ? args[3] : nullptr, std::move(out_made)),
@@ -402,13 +453,14 @@ PyObject* kda(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
       (final_mode == 1 && cu != nullptr && cu->dim() < 1) || gate < 0 || gate > 2) {
     Py_RETURN_NOTIMPLEMENTED;  // the generic path names the argument at fault
   }
-  at::Tensor o = at::empty(v->sizes(), q->options());
+  const bool direct = direct_allocation();
+  at::Tensor o = empty(v->sizes(), q->options(), direct);
   at::Tensor final_made;
   if (final_mode == 1) {
     const int64_t n = cu != nullptr ? cu->size(0) - 1 : q->size(0);
     const int64_t hv = v->size(2), kd = q->size(3), vd = v->size(3);
     const at::TensorOptions f32 = q->options().dtype(at::kFloat);
-    final_made = v_first ? at::empty({n, hv, vd, kd}, f32) : at::empty({n, hv, kd, vd}, f32);
+    final_made = v_first ? empty({n, hv, vd, kd}, f32, direct) : empty({n, hv, kd, vd}, f32, direct);
   }
   const at::Tensor* final_state = final_mode == 2 ? init : (final_mode == 1 ? &final_made : nullptr);
 
@@ -422,7 +474,8 @@ PyObject* kda(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
   }
   (void)ga::binding::set_kda_scalars(p, v_first, static_cast<int>(gate), lower_bound, l2norm, beta_sigmoid,
                                      neg_eigval, scale);  // gate checked above
-  if (!run_op([](const ga::KdaParams& pp, const ga::RunOptions& oo) { return ga::kda(pp, oo); }, p, *q, engine)) {
+  if (!run_op([](const ga::KdaParams& pp, const ga::RunOptions& oo) { return ga::kda(pp, oo); }, p, *q, engine,
+              direct)) {
     return nullptr;
   }
   PyObject* final_obj = nullptr;
@@ -435,11 +488,31 @@ PyObject* kda(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
   END_HANDLE_TH_ERRORS
 }
 
+// _direct_allocation() -> bool: whether a call made now would allocate without the dispatcher (tests
+// and bench/profile_host.py read it; see direct_allocation()).
+PyObject* direct_allocation_py(PyObject*, PyObject*) { return PyBool_FromLong(direct_allocation() ? 1 : 0); }
+
+// _set_direct_allocation(mode): -1 automatic (the default), 0 off; returns None.
+PyObject* set_direct_allocation_py(PyObject*, PyObject* arg) {
+  const long mode = PyLong_AsLong(arg);
+  if (mode == -1 && PyErr_Occurred()) return nullptr;
+  if (mode != -1 && mode != 0) {
+    PyErr_SetString(PyExc_ValueError, "_set_direct_allocation: -1 (automatic) or 0 (off)");
+    return nullptr;
+  }
+  g_direct_mode.store(static_cast<int>(mode), std::memory_order_relaxed);
+  Py_RETURN_NONE;
+}
+
 PyMethodDef kMethods[] = {
     {"attention", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(&attention)), METH_FASTCALL,
      "attention / attention_with_kvcache on torch tensors (internal: see groupattn._ops)"},
     {"kda", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(&kda)), METH_FASTCALL,
      "chunk_kda / fused_recurrent_kda on torch tensors (internal: see groupattn._ops)"},
+    {"_direct_allocation", &direct_allocation_py, METH_NOARGS,
+     "whether a call now allocates its outputs without the dispatcher (internal, for tests and benchmarks)"},
+    {"_set_direct_allocation", &set_direct_allocation_py, METH_O,
+     "-1: allocate without the dispatcher where nothing observes it (default); 0: always at::empty (A/B)"},
     {nullptr, nullptr, 0, nullptr}};
 
 PyModuleDef kModule = {PyModuleDef_HEAD_INIT,

@@ -1436,6 +1436,34 @@ TEST_F(Sm90Decode, ClusterModeNeedsNoWorkspace) {
   }
 }
 
+// The cluster launch through the driver's cuLaunchKernelEx (sm90_engine::set_decode_driver_launch_mode,
+// docs/HOST_COST.md "Session 12"): the decode (64/8, 4K keys: 8 splits in clusters of 8) and
+// longer and forced counts (16 splits: a non-portable cluster size), batched and paged, against the fp64
+// reference, and bitwise the O and LSE of the runtime form (same kernel, parameters and configuration).
+TEST_F(Sm90Decode, DriverLaunchClusterMode) {
+  for (auto [keys, splits] : std::vector<std::pair<int, int>>{{4096, 0}, {8192, 0}, {8192, 16}}) {
+    for (KvKind kv : {KvKind::kBatched, KvKind::kPaged}) {
+      Case c = decode_case(64, 8, 1, {keys});
+      c.num_splits = splits;
+      c.kv = kv;
+      c.page_size = 64;
+      auto p = make_problem(c);
+      HostTensor o_runtime = like(p->out), l_runtime = like(p->lse);
+      {
+        ForcedSwitch forced(sm90_engine::set_decode_driver_launch_mode, 0);
+        ASSERT_TRUE(run_cuda(*p, &o_runtime, &l_runtime, kEngine).ok()) << describe(c);
+      }
+      ForcedSwitch forced(sm90_engine::set_decode_driver_launch_mode, 1);
+      ASSERT_TRUE(sm90_engine::decode_driver_launch());
+      HostTensor o_driver = like(p->out), l_driver = like(p->lse);
+      ASSERT_TRUE(run_cuda(*p, &o_driver, &l_driver, kEngine).ok()) << describe(c);
+      EXPECT_TRUE(bitwise_equal(o_driver, o_runtime) && bitwise_equal(l_driver, l_runtime))
+          << describe(c) << ": the driver launch differs from the runtime launch";
+      check_case(c, kEngine);
+    }
+  }
+}
+
 // The workspace mode, pinned: forced counts inside and outside a cluster's size, automatic. Split
 // counts innermost (one draw and one reference per problem).
 TEST_F(Sm90Decode, WorkspaceSplitModePinned) {

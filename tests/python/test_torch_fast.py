@@ -314,6 +314,73 @@ def test_disable_env_var_leaves_the_fast_path_off(monkeypatch):
         _ops._fast = saved
 
 
+class PassThroughMode(torch.utils._python_dispatch.TorchDispatchMode):
+    """Records the ops it sees and runs them unchanged."""
+
+    def __init__(self):
+        super().__init__()
+        self.ops = []
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        self.ops.append(func)
+        return func(*args, **(kwargs or {}))
+
+
+def test_outputs_skip_the_dispatcher_only_where_nothing_observes_it():
+    # direct_allocation() in groupattn_torch.cpp: plain eager calls (grad on or off, inference mode,
+    # autocast) allocate through at::detail::empty_*; a dispatch mode, the profiler or the
+    # deterministic fill of uninitialized memory keep at::empty.
+    fast = _ops._fast
+    assert fast._direct_allocation()
+    with torch.no_grad():
+        assert fast._direct_allocation()
+    with torch.inference_mode():
+        assert fast._direct_allocation()
+    with PassThroughMode():
+        assert not fast._direct_allocation()
+    with torch.autograd.profiler.profile():
+        assert not fast._direct_allocation()
+    saved = torch.are_deterministic_algorithms_enabled()
+    torch.use_deterministic_algorithms(True)
+    try:
+        assert not fast._direct_allocation()
+    finally:
+        torch.use_deterministic_algorithms(saved)
+    assert fast._direct_allocation()
+    fast._set_direct_allocation(0)  # the A/B switch of bench/profile_host.py
+    try:
+        assert not fast._direct_allocation()
+    finally:
+        fast._set_direct_allocation(-1)
+    assert fast._direct_allocation()
+    with pytest.raises(ValueError):
+        fast._set_direct_allocation(1)
+
+
+def test_a_dispatch_mode_still_sees_the_output_allocations(spy):
+    # Under a mode the outputs come from at::empty, which the mode sees, as before this path skipped
+    # the dispatcher; the values, shapes and strides are those of the plain call.
+    q, k, v = rand(2, 3, 4, 32), rand(2, 5, 2, 32), rand(2, 5, 2, 32)
+    plain = groupattn.attention(q, k, v, causal=True)
+    mode = PassThroughMode()
+    with mode:
+        seen = groupattn.attention(q, k, v, causal=True)
+    assert spy.taken == [True, True]
+    names = [str(f) for f in mode.ops]
+    assert "aten.empty.memory_format" in names and "aten.empty_strided.default" in names, names
+    same(seen, plain)
+    with torch.inference_mode():
+        inf = groupattn.attention(q, k, v, causal=True)
+    assert inf[0].is_inference() and inf[1].is_inference() and not plain[0].is_inference()
+    same(inf, plain)
+    spy.module._set_direct_allocation(0)
+    try:
+        same(groupattn.attention(q, k, v, causal=True), plain)
+    finally:
+        spy.module._set_direct_allocation(-1)
+    assert spy.taken == [True, True, True, True]
+
+
 # --------------------------------------------------------------------------------------------------
 # GPU tier: workspace from torch's allocator, torch's current stream, CUDA-graph capture.
 

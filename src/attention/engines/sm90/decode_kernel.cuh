@@ -42,6 +42,7 @@
 #include "attention/engines/sm90/launch.h"
 #include "core/host_timing.h"
 #include "cuda/cuda_check.h"
+#include "cuda/driver_launch.h"
 #include "cuda/pdl.cuh"
 
 namespace groupattn::sm90_engine {
@@ -355,6 +356,13 @@ Status launch_decode_n(const cuda_engine::KernelParams& params, const DecodeLaun
   if (p.cluster_reduce) {
     cudaLaunchAttribute attribute;
     const cudaLaunchConfig_t config = cluster_config(grid, Traits::kThreads, smem, stream, p.num_splits, &attribute);
+    if (decode_driver_launch()) {  // the same launch without the runtime's per-call lookup (measurement switch)
+      void* args[] = {&p, const_cast<CUtensorMap*>(&k_map), const_cast<CUtensorMap*>(&v_map)};
+      const Status launched = cuda::launch_with_driver<sm90_decode_kernel<Traits>>(
+          dev, config, args, "launching sm90_decode_kernel (cluster)");
+      host_timing::mark("launch sm90_decode_kernel (cluster, cuLaunchKernelEx)");
+      return launched;
+    }
     const Status launched = cuda::to_status(cudaLaunchKernelEx(&config, kernel, p, k_map, v_map),
                                             "launching sm90_decode_kernel (cluster)");
     host_timing::mark("launch sm90_decode_kernel (cluster)");

@@ -133,6 +133,13 @@ bool prefill_stsm_epilogue();
 void set_decode_work_list_mode(int mode);
 bool decode_work_list();
 
+// The decode's cluster launch through the driver's cuLaunchKernelEx on a CUfunction fetched once per
+// kernel and device (cuda/driver_launch.h) instead of cudaLaunchKernelEx (issue 11's host cost), a
+// switch for measurement and tests: -1 from GROUPATTN_SM90_DECODE_DRIVER_LAUNCH ("1": on; read at the
+// first call, default off), 0 off, 1 on. The same kernel, parameters and configuration either way.
+void set_decode_driver_launch_mode(int mode);
+bool decode_driver_launch();
+
 // The work list's grid order (KernelParams::list_heads_fastest), the same kind of switch:
 // GROUPATTN_SM90_DECODE_LIST_HEADS_FASTEST ("0": off, the plane-major grid; default on).
 void set_decode_list_heads_fastest_mode(int mode);

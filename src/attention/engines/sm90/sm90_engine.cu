@@ -429,6 +429,8 @@ std::atomic<int> g_work_list_mode{-1};
 std::atomic<int> g_list_heads_fastest_mode{-1};
 // sm90_engine::set_decode_list_uniform_fast_mode: -1 the environment, 0 off, 1 on.
 std::atomic<int> g_list_uniform_fast_mode{-1};
+// sm90_engine::set_decode_driver_launch_mode: -1 the environment, 0 off, 1 on.
+std::atomic<int> g_driver_launch_mode{-1};
 
 }  // namespace
 
@@ -461,6 +463,15 @@ bool decode_list_heads_fastest() {
 bool decode_list_uniform_fast() {
   static const bool from_env = env_switch("GROUPATTN_SM90_DECODE_LIST_UNIFORM_FAST", true);
   return switch_value(g_list_uniform_fast_mode, from_env);
+}
+
+void set_decode_driver_launch_mode(int mode) { g_driver_launch_mode.store(clamp_mode(mode)); }
+
+// GROUPATTN_SM90_DECODE_DRIVER_LAUNCH=1: the cluster launch through cuLaunchKernelEx on a cached
+// CUfunction (session 12, UNVERIFIED on GPU; docs/HOST_COST.md "Session 12"). Default off. Read once.
+bool decode_driver_launch() {
+  static const bool from_env = env_switch("GROUPATTN_SM90_DECODE_DRIVER_LAUNCH", false);
+  return switch_value(g_driver_launch_mode, from_env);
 }
 
 void set_decode_fp8_one_converter_wg_mode(int mode) { g_fp8_one_converter_wg_mode.store(clamp_mode(mode)); }

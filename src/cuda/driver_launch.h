@@ -1,0 +1,98 @@
+// A kernel launch through the driver's cuLaunchKernelEx on a CUfunction fetched once per kernel and
+// device (issue 11: the host cost of a small call). cudaLaunchKernelEx looks the kernel's CUfunction
+// up in the runtime's tables and translates the launch config on every call before it reaches the
+// same driver entry; this form does the lookup once. cuLaunchKernelEx is fetched through the runtime
+// (cudaGetDriverEntryPointByVersion), as tma_desc.h fetches cuTensorMapEncodeTiled: no -lcuda.
+//
+// The cached CUfunction belongs to the context that was current at the first launch on that device:
+// the device's primary context, which the runtime (and torch) use. A caller that launches under
+// another driver context must use the runtime form. A measurement switch chooses this form
+// (sm90_engine::decode_driver_launch), off by default.
+#pragma once
+
+#include <cuda.h>
+#include <cuda_runtime.h>
+
+#include <atomic>
+#include <string>
+
+#include "groupattn/status.h"
+
+namespace groupattn::cuda {
+
+using LaunchKernelExFn = CUresult (*)(const CUlaunchConfig*, CUfunction, void**, void**);
+
+// cuLaunchKernelEx (CUDA 12.0 ABI), or nullptr where the driver does not have it.
+inline LaunchKernelExFn driver_launch_kernel_ex() {
+  static const LaunchKernelExFn fn = [] {
+    void* f = nullptr;
+    cudaDriverEntryPointQueryResult q{};
+    if (cudaGetDriverEntryPointByVersion("cuLaunchKernelEx", &f, 12000, cudaEnableDefault, &q) != cudaSuccess ||
+        q != cudaDriverEntryPointSuccess) {
+      (void)cudaGetLastError();
+      return static_cast<LaunchKernelExFn>(nullptr);
+    }
+    return reinterpret_cast<LaunchKernelExFn>(f);
+  }();
+  return fn;
+}
+
+// kKernel's CUfunction per device (0..63; nullptr: not fetched yet). A variable template keyed by the
+// kernel's address, one per instantiation (as smem_attribute_devices in cuda_check.h). Two threads
+// fetching at once store the same handle.
+template <auto kKernel>
+inline std::atomic<CUfunction> driver_functions[64] = {};
+
+// kKernel's CUfunction on device `dev`, the calling thread's current device.
+template <auto kKernel>
+Status driver_function(int dev, CUfunction* f) {
+  if (dev < 0 || dev >= 64) return Status(StatusCode::kInternal, "driver launch: device ordinal out of range");
+  std::atomic<CUfunction>& slot = driver_functions<kKernel>[dev];
+  *f = slot.load(std::memory_order_acquire);
+  if (*f != nullptr) return Status::Ok();
+  cudaFunction_t fetched = nullptr;
+  if (const cudaError_t e = cudaGetFuncBySymbol(&fetched, reinterpret_cast<const void*>(kKernel)); e != cudaSuccess) {
+    return Status(StatusCode::kCudaError, std::string("cudaGetFuncBySymbol: ") + cudaGetErrorName(e));
+  }
+  *f = reinterpret_cast<CUfunction>(fetched);
+  slot.store(*f, std::memory_order_release);
+  return Status::Ok();
+}
+
+// Launches kKernel on device `dev` (current) with `config`'s grid, block, dynamic shared memory and
+// stream and at most one attribute, the cluster dimension (the only one the library's driver-form
+// launches use); `args` as for cudaLaunchKernel (one pointer per kernel parameter).
+template <auto kKernel>
+Status launch_with_driver(int dev, const cudaLaunchConfig_t& config, void** args, const char* what) {
+  const LaunchKernelExFn launch = driver_launch_kernel_ex();
+  if (launch == nullptr) return Status(StatusCode::kCudaError, std::string(what) + ": cuLaunchKernelEx not found");
+  if (config.numAttrs > 1 || (config.numAttrs == 1 && config.attrs[0].id != cudaLaunchAttributeClusterDimension)) {
+    return Status(StatusCode::kInternal, std::string(what) + ": driver launch takes the cluster attribute only");
+  }
+  CUfunction f = nullptr;
+  GA_RETURN_IF_ERROR(driver_function<kKernel>(dev, &f));
+  CUlaunchAttribute attribute = {};
+  CUlaunchConfig c = {};
+  c.gridDimX = config.gridDim.x;
+  c.gridDimY = config.gridDim.y;
+  c.gridDimZ = config.gridDim.z;
+  c.blockDimX = config.blockDim.x;
+  c.blockDimY = config.blockDim.y;
+  c.blockDimZ = config.blockDim.z;
+  c.sharedMemBytes = static_cast<unsigned>(config.dynamicSmemBytes);
+  c.hStream = reinterpret_cast<CUstream>(config.stream);
+  if (config.numAttrs == 1) {
+    attribute.id = CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION;
+    attribute.value.clusterDim.x = config.attrs[0].val.clusterDim.x;
+    attribute.value.clusterDim.y = config.attrs[0].val.clusterDim.y;
+    attribute.value.clusterDim.z = config.attrs[0].val.clusterDim.z;
+    c.attrs = &attribute;
+    c.numAttrs = 1;
+  }
+  const CUresult r = launch(&c, f, args, nullptr);
+  if (r == CUDA_SUCCESS) return Status::Ok();
+  const StatusCode code = r == CUDA_ERROR_OUT_OF_MEMORY ? StatusCode::kOutOfMemory : StatusCode::kCudaError;
+  return Status(code, std::string(what) + ": cuLaunchKernelEx returned CUresult " + std::to_string(static_cast<int>(r)));
+}
+
+}  // namespace groupattn::cuda
