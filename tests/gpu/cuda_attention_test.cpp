@@ -687,7 +687,8 @@ TEST_F(CudaAttention, DecodeD256SplitVMatchesReferenceAndFourWarpForm) {
             ASSERT_TRUE(run_cuda(*p, &o1, &l1).ok()) << describe(c);
             HostTensor o = like(p->out), l = like(p->lse);
             ASSERT_TRUE(run_cuda(*p, &o, &l).ok()) << describe(c);
-            EXPECT_TRUE(bitwise_equal(o, o1) && bitwise_equal(l, l1)) << describe(c) << ": split-V not repeatable";
+            EXPECT_TRUE(bitwise_equal(o, o1) && bitwise_equal(l, l1))
+                << describe(c) << ": split-V not repeatable";
           }
           {
             ForcedSwitch off(cuda_engine::set_cuda_decode_split_v_mode, 0);

@@ -58,8 +58,8 @@ struct DecodeTraits {
   using Element = T;
   static constexpr int kHeadDim = kHeadDim_;
   static constexpr bool kSplitV = kSplitV_;
-  static constexpr int kVParts = kSplitV ? 2 : 1;      // warps sharing a sub-tile (head-dim parts of P V)
-  static constexpr int kKeyWarps = 4;                  // warps (pairs when kSplitV) on different keys
+  static constexpr int kVParts = kSplitV ? 2 : 1;  // warps sharing a sub-tile (head-dim parts of P V)
+  static constexpr int kKeyWarps = 4;              // warps (pairs when kSplitV) on different keys
   static constexpr int kWarps = kKeyWarps * kVParts;
   static constexpr int kThreads = kWarps * cuda::kWarpSize;
   static constexpr int kMmaM = 16, kMmaN = 8, kMmaK = 16;  // mma.sync m16n8k16
@@ -118,8 +118,7 @@ struct DecodeTraits {
   static_assert(!kSplitV || kHeadDim == 256, "the split-V form is built for D 256 only");
   static_assert(kVDTiles % 2 == 0, "P V loads V fragments for two head-dim tiles at a time");
   static_assert(kWarpKeys % kVParts == 0 && kVCols % kChunk == 0 &&
-                    cuda::kWarpSize % (kVCols / kChunk) == 0 &&
-                    (kWarpKeys / kVParts) % kRowsPerPass == 0,
+                    cuda::kWarpSize % (kVCols / kChunk) == 0 && (kWarpKeys / kVParts) % kRowsPerPass == 0,
                 "split-V copies: whole K rows and whole V row parts per pass");
 };
 
@@ -194,10 +193,11 @@ struct DecodeKernel {
     const T* k = static_cast<const T*>(p.k);
     const T* v = static_cast<const T*>(p.v);
     const bool paged = p.block_table != nullptr;
-    constexpr int kKRows = kWarpKeys / kVParts;                  // K rows per warp
-    constexpr int kVChunks = Traits::kVCols / kChunk;            // 16-byte chunks of a V row part
-    constexpr int kVRowsPerPass = cuda::kWarpSize / kVChunks;    // V row parts per warp copy
-    static_assert(kKRows / Traits::kRowsPerPass == kWarpKeys / kVRowsPerPass, "one K and one V copy per pass");
+    constexpr int kKRows = kWarpKeys / kVParts;                // K rows per warp
+    constexpr int kVChunks = Traits::kVCols / kChunk;          // 16-byte chunks of a V row part
+    constexpr int kVRowsPerPass = cuda::kWarpSize / kVChunks;  // V row parts per warp copy
+    static_assert(kKRows / Traits::kRowsPerPass == kWarpKeys / kVRowsPerPass,
+                  "one K and one V copy per pass");
     const int k_ch = lane % kChunksPerRow;
     const int v_ch = h * kVChunks + lane % kVChunks;
 #pragma unroll
@@ -480,8 +480,8 @@ struct DecodeKernel {
         // lane l addresses key (l % 8) + ((l / 8) % 2) * 8, head-dim column vh * kVCols + dt * 8 +
         // (l / 16) * 8.
         uint32_t vb[4];
-        cuda::ldmatrix_x4_trans(vb, v_s + (lane % 8 + ((lane / 8) % 2) * 8) * kRowStride + vh * Traits::kVCols +
-                                        dt * Traits::kMmaN + (lane / 16) * 8);
+        cuda::ldmatrix_x4_trans(vb, v_s + (lane % 8 + ((lane / 8) % 2) * 8) * kRowStride +
+                                        vh * Traits::kVCols + dt * Traits::kMmaN + (lane / 16) * 8);
         Mma::mma(o_acc[dt], pa, vb[0], vb[1]);
         Mma::mma(o_acc[dt + 1], pa, vb[2], vb[3]);
       }
@@ -492,9 +492,9 @@ struct DecodeKernel {
 
     // Merge the key warps: each writes its unnormalised O rows (split-V: each warp of the pair its
     // columns), its row max and its row sum (split-V: warp 0 of the pair; both hold the same bits).
-    float* o_m = reinterpret_cast<float*>(ring);  // [key warp][row][kMergeRowStride]
+    float* o_m = reinterpret_cast<float*>(ring);                     // [key warp][row][kMergeRowStride]
     float* m_m = o_m + kKeyWarps * kRows * Traits::kMergeRowStride;  // [key warp][row]
-    float* l_m = m_m + kKeyWarps * kRows;                           // [key warp][row]
+    float* l_m = m_m + kKeyWarps * kRows;                            // [key warp][row]
 #pragma unroll
     for (int r = 0; r < 2; ++r) {
       const int row = g + 8 * r;
@@ -537,7 +537,8 @@ struct DecodeKernel {
     auto o_at = [&](int c) {
       float x = 0.f;
 #pragma unroll
-      for (int w = 0; w < kKeyWarps; ++w) x += o_m[(w * kRows + row) * Traits::kMergeRowStride + c] * factor[w];
+      for (int w = 0; w < kKeyWarps; ++w)
+        x += o_m[(w * kRows + row) * Traits::kMergeRowStride + c] * factor[w];
       return x * inv;
     };
     if (!kList && p.num_splits == 1) {
