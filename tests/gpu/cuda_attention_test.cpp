@@ -654,6 +654,72 @@ TEST_F(CudaAttention, DecodeBatchedCacheWithSeqlensAndVarlenQ) {
   check_case(c);
 }
 
+// The D 256 decode kernel's split-V form (decode_kernel.cuh DecodeTraits::kSplitV: 8 warps, a pair
+// per 16-key sub-tile, P V split by head-dim half; GROUPATTN_CUDA_DECODE_D256_SPLIT_V, off by
+// default) against the fp64 reference, and bitwise equal to the 4-warp form (every O column goes
+// through the same operations in the same order): contiguous with seqlens_k, paged 16 and 1;
+// splits 1, 3 and automatic; one new token (16 rows at 32/2, 4 at 8/2) through the engine, 16 new
+// tokens (64 rows, 4 m-blocks) through the kernel launched directly; lengths around the sub-tile,
+// the 64-key block and a pair's 3-stage ring (192 keys), an empty cache, and a long one.
+TEST_F(CudaAttention, DecodeD256SplitVMatchesReferenceAndFourWarpForm) {
+  const std::vector<int> lens = {4099, 0, 1, 15, 17, 64, 191, 193, 257, 1025};
+  for (auto [hq, hkv] : {std::pair<int64_t, int64_t>{32, 2}, {8, 2}}) {
+    for (KvKind kv : {KvKind::kBatched, KvKind::kPaged}) {
+      for (int page : kv == KvKind::kPaged ? std::vector<int>{16, 1} : std::vector<int>{16}) {
+        for (int splits : {1, 3, 0}) {
+          Case c;
+          c.hq = hq, c.hkv = hkv, c.d = 256;
+          c.q_lens = std::vector<int>(lens.size(), 1);
+          c.k_lens = lens;
+          c.kv = kv;
+          c.page_size = page;
+          c.causal = true;
+          c.num_splits = splits;
+          c.seed = static_cast<uint64_t>(hq + page);
+          {
+            ForcedSwitch on(cuda_engine::set_cuda_decode_split_v_mode, 1);
+            check_case(c);
+          }
+          auto p = make_problem(c);
+          HostTensor o1 = like(p->out), l1 = like(p->lse), o0 = like(p->out), l0 = like(p->lse);
+          {
+            ForcedSwitch on(cuda_engine::set_cuda_decode_split_v_mode, 1);
+            ASSERT_TRUE(run_cuda(*p, &o1, &l1).ok()) << describe(c);
+            HostTensor o = like(p->out), l = like(p->lse);
+            ASSERT_TRUE(run_cuda(*p, &o, &l).ok()) << describe(c);
+            EXPECT_TRUE(bitwise_equal(o, o1) && bitwise_equal(l, l1))
+                << describe(c) << ": split-V not repeatable";
+          }
+          {
+            ForcedSwitch off(cuda_engine::set_cuda_decode_split_v_mode, 0);
+            ASSERT_TRUE(run_cuda(*p, &o0, &l0).ok()) << describe(c);
+          }
+          EXPECT_TRUE(bitwise_equal(o1, o0)) << describe(c) << ": O differs from the 4-warp form";
+          EXPECT_TRUE(bitwise_equal(l1, l0)) << describe(c) << ": LSE differs from the 4-warp form";
+        }
+      }
+    }
+  }
+  // 16 new tokens, windows and softcap (masked sub-tiles inside the ring), paged 1 and 16.
+  ForcedSwitch on(cuda_engine::set_cuda_decode_split_v_mode, 1);
+  for (int page : {1, 16}) {
+    for (int splits : {1, 3}) {
+      Case c;
+      c.hq = 8, c.hkv = 2, c.d = 256;
+      c.q_lens = {16, 16, 16};
+      c.k_lens = {700, 33, 9};
+      c.kv = KvKind::kPaged;
+      c.page_size = page;
+      c.causal = true;
+      c.window_left = page == 1 ? 100 : -1;
+      c.softcap = page == 1 ? 5.f : 0.f;
+      c.num_splits = splits;
+      c.seed = static_cast<uint64_t>(700 + page);
+      check_decode_kernel(c);
+    }
+  }
+}
+
 // The decode work list for batches of mixed lengths (cuda/decode_work_list.h, shared with the sm90
 // engine; docs/ENGINES.md "Mixed lengths: the work list"), forced on (GROUPATTN_CUDA_DECODE_WORK_LIST
 // is off by default). Taken only above kListMinKvBytes of K/V (from the longest length), where the
@@ -734,6 +800,14 @@ void expect_work_list_shapes_match_reference(size_t first, size_t last) {
 TEST_F(CudaAttention, WorkListMixedLengthsOneWave) { expect_work_list_shapes_match_reference(0, 2); }
 TEST_F(CudaAttention, WorkListMixedLengthsD256AndSeveralWaves) {
   expect_work_list_shapes_match_reference(2, 4);
+}
+
+// The work list's D 256 shape (32/2 B22, paged 16) with the split-V form on (its list kernel,
+// decode_split_v_list_kernel), against the reference with NaN in the stale rows.
+TEST_F(CudaAttention, WorkListD256SplitV) {
+  ForcedSwitch list(cuda_engine::set_cuda_decode_work_list_mode, 1);
+  ForcedSwitch split_v(cuda_engine::set_cuda_decode_split_v_mode, 1);
+  expect_ignores_stale_rows(work_list_case(kWorkListShapes[2], KvKind::kPaged, 16), "cuda");
 }
 
 // The list is what runs with the switch on (its workspace: partials of list_slot_bound slots of one

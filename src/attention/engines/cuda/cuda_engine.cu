@@ -393,6 +393,8 @@ class CudaAttention final : public AttentionEngine {
 
 // cuda_engine::set_cuda_decode_work_list_mode: -1 the environment, 0 off, 1 on.
 std::atomic<int> g_cuda_work_list_mode{-1};
+// cuda_engine::set_cuda_decode_split_v_mode: the same.
+std::atomic<int> g_cuda_split_v_mode{-1};
 
 }  // namespace
 
@@ -422,6 +424,15 @@ void set_cuda_decode_work_list_mode(int mode) { g_cuda_work_list_mode.store(clam
 bool cuda_decode_work_list() {
   static const bool from_env = env_switch("GROUPATTN_CUDA_DECODE_WORK_LIST", true);
   return switch_value(g_cuda_work_list_mode, from_env);
+}
+
+void set_cuda_decode_split_v_mode(int mode) { g_cuda_split_v_mode.store(clamp_mode(mode)); }
+
+// Off by default until measured (docs/ENGINES.md, "Session 12: D 256 decode rate");
+// GROUPATTN_CUDA_DECODE_D256_SPLIT_V=1 turns it on. Read once.
+bool cuda_decode_split_v() {
+  static const bool from_env = env_switch("GROUPATTN_CUDA_DECODE_D256_SPLIT_V", false);
+  return switch_value(g_cuda_split_v_mode, from_env);
 }
 
 }  // namespace cuda_engine

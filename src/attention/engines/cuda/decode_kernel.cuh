@@ -45,16 +45,27 @@
 
 namespace groupattn::cuda_engine {
 
-template <class T, int kHeadDim_>
+// kSplitV (D 256 only; docs/ENGINES.md "Session 12: D 256 decode rate"): 8 warps in 4 pairs. A
+// pair takes the sub-tiles a warp of the 4-warp form takes and shares one ring: both warps compute
+// the whole S = Q K^T and softmax of a sub-tile (the same instructions on the same data: the same
+// bits), and warp h of the pair does O += P V and the O rescale for head-dim half h only. Each
+// SM sub-partition then holds two warps instead of one, so one warp's dependent chains (MMA,
+// shuffles, exp2, paged address shuffles) overlap the other's; the ring, its bytes in flight and
+// the 64-key block are unchanged, and every O column goes through the same operations in the same
+// order as in the 4-warp form, so the two forms give bitwise-equal results.
+template <class T, int kHeadDim_, bool kSplitV_ = false>
 struct DecodeTraits {
   using Element = T;
   static constexpr int kHeadDim = kHeadDim_;
-  static constexpr int kWarps = 4;
+  static constexpr bool kSplitV = kSplitV_;
+  static constexpr int kVParts = kSplitV ? 2 : 1;  // warps sharing a sub-tile (head-dim parts of P V)
+  static constexpr int kKeyWarps = 4;              // warps (pairs when kSplitV) on different keys
+  static constexpr int kWarps = kKeyWarps * kVParts;
   static constexpr int kThreads = kWarps * cuda::kWarpSize;
   static constexpr int kMmaM = 16, kMmaN = 8, kMmaK = 16;  // mma.sync m16n8k16
   static constexpr int kRows = kMmaM;                      // packed rows per CTA (launch.h: kDecodeRows)
   static constexpr int kWarpKeys = kMmaK;                  // keys per warp step: one P V reduction step
-  static constexpr int kBlockKeys = kWarps * kWarpKeys;    // keys per CTA step; splits count in these
+  static constexpr int kBlockKeys = kKeyWarps * kWarpKeys;  // keys per CTA step; splits count in these
   // Ring depth per warp; all kStages stages are in flight while a warp waits (kStages - 1 while it
   // computes). Shared memory per CTA: D 64 5 stages 94 KB, D 128 3 stages 109 KB (two CTAs per SM
   // on sm90: 8 warps x 2-3 sub-tiles of 8 KB = 128-192 KB of K/V in flight), D 256 3 stages
@@ -71,7 +82,9 @@ struct DecodeTraits {
   static constexpr int kChunksPerRow = kHeadDim / kChunk;
   static constexpr int kRowsPerPass = cuda::kWarpSize / kChunksPerRow;  // sub-tile rows one warp copy covers
   static constexpr int kNTiles = kWarpKeys / kMmaN;  // S fragments per warp step (2)
-  static constexpr int kDTiles = kHeadDim / kMmaN;   // O fragments per warp
+  static constexpr int kDTiles = kHeadDim / kMmaN;   // O fragments of a row tile
+  static constexpr int kVDTiles = kDTiles / kVParts;  // O fragments per warp (its head-dim part)
+  static constexpr int kVCols = kHeadDim / kVParts;   // O columns per warp
   static constexpr int kKSteps = kHeadDim / kMmaK;   // Q K^T reduction steps
   // Q's A fragments stay in registers where they fit next to the O accumulator (D 64: 16, D 128:
   // 32 registers); D 256 re-reads them from shared memory every sub-tile.
@@ -79,11 +92,13 @@ struct DecodeTraits {
   static constexpr int kQElems = kRows * kRowStride;
   static constexpr int kSubTileElems = kWarpKeys * kRowStride;  // one K or V sub-tile
   static constexpr int kStageElems = 2 * kSubTileElems;         // K then V
-  static constexpr int kRingElems = kWarps * kStages * kStageElems;
-  // The merge after the mainloop reuses the ring: per warp, O rows (fp32, padded by 8 floats so
-  // the float2 fragment stores of rows g and g + 4 fall in different banks), then max and sum.
+  static constexpr int kRingElems = kKeyWarps * kStages * kStageElems;
+  // The merge after the mainloop reuses the ring: per key warp (pair), O rows (fp32, padded by 8
+  // floats so the float2 fragment stores of rows g and g + 4 fall in different banks), then max
+  // and sum.
   static constexpr int kMergeRowStride = kHeadDim + 8;
-  static constexpr size_t kMergeBytes = static_cast<size_t>(kWarps) * kRows * (kMergeRowStride + 2) * sizeof(float);
+  static constexpr size_t kMergeBytes =
+      static_cast<size_t>(kKeyWarps) * kRows * (kMergeRowStride + 2) * sizeof(float);
   static constexpr size_t kRingBytes = static_cast<size_t>(kRingElems) * sizeof(T);
   static constexpr size_t kSmemBytes =
       static_cast<size_t>(kQElems) * sizeof(T) + (kRingBytes > kMergeBytes ? kRingBytes : kMergeBytes);
@@ -100,6 +115,11 @@ struct DecodeTraits {
   static_assert(kStages >= 2, "the ring needs a stage in flight while one is consumed");
   static_assert(kTableAhead >= 1, "the table queue holds at least the next refill");
   static_assert(kWarpKeys <= cuda::kWarpSize, "page_row: one lane per sub-tile row");
+  static_assert(!kSplitV || kHeadDim == 256, "the split-V form is built for D 256 only");
+  static_assert(kVDTiles % 2 == 0, "P V loads V fragments for two head-dim tiles at a time");
+  static_assert(kWarpKeys % kVParts == 0 && kVCols % kChunk == 0 &&
+                    cuda::kWarpSize % (kVCols / kChunk) == 0 && (kWarpKeys / kVParts) % kRowsPerPass == 0,
+                "split-V copies: whole K rows and whole V row parts per pass");
 };
 
 template <class Traits>
@@ -109,7 +129,8 @@ struct DecodeKernel {
   static constexpr int kRows = Traits::kRows, kStages = Traits::kStages;
   static constexpr int kRowStride = Traits::kRowStride, kChunk = Traits::kChunk;
   static constexpr int kChunksPerRow = Traits::kChunksPerRow, kThreads = Traits::kThreads;
-  static constexpr int kWarps = Traits::kWarps, kWarpKeys = Traits::kWarpKeys;
+  static constexpr int kKeyWarps = Traits::kKeyWarps, kWarpKeys = Traits::kWarpKeys;
+  static constexpr int kVParts = Traits::kVParts;
   static constexpr float kLog2e = 1.4426950408889634f;
   static constexpr float kLn2 = 0.6931471805599453f;
 
@@ -163,6 +184,57 @@ struct DecodeKernel {
     }
   }
 
+  // Split-V form: warp h of a pair copies K rows [h * 8, +8) (both warps read all of K: the pair
+  // barrier after the wait makes them visible) and V columns [h * kVCols, +kVCols) of all 16 rows
+  // (only warp h reads them). Same sources, zero fill and shared-memory slots as load_sub_tile.
+  static __device__ __forceinline__ void load_sub_tile_part(const KernelParams& p, const SeqInfo& s, int kvh,
+                                                            int u, int lane, int h, PageRow pr, T* k_dst,
+                                                            T* v_dst) {
+    const T* k = static_cast<const T*>(p.k);
+    const T* v = static_cast<const T*>(p.v);
+    const bool paged = p.block_table != nullptr;
+    constexpr int kKRows = kWarpKeys / kVParts;                // K rows per warp
+    constexpr int kVChunks = Traits::kVCols / kChunk;          // 16-byte chunks of a V row part
+    constexpr int kVRowsPerPass = cuda::kWarpSize / kVChunks;  // V row parts per warp copy
+    static_assert(kKRows / Traits::kRowsPerPass == kWarpKeys / kVRowsPerPass,
+                  "one K and one V copy per pass");
+    const int k_ch = lane % kChunksPerRow;
+    const int v_ch = h * kVChunks + lane % kVChunks;
+#pragma unroll
+    for (int pass = 0; pass < kKRows / Traits::kRowsPerPass; ++pass) {
+      const int kr = h * kKRows + lane / kChunksPerRow + pass * Traits::kRowsPerPass;
+      const int vr = lane / kVChunks + pass * kVRowsPerPass;
+      const int kj = u * kWarpKeys + kr, vj = u * kWarpKeys + vr;
+      const bool k_valid = kj < s.k_len, v_valid = vj < s.k_len;
+      int64_t k_row = 0, v_row = 0;
+      if (paged) {  // uniform over the warp: every lane takes part in the shuffles
+        const int64_t k_page = __shfl_sync(cuda::kFullWarpMask, pr.page, kr);
+        const int64_t k_slot = __shfl_sync(cuda::kFullWarpMask, pr.slot, kr);
+        const int64_t v_page = __shfl_sync(cuda::kFullWarpMask, pr.page, vr);
+        const int64_t v_slot = __shfl_sync(cuda::kFullWarpMask, pr.slot, vr);
+        k_row = k_page * p.k_batch_stride + k_slot * p.k_row_stride;
+        v_row = v_page * p.v_batch_stride + v_slot * p.v_row_stride;
+      } else {
+        k_row = s.k_offset + static_cast<int64_t>(kj) * p.k_row_stride;
+        v_row = s.v_offset + static_cast<int64_t>(vj) * p.v_row_stride;
+      }
+      const T* k_src = k_valid ? k + k_row + kvh * p.k_head_stride + k_ch * kChunk : k;
+      const T* v_src = v_valid ? v + v_row + kvh * p.v_head_stride + v_ch * kChunk : v;
+      cuda::cp_async_16_or_zero(k_dst + kr * kRowStride + k_ch * kChunk, k_src, k_valid);
+      cuda::cp_async_16_or_zero(v_dst + vr * kRowStride + v_ch * kChunk, v_src, v_valid);
+    }
+  }
+
+  // The warps sharing key warp kw's ring meet here (the 4-warp form: its own lanes). Named
+  // barriers 1..kKeyWarps (0 is __syncthreads').
+  static __device__ __forceinline__ void sync_key_warp(int kw) {
+    if constexpr (kVParts == 1) {
+      __syncwarp();
+    } else {
+      asm volatile("bar.sync %0, %1;" ::"r"(1 + kw), "n"(kVParts * cuda::kWarpSize) : "memory");
+    }
+  }
+
   // kList: the work-list mode (a separate instantiation, so the ordinary kernel is unchanged).
   template <bool kList>
   static __device__ void run(const KernelParams& p) {
@@ -202,6 +274,9 @@ struct DecodeKernel {
 
     const int warp = threadIdx.x / cuda::kWarpSize, lane = threadIdx.x % cuda::kWarpSize;
     const int g = lane / 4, t = lane % 4;  // fragment row group and column pair
+    // Key warp (the 4-warp form: the warp; split-V: the pair, warps 2 kw and 2 kw + 1, which sit on
+    // different SM sub-partitions) and this warp's head-dim part of P V (0 in the 4-warp form).
+    const int kw = warp / kVParts, vh = warp % kVParts;
 
     // Sub-tiles (16 keys) this CTA visits: its split's 64-key blocks, cut to the keys its rows
     // see. Both ends of a row's interval grow with its token, so the union over the tile is
@@ -219,7 +294,7 @@ struct DecodeKernel {
     } else {
       split_range(n_blocks, split, p.num_splits, &blk_begin, &blk_end);
     }
-    int u_begin = blk_begin * kWarps, u_end = blk_end * kWarps;
+    int u_begin = blk_begin * kKeyWarps, u_end = blk_end * kKeyWarps;
     if (vis_first.lo <= vis_last.hi) {
       u_begin = max(u_begin, vis_first.lo / kWarpKeys);
       u_end = min(u_end, vis_last.hi / kWarpKeys + 1);
@@ -233,8 +308,8 @@ struct DecodeKernel {
       const int tr = g + 8 * r;
       row_vis[r] = tr < rows ? visible_keys(p, s, (row0 + tr) / p.group) : KeyInterval{0, -1};
     }
-    const int u_first = u_begin + ((warp - u_begin % kWarps) + kWarps) % kWarps;
-    const int n_steps = u_first < u_end ? (u_end - 1 - u_first) / kWarps + 1 : 0;  // this warp's sub-tiles
+    const int u_first = u_begin + ((kw - u_begin % kKeyWarps) + kKeyWarps) % kKeyWarps;
+    const int n_steps = u_first < u_end ? (u_end - 1 - u_first) / kKeyWarps + 1 : 0;  // this warp's sub-tiles
 
     // Q rows: tile row r <- Q[token R / group, head head_base + R % group], R = row0 + r; rows
     // past the tile's end are zero-filled.
@@ -248,9 +323,9 @@ struct DecodeKernel {
     }
     cuda::cp_async_commit();  // group: Q
 
-    T* warp_ring = ring + warp * kStages * Traits::kStageElems;
+    T* warp_ring = ring + kw * kStages * Traits::kStageElems;
     auto stage_k = [&](int i) { return warp_ring + (i % kStages) * Traits::kStageElems; };
-    auto u_of = [&](int i) { return u_first + i * kWarps; };  // sub-tile of this warp's step i
+    auto u_of = [&](int i) { return u_first + i * kKeyWarps; };  // sub-tile of this warp's step i
     // Paged: the table rows of the prologue's sub-tiles and of the next kTableAhead refills (steps
     // kStages - 1 + a; ahead[0] is the next one), all read before the first copy so their round
     // trips overlap. Past the warp's last step they are unused (page_row reads nothing past k_len).
@@ -267,7 +342,11 @@ struct DecodeKernel {
     for (int i = 0; i < kStages - 1; ++i) {
       if (i < n_steps) {
         T* dst = stage_k(i);
-        load_sub_tile(p, s, kvh, u_of(i), lane, first[i], dst, dst + Traits::kSubTileElems);
+        if constexpr (kVParts == 1) {
+          load_sub_tile(p, s, kvh, u_of(i), lane, first[i], dst, dst + Traits::kSubTileElems);
+        } else {
+          load_sub_tile_part(p, s, kvh, u_of(i), lane, vh, first[i], dst, dst + Traits::kSubTileElems);
+        }
       }
       cuda::cp_async_commit();
     }
@@ -284,9 +363,9 @@ struct DecodeKernel {
       for (int ks = 0; ks < Traits::kKSteps; ++ks) load_q(q_frag[ks], ks);
     }
 
-    float o_acc[Traits::kDTiles][4];
+    float o_acc[Traits::kVDTiles][4];  // O columns [vh * kVCols, +kVCols) of rows g, g + 8
 #pragma unroll
-    for (int dt = 0; dt < Traits::kDTiles; ++dt)
+    for (int dt = 0; dt < Traits::kVDTiles; ++dt)
 #pragma unroll
       for (int e = 0; e < 4; ++e) o_acc[dt][e] = 0.f;
     // Row r of this thread is tile row g + 8 r (elements 2r, 2r + 1 of each fragment).
@@ -299,11 +378,17 @@ struct DecodeKernel {
       // Refill the stage step i - 1 used with sub-tile i + kStages - 1 *before* waiting for
       // sub-tile i, so kStages sub-tiles (not kStages - 1) are in flight during the wait. The
       // stage is free once every lane is past step i - 1 (its ldmatrix reads fed step i - 1's
-      // MMAs). Always commit a group, so the wait below keeps counting steps.
-      __syncwarp();
+      // MMAs; split-V: every lane of the pair). Always commit a group, so the wait below keeps
+      // counting steps.
+      sync_key_warp(kw);
       if (i + kStages - 1 < n_steps) {
         T* dst = stage_k(i + kStages - 1);
-        load_sub_tile(p, s, kvh, u_of(i + kStages - 1), lane, ahead[0], dst, dst + Traits::kSubTileElems);
+        if constexpr (kVParts == 1) {
+          load_sub_tile(p, s, kvh, u_of(i + kStages - 1), lane, ahead[0], dst, dst + Traits::kSubTileElems);
+        } else {
+          load_sub_tile_part(p, s, kvh, u_of(i + kStages - 1), lane, vh, ahead[0], dst,
+                             dst + Traits::kSubTileElems);
+        }
       }
       cuda::cp_async_commit();
       // Shift the table queue and read the entry kTableAhead refills ahead; its first use is then
@@ -312,9 +397,9 @@ struct DecodeKernel {
       for (int a = 0; a + 1 < Traits::kTableAhead; ++a) ahead[a] = ahead[a + 1];
       ahead[Traits::kTableAhead - 1] = page_row(p, s, b, u_of(i + kStages - 1 + Traits::kTableAhead), lane);
       // Sub-tile i landed (this lane's copies; i + 1 .. i + kStages - 1 may still be in flight),
-      // then every lane's.
+      // then every lane's (split-V: the pair's, whose K rows both warps read).
       cuda::cp_async_wait<kStages - 1>();
-      __syncwarp();
+      sync_key_warp(kw);
 
       const T* k_s = stage_k(i);
       const T* v_s = k_s + Traits::kSubTileElems;
@@ -350,7 +435,7 @@ struct DecodeKernel {
           for (int e = 0; e < 4; ++e) sc[nt][e] = p.softcap * tanhf(sc[nt][e] * inv_cap);
         mult = kLog2e;
       }
-      const int j0 = (u_first + i * kWarps) * kWarpKeys;
+      const int j0 = (u_first + i * kKeyWarps) * kWarpKeys;
       if (!(all_lo <= j0 && j0 + kWarpKeys - 1 <= all_hi)) {  // uniform over the warp
 #pragma unroll
         for (int nt = 0; nt < Traits::kNTiles; ++nt)
@@ -384,18 +469,19 @@ struct DecodeKernel {
         }
         l_run[r] = l_run[r] * alpha + sum;
 #pragma unroll
-        for (int dt = 0; dt < Traits::kDTiles; ++dt) {
+        for (int dt = 0; dt < Traits::kVDTiles; ++dt) {
           o_acc[dt][2 * r] *= alpha;
           o_acc[dt][2 * r + 1] *= alpha;
         }
       }
 #pragma unroll
-      for (int dt = 0; dt < Traits::kDTiles; dt += 2) {
-        // B = V (keys x head dim, transposed on load) for head-dim tiles dt, dt + 1: lane l
-        // addresses key (l % 8) + ((l / 8) % 2) * 8, head-dim column dt * 8 + (l / 16) * 8.
+      for (int dt = 0; dt < Traits::kVDTiles; dt += 2) {
+        // B = V (keys x head dim, transposed on load) for this warp's head-dim tiles dt, dt + 1:
+        // lane l addresses key (l % 8) + ((l / 8) % 2) * 8, head-dim column vh * kVCols + dt * 8 +
+        // (l / 16) * 8.
         uint32_t vb[4];
         cuda::ldmatrix_x4_trans(vb, v_s + (lane % 8 + ((lane / 8) % 2) * 8) * kRowStride +
-                                        dt * Traits::kMmaN + (lane / 16) * 8);
+                                        vh * Traits::kVCols + dt * Traits::kMmaN + (lane / 16) * 8);
         Mma::mma(o_acc[dt], pa, vb[0], vb[1]);
         Mma::mma(o_acc[dt + 1], pa, vb[2], vb[3]);
       }
@@ -404,39 +490,40 @@ struct DecodeKernel {
     __syncthreads();           // every warp is done with its ring
     cuda::allow_dependent_launch();
 
-    // Merge the warps: each writes its unnormalised O rows, its row max and its row sum.
-    float* o_m = reinterpret_cast<float*>(ring);  // [warp][row][kMergeRowStride]
-    float* m_m = o_m + kWarps * kRows * Traits::kMergeRowStride;  // [warp][row]
-    float* l_m = m_m + kWarps * kRows;                           // [warp][row]
+    // Merge the key warps: each writes its unnormalised O rows (split-V: each warp of the pair its
+    // columns), its row max and its row sum (split-V: warp 0 of the pair; both hold the same bits).
+    float* o_m = reinterpret_cast<float*>(ring);                     // [key warp][row][kMergeRowStride]
+    float* m_m = o_m + kKeyWarps * kRows * Traits::kMergeRowStride;  // [key warp][row]
+    float* l_m = m_m + kKeyWarps * kRows;                            // [key warp][row]
 #pragma unroll
     for (int r = 0; r < 2; ++r) {
       const int row = g + 8 * r;
       float l = l_run[r];
       l += __shfl_xor_sync(cuda::kFullWarpMask, l, 1);
       l += __shfl_xor_sync(cuda::kFullWarpMask, l, 2);
-      float* o_row = o_m + (warp * kRows + row) * Traits::kMergeRowStride;
+      float* o_row = o_m + (kw * kRows + row) * Traits::kMergeRowStride + vh * Traits::kVCols;
 #pragma unroll
-      for (int dt = 0; dt < Traits::kDTiles; ++dt)
+      for (int dt = 0; dt < Traits::kVDTiles; ++dt)
         *reinterpret_cast<float2*>(o_row + dt * Traits::kMmaN + 2 * t) = make_float2(o_acc[dt][2 * r], o_acc[dt][2 * r + 1]);
-      if (t == 0) {
-        m_m[warp * kRows + row] = m_run[r];
-        l_m[warp * kRows + row] = l;
+      if (t == 0 && vh == 0) {
+        m_m[kw * kRows + row] = m_run[r];
+        l_m[kw * kRows + row] = l;
       }
     }
     __syncthreads();
 
     // Thread x finishes row x / kMergeThreadsPerRow, columns [c0, c0 + kMergeCols): the warps'
-    // parts rescaled to the common max and summed in warp order.
+    // parts rescaled to the common max and summed in key-warp order.
     const int row = threadIdx.x / Traits::kMergeThreadsPerRow;
     const int c0 = (threadIdx.x % Traits::kMergeThreadsPerRow) * Traits::kMergeCols;
     if (row >= rows) return;
     float m_max = -INFINITY;
 #pragma unroll
-    for (int w = 0; w < kWarps; ++w) m_max = fmaxf(m_max, m_m[w * kRows + row]);
-    float factor[kWarps];
+    for (int w = 0; w < kKeyWarps; ++w) m_max = fmaxf(m_max, m_m[w * kRows + row]);
+    float factor[kKeyWarps];
     float l = 0.f;
 #pragma unroll
-    for (int w = 0; w < kWarps; ++w) {
+    for (int w = 0; w < kKeyWarps; ++w) {
       const float m_w = m_m[w * kRows + row];
       factor[w] = m_w == -INFINITY ? 0.f : cuda::fast_exp2(m_w - m_max);  // a warp that saw no key: 0
       l += l_m[w * kRows + row] * factor[w];
@@ -450,7 +537,8 @@ struct DecodeKernel {
     auto o_at = [&](int c) {
       float x = 0.f;
 #pragma unroll
-      for (int w = 0; w < kWarps; ++w) x += o_m[(w * kRows + row) * Traits::kMergeRowStride + c] * factor[w];
+      for (int w = 0; w < kKeyWarps; ++w)
+        x += o_m[(w * kRows + row) * Traits::kMergeRowStride + c] * factor[w];
       return x * inv;
     };
     if (!kList && p.num_splits == 1) {
@@ -482,6 +570,38 @@ __global__ void __launch_bounds__(Traits::kThreads) decode_kernel(const KernelPa
 template <class Traits>
 __global__ void __launch_bounds__(Traits::kThreads) decode_list_kernel(const KernelParams p) {
   DecodeKernel<Traits>::template run<true>(p);
+}
+
+// The split-V form's kernels (Traits::kSplitV): one CTA an SM is all its shared memory allows, and
+// saying so lets ptxas use up to 255 registers a thread (without it, it keeps 256 threads to 128
+// registers and spills). Separate kernels, so the 4-warp form's are unchanged.
+template <class Traits>
+__global__ void __launch_bounds__(Traits::kThreads, 1) decode_split_v_kernel(const KernelParams p) {
+  static_assert(Traits::kSplitV, "decode_kernel runs the 4-warp form");
+  DecodeKernel<Traits>::template run<false>(p);
+}
+template <class Traits>
+__global__ void __launch_bounds__(Traits::kThreads, 1) decode_split_v_list_kernel(const KernelParams p) {
+  static_assert(Traits::kSplitV, "decode_list_kernel runs the 4-warp form");
+  DecodeKernel<Traits>::template run<true>(p);
+}
+
+// The kernels of a form: ordinary and work-list mode.
+template <class Traits>
+constexpr auto decode_kernel_of() {
+  if constexpr (Traits::kSplitV) {
+    return &decode_split_v_kernel<Traits>;
+  } else {
+    return &decode_kernel<Traits>;
+  }
+}
+template <class Traits>
+constexpr auto decode_list_kernel_of() {
+  if constexpr (Traits::kSplitV) {
+    return &decode_split_v_list_kernel<Traits>;
+  } else {
+    return &decode_list_kernel<Traits>;
+  }
 }
 
 }  // namespace groupattn::cuda_engine

@@ -90,4 +90,13 @@ int decode_ctas_per_sm_for(int64_t head_dim);
 void set_cuda_decode_work_list_mode(int mode);
 bool cuda_decode_work_list();
 
+// The decode kernel's split-V form at D 256 (decode_kernel.cuh DecodeTraits::kSplitV: 8 warps, a
+// pair per 16-key sub-tile, each warp P V on half the head dim; bitwise the same results as the
+// 4-warp form; docs/ENGINES.md "Session 12: D 256 decode rate"), a measurement switch:
+// GROUPATTN_CUDA_DECODE_D256_SPLIT_V (read once; default off until measured, any non-zero integer
+// on). set_cuda_decode_split_v_mode overrides it for tests: -1 the environment, 0 off, 1 on.
+inline constexpr int kDecodeSplitVHeadDim = 256;
+void set_cuda_decode_split_v_mode(int mode);
+bool cuda_decode_split_v();
+
 }  // namespace groupattn::cuda_engine

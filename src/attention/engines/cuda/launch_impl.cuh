@@ -67,9 +67,9 @@ static_assert(!use_wide_combine(kListMaxSplits), "work-list rows take the one-wa
 template <class Decode>
 Status launch_decode_list(const KernelParams& p, cudaStream_t stream, bool use_pdl) {
   using T = typename Decode::Element;
-  auto* kernel = decode_list_kernel<Decode>;
-  GA_RETURN_IF_ERROR(
-      cuda::set_max_dynamic_smem_once<decode_list_kernel<Decode>>(static_cast<int>(Decode::kSmemBytes)));
+  constexpr auto kKernel = decode_list_kernel_of<Decode>();
+  auto* kernel = kKernel;
+  GA_RETURN_IF_ERROR(cuda::set_max_dynamic_smem_once<kKernel>(static_cast<int>(Decode::kSmemBytes)));
   const dim3 grid(static_cast<unsigned>(p.m_blocks * p.num_splits), static_cast<unsigned>(p.heads_kv), 1);
   kernel<<<grid, Decode::kThreads, Decode::kSmemBytes, stream>>>(p);
   GA_RETURN_IF_ERROR(cuda::last_launch_status("decode_list_kernel"));
@@ -78,21 +78,34 @@ Status launch_decode_list(const KernelParams& p, cudaStream_t stream, bool use_p
   return launch_combine<T, Decode::kHeadDim>(q, stream, use_pdl);
 }
 
-template <class T, int kHeadDim>
-Status launch_decode(const KernelParams& p, cudaStream_t stream, bool use_pdl) {
-  static_assert(has_decode_kernel(kHeadDim), "launch_decode is instantiated for the decode head dims only");
-  using Decode = DecodeTraits<T, kHeadDim>;
+// One form of the decode kernel (DecodeTraits), ordinary or work-list mode, then the combine.
+template <class Decode>
+Status launch_decode_form(const KernelParams& p, cudaStream_t stream, bool use_pdl) {
+  using T = typename Decode::Element;
   static_assert(Decode::kRows == kDecodeRows && Decode::kBlockKeys == kDecodeBlockKeys,
                 "host decode tile sizes (launch.h) must match the kernel traits");
   if (p.seq_splits != nullptr) return launch_decode_list<Decode>(p, stream, use_pdl);
-  auto* kernel = decode_kernel<Decode>;
-  GA_RETURN_IF_ERROR(
-      cuda::set_max_dynamic_smem_once<decode_kernel<Decode>>(static_cast<int>(Decode::kSmemBytes)));
+  constexpr auto kKernel = decode_kernel_of<Decode>();
+  auto* kernel = kKernel;
+  GA_RETURN_IF_ERROR(cuda::set_max_dynamic_smem_once<kKernel>(static_cast<int>(Decode::kSmemBytes)));
   const dim3 grid(static_cast<unsigned>(p.m_blocks * p.num_splits), static_cast<unsigned>(p.heads_kv),
                   static_cast<unsigned>(p.batch));
   kernel<<<grid, Decode::kThreads, Decode::kSmemBytes, stream>>>(p);
-  GA_RETURN_IF_ERROR(cuda::last_launch_status("decode_kernel"));
-  return launch_split_combine<T, kHeadDim>(p, stream, use_pdl);
+  GA_RETURN_IF_ERROR(cuda::last_launch_status(Decode::kSplitV ? "decode_split_v_kernel" : "decode_kernel"));
+  return launch_split_combine<T, Decode::kHeadDim>(p, stream, use_pdl);
+}
+
+template <class T, int kHeadDim>
+Status launch_decode(const KernelParams& p, cudaStream_t stream, bool use_pdl) {
+  static_assert(has_decode_kernel(kHeadDim), "launch_decode is instantiated for the decode head dims only");
+  if constexpr (kHeadDim == kDecodeSplitVHeadDim) {
+    // The split-V form: the same splits, blocks, shared memory (one CTA an SM) and bits.
+    using SplitV = DecodeTraits<T, kHeadDim, true>;
+    static_assert(SplitV::kSmemBytes == DecodeTraits<T, kHeadDim>::kSmemBytes,
+                  "decode_ctas_per_sm (the planner's wave) holds for both forms");
+    if (cuda_decode_split_v()) return launch_decode_form<SplitV>(p, stream, use_pdl);
+  }
+  return launch_decode_form<DecodeTraits<T, kHeadDim>>(p, stream, use_pdl);
 }
 
 // CTAs of `kernel` (kThreads threads, kSmemBytes dynamic shared memory) one SM holds; 1 if the
