@@ -1537,6 +1537,86 @@ TEST_F(Sm90Decode, PackedRowsSmallPages) {
   expect_declines(fp8, "sm90-rows", "page_size a multiple of 64");
 }
 
+// ---- Early first loads (docs/DECODE_SM90.md section 24; the switch GROUPATTN_SM90_DECODE_EARLY_LOADS,
+// set here through set_decode_early_first_loads_mode): thread 0 loads the CTA's first ring of KV
+// tiles before the CTA barrier, the producer warp the rest. The same loads into the same stages, so
+// O and LSE bitwise those of the switch off; each case also against the fp64 reference ----
+
+// The one-token rows of session 12's table, automatic splits, each in the reduction it takes there:
+// 16/1 d64 B32 x 4K (8 splits of 8 tiles, 256 CTAs, the workspace and the combine), 16/1 d64 and
+// 8/1 d128 B1 x 8K (16 splits, one cluster), 64/8 d128 B1 x 8K (16 splits, 8 clusters), 32/2 d256
+// B1 x 8K (32 splits, the wide combine); the 16/1 d64 row also pinned to "sm90-split" with the switch
+// on; and bf16 and f16.
+TEST_F(Sm90Decode, EarlyFirstLoadsSmallRowsBitwise) {
+  // hq, hkv, d, batch, length
+  const std::vector<std::tuple<int64_t, int64_t, int64_t, int, int>> rows = {{16, 1, 64, 32, 4096},
+                                                                             {16, 1, 64, 1, 8192},
+                                                                             {8, 1, 128, 1, 8192},
+                                                                             {64, 8, 128, 1, 8192},
+                                                                             {32, 2, 256, 1, 8192}};
+  for (auto [hq, hkv, d, batch, length] : rows) {
+    Case c = decode_case(hq, hkv, 1, std::vector<int>(static_cast<size_t>(batch), length), d);
+    c.num_splits = 0;
+    c.seed = static_cast<uint64_t>(hq + d + batch);
+    expect_switch_bitwise(c, sm90_engine::set_decode_early_first_loads_mode,
+                          "early first loads changed the bits");
+    if (HasFatalFailure()) return;
+  }
+  Case c = decode_case(16, 1, 1, std::vector<int>(32, 4096), 64);
+  c.num_splits = 0;
+  c.dtype = DType::kF16;
+  expect_switch_bitwise(c, sm90_engine::set_decode_early_first_loads_mode,
+                        "early first loads changed the bits (f16)");
+  ForcedSwitch on(sm90_engine::set_decode_early_first_loads_mode, 1);
+  check_case(c, "sm90-split");
+}
+
+// Where the early ring meets the rest: splits shorter than the ring (1, 2 tiles: the producer loads
+// nothing), one split whose ring wraps many times (4099 keys: 65 tiles, the producer from tile
+// kStages on), forced counts 1 and 3 (a last split shorter than the others), per-sequence lengths
+// (seqlens_k; NaN past each sequence, a sequence of 0 keys), several tokens (causal: columns see
+// different tiles), fp8 K/V at D 128 (16 KB stages, 6 of them); paged K/V keeps the producer's
+// loads (the switch does not apply) and must give the same bits too.
+TEST_F(Sm90Decode, EarlyFirstLoadsEdgesBitwise) {
+  for (int64_t d : kHeadDims) {
+    for (int splits : {1, 3, 0}) {
+      Case c = decode_case(8, 2, 1, {4099, 65, 1}, d);
+      c.num_splits = splits;
+      c.seed = static_cast<uint64_t>(d + splits);
+      expect_switch_bitwise(c, sm90_engine::set_decode_early_first_loads_mode,
+                            "early loads: lengths and splits");
+      if (HasFatalFailure()) return;
+    }
+    Case mixed = decode_case(12, 4, 3, {777, 0, 64, 130, 2000}, d);
+    mixed.num_splits = 0;
+    mixed.stale_rows_nan = true;
+    expect_switch_bitwise(mixed, sm90_engine::set_decode_early_first_loads_mode, "early loads: seqlens_k");
+    if (HasFatalFailure()) return;
+    Case paged = decode_case(8, 1, 1, {1000, 41}, d);
+    paged.kv = KvKind::kPaged;
+    paged.page_size = 16;
+    paged.num_splits = 3;
+    expect_switch_bitwise(paged, sm90_engine::set_decode_early_first_loads_mode, "early loads: paged");
+    if (HasFatalFailure()) return;
+  }
+  for (int splits : {1, 0}) {
+    Case fp8 = decode_case(8, 1, 1, {4099, 1000}, 128);
+    fp8.kv_fp8 = true;
+    fp8.num_splits = splits;
+    expect_switch_bitwise(fp8, sm90_engine::set_decode_early_first_loads_mode, "early loads: fp8");
+    if (HasFatalFailure()) return;
+  }
+}
+
+// The work list (32/2 d64, 24 mixed lengths up to 16K: a K/V bound of 201 MB, so the engine takes
+// the list): the CTA's sequence and tile range come from the list's plan, and the early ring follows it.
+TEST_F(Sm90Decode, EarlyFirstLoadsWorkListBitwise) {
+  Case list = decode_case(32, 2, 1, work_list_lens(16384), 64);
+  list.num_splits = 0;
+  list.stale_rows_nan = true;
+  expect_switch_bitwise(list, sm90_engine::set_decode_early_first_loads_mode, "early loads: work list");
+}
+
 }  // namespace
 }  // namespace groupattn::test
 
