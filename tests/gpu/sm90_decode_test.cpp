@@ -1575,7 +1575,8 @@ TEST_F(Sm90Decode, EarlyFirstLoadsSmallRowsBitwise) {
 // nothing), one split whose ring wraps many times (4099 keys: 65 tiles, the producer from tile
 // kStages on), forced counts 1 and 3 (a last split shorter than the others), per-sequence lengths
 // (seqlens_k; NaN past each sequence, a sequence of 0 keys), several tokens (causal: columns see
-// different tiles), fp8 K/V at D 128 (16 KB stages, 6 of them); paged K/V keeps the producer's
+// different tiles), fp8 K/V at D 128 (16 KB stages, 6 of them), and the work list (24 mixed lengths up
+// to 32K at D 64: the list's sequence and range, known after its plan); paged K/V keeps the producer's
 // loads (the switch does not apply) and must give the same bits too.
 TEST_F(Sm90Decode, EarlyFirstLoadsEdgesBitwise) {
   for (int64_t d : kHeadDims) {
@@ -1606,12 +1607,7 @@ TEST_F(Sm90Decode, EarlyFirstLoadsEdgesBitwise) {
     expect_switch_bitwise(fp8, sm90_engine::set_decode_early_first_loads_mode, "early loads: fp8");
     if (HasFatalFailure()) return;
   }
-}
-
-// The work list (32/2 d64, 24 mixed lengths up to 16K: a K/V bound of 201 MB, so the engine takes
-// the list): the CTA's sequence and tile range come from the list's plan, and the early ring follows it.
-TEST_F(Sm90Decode, EarlyFirstLoadsWorkListBitwise) {
-  Case list = decode_case(32, 2, 1, work_list_lens(16384), 64);
+  Case list = decode_case(32, 2, 1, work_list_lens(32768), 64);
   list.num_splits = 0;
   list.stale_rows_nan = true;
   expect_switch_bitwise(list, sm90_engine::set_decode_early_first_loads_mode, "early loads: work list");
