@@ -9,9 +9,6 @@
 //             (GROUPATTN_SM90_DECODE_LIST_HEADS_FASTEST, ..._UNIFORM_FAST; default on)
 //   ordinary  the split planner's count (auto_decode_splits), cluster_reduction's choice, the split
 //             workspace (split_workspace.h)
-// both with KernelParams::early_first_loads from GROUPATTN_SM90_DECODE_EARLY_LOADS (default off, as
-// the engine's switch; section 24: the "producer's first TMA" stamp is then thread 0's, before the
-// CTA barrier)
 // and prints per mode the launcher's time (mean of 10; the combine alone, mean of 10), the stamped
 // launch's time, per phase the median / p10 / p90 over CTAs with work and over empty CTAs, the gap
 // between a freed CTA slot on an SM and the next CTA's entry there, the span from the first entry to
@@ -172,7 +169,6 @@ void run_mode(const Problem& pr, const Buffers& buf, bool list, int sms, const s
   const int64_t slots = ga::cuda_engine::list_slot_bound(plane_wave, pr.batch);
   void* ws = nullptr;
   int64_t ctas = 0;
-  kp.early_first_loads = env_on("GROUPATTN_SM90_DECODE_EARLY_LOADS", false);  // as the engine's switch
   if (list) {
     const size_t bytes = ga::cuda_engine::list_workspace_bytes(slots, 1, pr.hq, kHeadDim, pr.batch);
     CHECK(cudaMalloc(&ws, bytes));
@@ -248,9 +244,8 @@ void run_mode(const Problem& pr, const Buffers& buf, bool list, int sms, const s
   int nonfinite = 0;
   for (const T& x : o_host) nonfinite += !std::isfinite(__bfloat162float(x));
 
-  std::printf("\n== decode bf16 %d/%d d%d B%d x %d one token, %s lengths; mode %s%s\n", pr.hq, pr.hkv,
-              kHeadDim, pr.batch, pr.kv_len, pr.mixed ? "mixed" : "equal", list ? "WORK LIST" : "ORDINARY",
-              kp.early_first_loads ? ", early first loads" : "");
+  std::printf("\n== decode bf16 %d/%d d%d B%d x %d one token, %s lengths; mode %s\n", pr.hq, pr.hkv, kHeadDim,
+              pr.batch, pr.kv_len, pr.mixed ? "mixed" : "equal", list ? "WORK LIST" : "ORDINARY");
   if (list) {
     std::printf(
         "list: P %d, slots %lld per plane, grid %lld CTAs (%s), uniform shortcut %d; planner's ordinary "

@@ -50,11 +50,6 @@ struct KernelParams {
   // sm90 decode only (decode_traits.h cluster_reduction): the num_splits CTAs of a column block form
   // a thread-block cluster and reduce through distributed shared memory, writing out/lse themselves.
   bool cluster_reduce = false;
-  // sm90 swap-AB decode only (decode_kernel.cuh): with batched K/V, thread 0 issues the TMA loads
-  // of the CTA's first ring of KV tiles right after the barrier init, before the CTA barrier, and
-  // the producer warp starts after them (docs/DECODE_SM90.md section 24). The same loads in the
-  // same stages: the same O and LSE bits either way.
-  bool early_first_loads = false;
   // Split partials, indexed by (split, packed row = global query token * heads_q + query head).
   float* o_partial = nullptr;    // [num_splits, total_q * heads_q, Dv]
   float* lse_partial = nullptr;  // [num_splits, total_q * heads_q], natural log; -inf = empty

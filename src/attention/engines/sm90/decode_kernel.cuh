@@ -16,9 +16,7 @@
 // split (cut to the keys its columns can see):
 //   producer   waits empty[stage], expect_tx(the loaded boxes' bytes: 2 x 64 keys x D x 2 bytes
 //              unless the tile ends the sequence), TMA D / 64 K and V boxes per run of keys (one
-//              run of 64, or for small pages one run per gcd(page_size, 64) keys) into the stage;
-//              with p.early_first_loads (batched K/V) thread 0 has loaded the first ring's tiles
-//              before the CTA barrier (issue_first_ring) and the producer starts after them
+//              run of 64, or for small pages one run per gcd(page_size, 64) keys) into the stage
 //   consumer   waits full[stage]; S^T = K Q^T (wgmma, fp32); scale / softcap / mask; column max
 //              across the warpgroup; P = exp2(S - max) (fp32), stored to smem as bf16/f16 P^T;
 //              O^T = O^T * alpha + V^T P^T (wgmma); arrives on empty[stage]
@@ -148,16 +146,12 @@ __device__ void decode_cta(const KernelParams& p, const CUtensorMap* tmap_k, con
   GA_DECODE_STAMP(threadIdx.x == 0, kRangeKnown);
   GA_DECODE_STAMP_VALUE(threadIdx.x == 0, kTiles, w.blk_end - w.blk_begin);
   GA_DECODE_STAMP_VALUE(threadIdx.x == 0, kSeq, w.b);
-  // Early first loads (batched K/V, p.early_first_loads): thread 0 initialised the barriers, so it
-  // loads the first ring now, before the CTA barrier; the producer warp takes the later tiles.
-  const int early = early_ring_tiles<Traits>(p, w);
-  if (tid == 0 && early > 0) issue_first_ring<Traits>(w, sm, tmap_k, tmap_v, early);
 
   __syncthreads();
   GA_DECODE_STAMP(tid == 0, kBarrier);
 
   if (warp == Traits::kProducerWarp) {
-    produce<Traits>(p, w, sm, tmap_k, tmap_v, lane, early);
+    produce<Traits>(p, w, sm, tmap_k, tmap_v, lane);
     if (p.cluster_reduce) {  // the producer warp takes part in the epilogue's two cluster barriers
       hw::cluster_sync();
       hw::cluster_sync();

@@ -174,62 +174,6 @@ __device__ __forceinline__ void prefetch_l2(const void* ptr) {
 // an HBM round trip (~1-2 us under load) with the stage already free (docs/DECODE_SM90.md section 18).
 inline constexpr int kTablePrefetchTiles = 8;
 
-// The TMA boxes of one run of keys of a stage: D / 64 boxes of [rows][64] across d (fp8: one box
-// of 128-byte rows), K then V, landing at byte `dst` of each tile (produce(), issue_first_ring()).
-template <class Traits>
-struct RunBoxes {
-  // One key row of one box: 64 16-bit d, or 128 fp8 d (one swizzle row).
-  static constexpr int kRowBytes = 128;
-  static constexpr int kDBoxes = Traits::kFp8 ? 1 : Traits::kDBlocks;  // boxes across d per run
-  static constexpr int kDElems = Traits::kFp8 ? 0 : Traits::kSwizzleElems;
-  static constexpr int kDBoxStride = Traits::kFp8 ? 0 : Traits::kBoxBytes;
-  // K and V bytes of a run of `rows` keys (a box past the tensor's rows is zero-filled and counted).
-  static constexpr uint32_t run_bytes(int rows) {
-    return static_cast<uint32_t>(rows * kRowBytes * kDBoxes * 2);
-  }
-  __device__ static __forceinline__ void load(const SmemMap<Traits>& sm, int stage, int dst,
-                                              const CUtensorMap* tmap_k, const CUtensorMap* tmap_v, int kvh,
-                                              int row, int outer) {
-#pragma unroll
-    for (int db = 0; db < kDBoxes; ++db)
-      hw::tma_load_4d(sm.k(stage) + dst + db * kDBoxStride, tmap_k, db * kDElems, kvh, row, outer,
-                      sm.full(stage));
-#pragma unroll
-    for (int db = 0; db < kDBoxes; ++db)
-      hw::tma_load_4d(sm.v(stage) + dst + db * kDBoxStride, tmap_v, db * kDElems, kvh, row, outer,
-                      sm.full(stage));
-  }
-};
-
-// Early first loads (p.early_first_loads; docs/DECODE_SM90.md section 24): the KV tiles of the
-// split's first ring that thread 0 loads before the CTA barrier, min(stages, tiles) with batched K/V
-// (a tile's coordinates are then (sequence, row j0): no block-table read), 0 otherwise. Every
-// thread computes the same count from the same CtaWork.
-template <class Traits>
-__device__ __forceinline__ int early_ring_tiles(const KernelParams& p, const CtaWork& w) {
-  if (!p.early_first_loads || p.block_table != nullptr) return 0;
-  return max(0, min(Traits::kStages, w.blk_end - w.blk_begin));
-}
-
-// Thread 0, which initialised the barriers (so its arrivals need no CTA barrier first), loads tiles
-// blk_begin .. blk_begin + tiles - 1 into stages 0.. exactly as produce() would (batched K/V: one run
-// of 64 keys per tile, rows j0.. of sequence b): arm the stage's full barrier with the run's bytes,
-// then its K and V boxes. Why (stamps, section 20): the producer warp's first TMA left 1.4-1.7 us
-// after the CTA barrier, ~3 us after entry, with the HBM idle for the CTA; here the ring's loads
-// leave as soon as the CTA knows its range. The consumers wait on the same full[] phases either way.
-template <class Traits>
-__device__ void issue_first_ring(const CtaWork& w, const SmemMap<Traits>& sm, const CUtensorMap* tmap_k,
-                                 const CUtensorMap* tmap_v, int tiles) {
-  using Boxes = RunBoxes<Traits>;
-  for (int it = 0; it < tiles; ++it) {
-    const int blk = w.blk_begin + it;
-    hw::mbar_arrive_expect_tx(sm.full(it), Boxes::run_bytes(Traits::kBlockKV));
-    Boxes::load(sm, it, 0, tmap_k, tmap_v, w.kvh, blk * Traits::kBlockKV, w.b);
-    GA_DECODE_STAMP(it == 0, kProducerFirst);
-    GA_DECODE_STAMP(blk + 1 == w.blk_end, kProducerLast);
-  }
-}
-
 // Producer (the producer warp): for each KV tile, wait until its stage is free, then fill it with
 // the tile's K and V. A tile's 64 keys come as runs of box_rows keys:
 //   batched    one run of 64, rows j0.. of sequence b
@@ -253,24 +197,23 @@ __device__ void issue_first_ring(const CtaWork& w, const SmemMap<Traits>& sm, co
 // Runs that start at or past the sequence's end are not loaded (the stage keeps older rows
 // there; as for the rows past k_len inside a loaded box, their scores are masked by selection and
 // their V rows zeroed before O^T), and the stage's expected bytes count only the loaded boxes.
-//
-// first_it: tiles blk_begin .. blk_begin + first_it - 1 were loaded already, into stages 0.., by
-// issue_first_ring (thread 0, before the CTA barrier); the producer starts at the next one.
 template <class Traits>
-__device__ void produce(const KernelParams& p, const CtaWork& w, const SmemMap<Traits>& sm,
-                        const CUtensorMap* tmap_k, const CUtensorMap* tmap_v, int lane, int first_it) {
-  using Boxes = RunBoxes<Traits>;
+__device__ void produce(const KernelParams& p, const CtaWork& w, const SmemMap<Traits>& sm, const CUtensorMap* tmap_k,
+                        const CUtensorMap* tmap_v, int lane) {
+  constexpr int kRowBytes = 128;  // one key row of one box: 64 16-bit d, or 128 fp8 d (one swizzle row)
+  constexpr int kDBoxes = Traits::kFp8 ? 1 : Traits::kDBlocks;  // boxes across d per run
+  constexpr int kDElems = Traits::kFp8 ? 0 : Traits::kSwizzleElems;
+  constexpr int kDBoxStride = Traits::kFp8 ? 0 : Traits::kBoxBytes;
   static_assert(Traits::kBlockKV / kMinTmaBoxRows <= kProducerLanes, "one lane per TMA run");
   const bool paged = p.block_table != nullptr;
   const bool gather = paged && paged_gather(p.page_size);
   const int box_rows = !paged ? Traits::kBlockKV : gather ? 1 : paged_box_rows(p.page_size);
   const int runs = Traits::kBlockKV / box_rows;  // 1..64
-  const uint32_t run_bytes = Boxes::run_bytes(box_rows);
+  const uint32_t run_bytes = static_cast<uint32_t>(box_rows * kRowBytes * kDBoxes * 2);  // K and V
   const int32_t* table = paged ? p.block_table + w.b * p.block_table_stride : nullptr;
   int outer[2], row[2];  // runs lane and lane + 32 of the current tile: (batch | page, row | slot)
-  const int first = w.blk_begin + first_it;
-  if (first < w.blk_end) run_coords<Traits>(p, w, table, first, box_rows, lane, outer, row);
-  for (int blk = first, it = first_it; blk < w.blk_end; ++blk, ++it) {
+  if (w.blk_begin < w.blk_end) run_coords<Traits>(p, w, table, w.blk_begin, box_rows, lane, outer, row);
+  for (int blk = w.blk_begin, it = 0; blk < w.blk_end; ++blk, ++it) {
     const int stage = it % Traits::kStages;
     const uint32_t phase = static_cast<uint32_t>(it / Traits::kStages) & 1u;
     int next_outer[2] = {outer[0], outer[1]}, next_row[2] = {row[0], row[1]};
@@ -288,7 +231,15 @@ __device__ void produce(const KernelParams& p, const CtaWork& w, const SmemMap<T
       if (lane == 0) hw::mbar_arrive_expect_tx(sm.full(stage), static_cast<uint32_t>(live) * run_bytes);
       __syncwarp();
       if (lane < live) {  // live <= 64 / kMinTmaBoxRows: run `lane`'s coordinates are outer[0], row[0]
-        Boxes::load(sm, stage, lane * box_rows * Boxes::kRowBytes, tmap_k, tmap_v, w.kvh, row[0], outer[0]);
+        const int dst = lane * box_rows * kRowBytes;
+#pragma unroll
+        for (int db = 0; db < kDBoxes; ++db)
+          hw::tma_load_4d(sm.k(stage) + dst + db * kDBoxStride, tmap_k, db * kDElems, w.kvh, row[0], outer[0],
+                          sm.full(stage));
+#pragma unroll
+        for (int db = 0; db < kDBoxes; ++db)
+          hw::tma_load_4d(sm.v(stage) + dst + db * kDBoxStride, tmap_v, db * kDElems, w.kvh, row[0], outer[0],
+                          sm.full(stage));
       }
     }
     GA_DECODE_STAMP(lane == 0 && it == 0, kProducerFirst);

@@ -191,13 +191,6 @@ bool decode_fp8_one_converter_wg();
 void set_decode_packed_small_pages_mode(int mode);
 bool decode_packed_small_pages();
 
-// Early first loads of the swap-AB decode kernel (KernelParams::early_first_loads: thread 0 loads
-// the CTA's first ring of KV tiles before the CTA barrier, batched K/V only; docs/DECODE_SM90.md
-// section 24), the same kind of switch: -1 from GROUPATTN_SM90_DECODE_EARLY_LOADS ("1": on; read at
-// the first call, default off), 0 off, 1 on. The same O and LSE bits either way.
-void set_decode_early_first_loads_mode(int mode);
-bool decode_early_first_loads();
-
 // The prefill kernel of one head dim (64, 128 or 256).
 template <class T, int kHeadDim>
 Status launch_prefill_head_dim(const cuda_engine::KernelParams& p, const PrefillLaunch& l, cudaStream_t stream);

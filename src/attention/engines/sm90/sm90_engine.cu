@@ -81,8 +81,6 @@ struct Geometry {
 std::atomic<int> g_fp8_one_converter_wg_mode{-1};
 // sm90_engine::set_decode_packed_small_pages_mode: -1 the environment, 0 off, 1 on.
 std::atomic<int> g_packed_small_pages_mode{-1};
-// sm90_engine::set_decode_early_first_loads_mode: -1 the environment, 0 off, 1 on.
-std::atomic<int> g_early_first_loads_mode{-1};
 
 // Pages that are not a multiple of a 64-key tile: a tile then spans several pages (TMA runs of
 // paged_box_rows(page_size) rows, or the gather path for pages that are not a multiple of 8).
@@ -362,7 +360,6 @@ class Sm90Attention final : public AttentionEngine {
     kp.num_splits = num_splits_for(p, g, sms);
     if (g.batch == 0 || g.max_q == 0 || g.heads_kv == 0) return Status::Ok();
     kp.cluster_reduce = use_cluster_reduction(p, g, kp.num_splits, sms, form_);
-    kp.early_first_loads = sm90_engine::decode_early_first_loads();  // (the swap-AB kernel, batched K/V)
     const ListPlan list = list_plan(p, g, kp.num_splits, sms, form_);
     if (list.use) {
       if (workspace == nullptr) return Status(StatusCode::kInternal, "sm90 engine: work-list run without workspace");
@@ -497,17 +494,6 @@ void set_decode_packed_small_pages_mode(int mode) { g_packed_small_pages_mode.st
 bool decode_packed_small_pages() {
   static const bool from_env = env_switch("GROUPATTN_SM90_DECODE_PACKED_SMALL_PAGES", true);
   return switch_value(g_packed_small_pages_mode, from_env);
-}
-
-void set_decode_early_first_loads_mode(int mode) { g_early_first_loads_mode.store(clamp_mode(mode)); }
-
-// GROUPATTN_SM90_DECODE_EARLY_LOADS=1: the swap-AB kernel's first ring of KV tiles is loaded by
-// thread 0 before the CTA barrier (KernelParams::early_first_loads; batched K/V; docs/DECODE_SM90.md
-// section 24). Off by default until measured (session 12, UNVERIFIED on GPU). Read once; the same
-// bits either way (the same loads into the same stages).
-bool decode_early_first_loads() {
-  static const bool from_env = env_switch("GROUPATTN_SM90_DECODE_EARLY_LOADS", false);
-  return switch_value(g_early_first_loads_mode, from_env);
 }
 
 }  // namespace sm90_engine
