@@ -590,16 +590,16 @@ int bench_problem(const Options& o, const BenchOptions& bo, const std::string& l
   if (bo.launch_cost) {
     if (Status s = print_launch_cost(bo.wall_calls, res->stream); !s.ok()) return fail(s);
     if (bo.host_breakdown) {
-      // The same breakdown with the sm90 decode's cluster launch through cuLaunchKernelEx, then again
-      // as set (runtime form unless GROUPATTN_SM90_DECODE_DRIVER_LAUNCH=1): an A/B in one process.
-      // Other launches (prefill, workspace mode, KDA) are the same in both.
-      std::printf("  again with sm90_engine::set_decode_driver_launch_mode(1) (the decode's cluster launch by "
-                  "cuLaunchKernelEx):\n");
-      sm90_engine::set_decode_driver_launch_mode(1);
+      // The same breakdown with the sm90 decode's cluster launch through the runtime's cudaLaunchKernelEx,
+      // then again as set (cuLaunchKernelEx unless GROUPATTN_SM90_DECODE_DRIVER_LAUNCH=0): an A/B in one
+      // process. Other launches (prefill, workspace mode, KDA) are the same in both.
+      std::printf("  again with sm90_engine::set_decode_driver_launch_mode(0) (the decode's cluster launch by "
+                  "cudaLaunchKernelEx):\n");
+      sm90_engine::set_decode_driver_launch_mode(0);
       Status s = print_host_breakdown(hooks, sets, ro, bo.wall_calls, res->stream);
       sm90_engine::set_decode_driver_launch_mode(-1);
       if (!s.ok()) return fail(s);
-      std::printf("  again as set (GROUPATTN_SM90_DECODE_DRIVER_LAUNCH, default off: cudaLaunchKernelEx):\n");
+      std::printf("  again as set (GROUPATTN_SM90_DECODE_DRIVER_LAUNCH, default on: cuLaunchKernelEx):\n");
       if (s = print_host_breakdown(hooks, sets, ro, bo.wall_calls, res->stream); !s.ok()) return fail(s);
     }
   }

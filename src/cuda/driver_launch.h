@@ -6,8 +6,8 @@
 //
 // The cached CUfunction belongs to the context that was current at the first launch on that device:
 // the device's primary context, which the runtime (and torch) use. A caller that launches under
-// another driver context must use the runtime form. A measurement switch chooses this form
-// (sm90_engine::decode_driver_launch), off by default.
+// another driver context must use the runtime form (GROUPATTN_SM90_DECODE_DRIVER_LAUNCH=0). A switch
+// chooses this form (sm90_engine::decode_driver_launch), on by default since session 12.
 #pragma once
 
 #include <cuda.h>

@@ -428,11 +428,17 @@ bool cuda_decode_work_list() {
 
 void set_cuda_decode_split_v_mode(int mode) { g_cuda_split_v_mode.store(clamp_mode(mode)); }
 
-// Off by default until measured (docs/ENGINES.md, "Session 12: D 256 decode rate");
-// GROUPATTN_CUDA_DECODE_D256_SPLIT_V=1 turns it on. Read once.
-bool cuda_decode_split_v() {
-  static const bool from_env = env_switch("GROUPATTN_CUDA_DECODE_D256_SPLIT_V", false);
-  return switch_value(g_cuda_split_v_mode, from_env);
+// By default on paged K/V only (measured in session 12, docs/ENGINES.md "Session 12: D 256 decode
+// rate": paged rows -3.0 to -7.5 %, contiguous -5.0 % at B1 x 128K but +0.9 % at B32 x 4K);
+// GROUPATTN_CUDA_DECODE_D256_SPLIT_V=1 everywhere, =0 nowhere. Read once.
+bool cuda_decode_split_v(bool paged) {
+  static const int from_env = [] {
+    const char* e = std::getenv("GROUPATTN_CUDA_DECODE_D256_SPLIT_V");
+    return e == nullptr ? -1 : (std::atoi(e) != 0 ? 1 : 0);
+  }();
+  const int m = g_cuda_split_v_mode.load(std::memory_order_relaxed);
+  const int mode = m < 0 ? from_env : m;
+  return mode < 0 ? paged : mode > 0;
 }
 
 }  // namespace cuda_engine

@@ -93,10 +93,11 @@ bool cuda_decode_work_list();
 // The decode kernel's split-V form at D 256 (decode_kernel.cuh DecodeTraits::kSplitV: 8 warps, a
 // pair per 16-key sub-tile, each warp P V on half the head dim; bitwise the same results as the
 // 4-warp form; docs/ENGINES.md "Session 12: D 256 decode rate"), a measurement switch:
-// GROUPATTN_CUDA_DECODE_D256_SPLIT_V (read once; default off until measured, any non-zero integer
-// on). set_cuda_decode_split_v_mode overrides it for tests: -1 the environment, 0 off, 1 on.
+// GROUPATTN_CUDA_DECODE_D256_SPLIT_V (read once; unset: on for paged K/V only, the measured default;
+// any non-zero integer: on everywhere; 0: off). set_cuda_decode_split_v_mode overrides it for tests:
+// -1 the environment, 0 off, 1 on. cuda_decode_split_v(paged) is the value in force for a launch.
 inline constexpr int kDecodeSplitVHeadDim = 256;
 void set_cuda_decode_split_v_mode(int mode);
-bool cuda_decode_split_v();
+bool cuda_decode_split_v(bool paged);
 
 }  // namespace groupattn::cuda_engine

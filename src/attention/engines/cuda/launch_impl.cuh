@@ -103,7 +103,7 @@ Status launch_decode(const KernelParams& p, cudaStream_t stream, bool use_pdl) {
     using SplitV = DecodeTraits<T, kHeadDim, true>;
     static_assert(SplitV::kSmemBytes == DecodeTraits<T, kHeadDim>::kSmemBytes,
                   "decode_ctas_per_sm (the planner's wave) holds for both forms");
-    if (cuda_decode_split_v()) return launch_decode_form<SplitV>(p, stream, use_pdl);
+    if (cuda_decode_split_v(p.block_table != nullptr)) return launch_decode_form<SplitV>(p, stream, use_pdl);
   }
   return launch_decode_form<DecodeTraits<T, kHeadDim>>(p, stream, use_pdl);
 }

@@ -135,8 +135,8 @@ bool decode_work_list();
 
 // The decode's cluster launch through the driver's cuLaunchKernelEx on a CUfunction fetched once per
 // kernel and device (cuda/driver_launch.h) instead of cudaLaunchKernelEx (issue 11's host cost), a
-// switch for measurement and tests: -1 from GROUPATTN_SM90_DECODE_DRIVER_LAUNCH ("1": on; read at the
-// first call, default off), 0 off, 1 on. The same kernel, parameters and configuration either way.
+// switch for measurement and tests: -1 from GROUPATTN_SM90_DECODE_DRIVER_LAUNCH ("0": off; read at the
+// first call, default on), 0 off, 1 on. The same kernel, parameters and configuration either way.
 void set_decode_driver_launch_mode(int mode);
 bool decode_driver_launch();
 
