@@ -43,7 +43,10 @@ VERIFY_PROBLEMS: Dict[str, List[Dict]] = {
 }
 
 PEER_KERNELS = ["flash_fwd", "pytorch_flash", "cudnn", "fmha"]
-CUDA_KERNELS = ["cuda_engine::attention_tile_kernel", "cuda_engine::decode_kernel"]
+# "cuda_engine::decode_" names the cuda engine's decode kernels: decode_kernel, decode_list_kernel (the work
+# list) and their D 256 split-V forms decode_split_v_kernel, decode_split_v_list_kernel.
+CUDA_DECODE = "cuda_engine::decode_"
+CUDA_KERNELS = ["cuda_engine::attention_tile_kernel", CUDA_DECODE]
 SM90_DECODE = "sm90_engine::sm90_decode_kernel"
 SM90_PREFILL = "sm90_engine::sm90_prefill_kernel"
 SM90_PREFILL_PERSISTENT = "sm90_engine::sm90_prefill_persistent_kernel"
@@ -123,8 +126,9 @@ def expected_kernels(engine: str, p: Dict) -> Dict:
     if engine == "cuda":
         dec = (decode and 1 <= p["new"] * (p["hq"] // p["hkv"]) <= CUDA_DECODE_MAX_PACKED_ROWS
                and d in (64, 128, 256))
-        k = "cuda_engine::decode_kernel" if dec else "cuda_engine::attention_tile_kernel"
-        return {"serves": True, "form": k.split("::")[1], "all": [k], "forbid": PEER_KERNELS + ["sm90_engine::"]}
+        k = CUDA_DECODE if dec else "cuda_engine::attention_tile_kernel"
+        form = "decode_* (decode, work list, D 256 split-V)" if dec else k.split("::")[1]
+        return {"serves": True, "form": form, "all": [k], "forbid": PEER_KERNELS + ["sm90_engine::"]}
     # an engine this file does not know: it must at least launch one of groupattn's kernels
     return {"serves": True, "form": "unknown engine: any groupattn kernel", "all": ["groupattn::"],
             "forbid": PEER_KERNELS}

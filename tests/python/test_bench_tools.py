@@ -310,7 +310,9 @@ def test_pins_expectations():
     assert pins.kernels_verdict(names, e("sm90-prefill", full)) and not pins.kernels_verdict(names, e("sm90-prefill", dict(pf, d=256)))
     for x in ("sm90", "sm90-rows", "sm90-split"):
         assert not e(x, pf)["serves"]
-    assert e("cuda", dec1)["all"] == ["cuda_engine::decode_kernel"]
+    assert e("cuda", dec1)["all"] == [pins.CUDA_DECODE]
+    for name in ("decode_kernel", "decode_list_kernel", "decode_split_v_kernel", "decode_split_v_list_kernel"):
+        assert pins.kernels_verdict(["void groupattn::cuda_engine::%s<T>(p)" % name], e("cuda", dec1))
     assert e("cuda", dec8)["all"] == ["cuda_engine::attention_tile_kernel"]
     names = ["void groupattn::sm90_engine::sm90_decode_kernel<T>(p)",
              "void groupattn::cuda_engine::combine_kernel<C>(p)"]
