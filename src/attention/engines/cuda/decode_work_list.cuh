@@ -98,9 +98,10 @@ __device__ __forceinline__ ListLane load_list_lane(const KernelParams& p, int la
 // (integers), so the same c in every CTA and on the CPU tier -- and then only the entry of `slot`:
 //   1. lane l holds its run's first length (load_list_lane; the rest of a run of k > 1 sequences
 //      come from L1); max n and total n: one redux.sync each
-//   2. c: equal lengths (p.list_uniform_fast and total = B x max n) list_chunk_equal, the search's
-//      answer in closed form (three divisions); else list_chunk's search, a count per step (a
-//      division a lane over its run, one redux.sync)
+//   2. c: with p.list_near_wave, lengths within 1.25x of their mean give one split a sequence
+//      (list_near_uniform_chunk); else equal lengths (p.list_uniform_fast and total = B x max n)
+//      list_chunk_equal, the search's answer in closed form (three divisions); else list_chunk's
+//      search, a count per step (a division a lane over its run, one redux.sync)
 //   3. lane l's slots s_b summed over its run; a warp scan gives each run's end, the ballot of
 //      slot < end the run holding `slot`; B <= 32 (k = 1): that run is the sequence, read with
 //      shuffles; k > 1: its sequences one a lane, a second scan and ballot the same way
@@ -131,11 +132,14 @@ __device__ __forceinline__ ListSlot fold_list_slot(const KernelParams& p, ListLa
     for (int j = j0 + 1; j < j1; ++j) f += splits_of(run_tiles(j), c);
     return f;
   };
-  int c;
-  if (p.list_uniform_fast && total == max_n * batch) {  // (B x max n < 2^31: list_plan)
-    c = list_chunk_equal<int>(max_n, batch, plane_wave);
-  } else {
-    c = list_chunk<int>(total, max_n, batch, plane_wave, [&](int cc) { return warp_sum(run_splits(cc)); });
+  // The near-wave guard first (p.list_near_wave: list_chunk_near_wave's order), then the rule.
+  int c = p.list_near_wave ? list_near_uniform_chunk<int>(total, max_n, batch) : 0;
+  if (c == 0) {
+    if (p.list_uniform_fast && total == max_n * batch) {  // (B x max n < 2^31: list_plan)
+      c = list_chunk_equal<int>(max_n, batch, plane_wave);
+    } else {
+      c = list_chunk<int>(total, max_n, batch, plane_wave, [&](int cc) { return warp_sum(run_splits(cc)); });
+    }
   }
 
   const int run = run_splits(c);

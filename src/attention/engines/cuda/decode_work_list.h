@@ -100,7 +100,8 @@ inline size_t list_workspace_bytes(int64_t slots, int64_t max_q, int64_t heads_q
 // conditions): 2..kListMaxBatch sequences, and not P / 2 < B <= P -- one wave leaves room to split
 // fewer than B sequences in two, so the plan is nearly the ordinary one and the list's fixed cost
 // is all that changes (measured with the sm90 planning kernel of session 9, 8/1 B128 x 8K mixed,
-// P 132: 3000 against 3293 GB/s without the list; docs/DECODE_SM90.md section 20).
+// P 132: 3000 against 3293 GB/s without the list; docs/DECODE_SM90.md section 20). The sm90
+// engine's near-wave switch takes that band at another wave (list_near_wave below, section 25).
 inline bool list_serves_batch(int64_t batch, int plane_wave) {
   if (batch < 2 || batch > kListMaxBatch) return false;
   return !(batch <= plane_wave && 2 * batch > plane_wave);
@@ -117,6 +118,34 @@ inline int list_plane_wave_for(int sm_count, int ctas_per_sm, int64_t kv_heads, 
   if (list_serves_batch(batch, wave)) return wave;
   const int one_per_sm = list_plane_wave(sm_count, 1, kv_heads, m_blocks);
   return batch > one_per_sm && list_serves_batch(batch, one_per_sm) ? one_per_sm : 0;
+}
+
+// The near-wave plan (session 12, the sm90 engine's GROUPATTN_SM90_DECODE_LIST_NEAR_WAVE, default
+// off; docs/DECODE_SM90.md section 25): the batches list_serves_batch turns away at the ordinary
+// plan's wave P (P / 2 < B <= P: one CTA a sequence, the longest sequence's CTA sets the call; the
+// one-wave list has room to split only P - B sequences in two) taken at another wave:
+//   1. every CTA place the kernel's SMs hold (ctas_per_sm > split_wave: the sm90 D 128 16-bit
+//      kernel, two an SM against a planner's wave of one), where that wave P' >= 2 B: the one-wave
+//      plan at P' (up to two CTAs an SM, all resident at once, the longest of c tiles), except that
+//      near-uniform lengths keep one split a sequence (list_near_uniform_chunk: the ordinary plan
+//      there is one split a sequence, and the one-wave rule at P' would give two);
+//   2. else, where one CTA an SM is a wave P'' < B (split_wave 2 and several planes: 64/8 B32 on
+//      pages of 16, P 33 -> 16): the several-wave plan at P'', as list_plane_wave_for's fallback (its
+//      own near-uniform clause already keeps one split a sequence).
+// near_uniform_guard: case 1 (KernelParams::list_near_wave). plane_wave 0: no list.
+struct NearWave {
+  int plane_wave = 0;
+  bool near_uniform_guard = false;
+};
+inline NearWave list_near_wave(int sm_count, int split_wave, int ctas_per_sm, int64_t kv_heads, int64_t m_blocks,
+                               int64_t batch) {
+  const int wave = list_plane_wave(sm_count, split_wave, kv_heads, m_blocks);
+  if (list_serves_batch(batch, wave) || batch < 2 || batch > kListMaxBatch) return {};
+  const int every_place = list_plane_wave(sm_count, ctas_per_sm, kv_heads, m_blocks);
+  if (every_place > wave && list_serves_batch(batch, every_place)) return {every_place, true};
+  const int one_per_sm = list_plane_wave(sm_count, 1, kv_heads, m_blocks);
+  if (batch > one_per_sm && list_serves_batch(batch, one_per_sm)) return {one_per_sm, false};
+  return {};
 }
 
 // ceil(a / b) for a >= 0, b >= 1 in Int (int64_t on the host, int in the decode CTAs: a + b - 1 is
@@ -195,6 +224,24 @@ GA_WL_HD Int list_chunk_equal(Int max_n, Int batch, int plane_wave) {
   if (batch > plane_wave) return list_wave_chunk(total, max_n, batch, plane_wave);
   const ListSearchRange<Int> r = list_search_range(total, max_n, batch, plane_wave);
   return std::max(r.a, list_div_up(max_n, Int{plane_wave} / batch));
+}
+
+// The near-wave plan's guard (list_near_wave case 1): lengths within 1.25x of their mean keep one
+// split a sequence, c = top = max(lo, max n) (f(top) = B <= P), the ordinary plan of a batch in
+// (P / 2, P]; 0 where the chunk rule decides. Equal lengths always pass where max n >= lo (mean =
+// max n), and where max n < lo every c of the rule is >= lo > max n: one split a sequence either way.
+template <class Int>
+GA_WL_HD Int list_near_uniform_chunk(Int total, Int max_n, Int batch) {
+  const Int top = std::max(list_chunk_floor(max_n), max_n);
+  const Int mean = list_div_up(total, std::max<Int>(1, batch));
+  return top <= mean + mean / 4 ? top : Int{0};
+}
+
+// The chunk of a plan with the near-wave guard on: the guard's c where it applies, else list_chunk.
+template <class Int, class Count>
+GA_WL_HD Int list_chunk_near_wave(Int total, Int max_n, Int batch, int plane_wave, Count count) {
+  const Int near = list_near_uniform_chunk(total, max_n, batch);
+  return near > 0 ? near : list_chunk(total, max_n, batch, plane_wave, count);
 }
 
 }  // namespace groupattn::cuda_engine

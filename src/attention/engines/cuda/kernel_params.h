@@ -77,6 +77,10 @@ struct KernelParams {
   // list_uniform_fast: where every length is equal the CTAs search the chunk without the count's
   // loads and reductions (the same plan; decode_work_list.cuh fold_list_slot).
   bool list_uniform_fast = false;
+  // list_near_wave: the near-wave plan's guard (decode_work_list.h list_near_wave, case 1; the sm90
+  // engine's GROUPATTN_SM90_DECODE_LIST_NEAR_WAVE): lengths within 1.25x of their mean keep one split a
+  // sequence (list_near_uniform_chunk) before the chunk rule runs.
+  bool list_near_wave = false;
   // FP8 KV cache (the sm90 decode engine's experimental fp8 path): dequantization scales per
   // (sequence, KV head), fp32 element strides; nullptr when the cache is not fp8.
   const float* k_scale = nullptr;

@@ -150,6 +150,12 @@ bool decode_list_heads_fastest();
 void set_decode_list_uniform_fast_mode(int mode);
 bool decode_list_uniform_fast();
 
+// The work list for batches just under the wave, P / 2 < B <= P (KernelParams::list_near_wave,
+// cuda/decode_work_list.h list_near_wave), the same kind of switch:
+// GROUPATTN_SM90_DECODE_LIST_NEAR_WAVE ("1": on; default off).
+void set_decode_list_near_wave_mode(int mode);
+bool decode_list_near_wave();
+
 // The TMA store of O (PrefillLaunch::tma_store_o), the same kind of switch:
 // GROUPATTN_SM90_PREFILL_TMA_STORE_O ("0": off; default on).
 void set_prefill_tma_store_o_mode(int mode);

@@ -197,10 +197,16 @@ bool use_cluster_reduction(const AttentionParams& p, const Geometry& g, int num_
 // (above that the planner already cuts every sequence finely), and a K/V upper bound of at least
 // kListMinKvBytes (the plan's few us). Depends only on shapes and flags, never on data; the plan
 // itself is computed by the decode CTAs (decode_work_list.cuh fold_list_slot).
+//
+// The near-wave switch (GROUPATTN_SM90_DECODE_LIST_NEAR_WAVE, default off; docs/DECODE_SM90.md
+// section 25) also takes the batches list_serves_batch turns away at the ordinary wave (P / 2 < B <=
+// P), at the wave decode_work_list.h list_near_wave picks: every CTA place (D 128 16-bit: two an SM,
+// the one-wave plan with the near-uniform guard) or one CTA an SM (several waves).
 struct ListPlan {
   bool use = false;
-  int plane_wave = 0;  // P
-  int64_t slots = 0;   // list_slot_bound(P, B): the grid's CTAs per plane and the partials' slots
+  int plane_wave = 0;      // P
+  bool near_wave = false;  // KernelParams::list_near_wave (the near-uniform guard)
+  int64_t slots = 0;       // list_slot_bound(P, B): the grid's CTAs per plane and the partials' slots
 };
 
 ListPlan list_plan(const AttentionParams& p, const Geometry& g, int num_splits, int sm_count, Form form) {
@@ -214,10 +220,17 @@ ListPlan list_plan(const AttentionParams& p, const Geometry& g, int num_splits, 
   if (kv_bound_bytes(p, g) < cuda_engine::kListMinKvBytes) return l;
   // The plan sums the batch's tile counts in 32-bit integers.
   if (g.batch * ((g.max_k + sm90_engine::kBlockKV - 1) / sm90_engine::kBlockKV) >= std::numeric_limits<int32_t>::max()) return l;
-  l.plane_wave = cuda_engine::list_plane_wave(sm_count, sm90_engine::split_wave_of(split_shape(p, g, sm_count)),
-                                              g.heads_kv, g.m_blocks);
-  if (!cuda_engine::list_serves_batch(g.batch, l.plane_wave))
-    return l;  // 2..kListMaxBatch, not P / 2 < B <= P
+  const int split_wave = sm90_engine::split_wave_of(split_shape(p, g, sm_count));
+  l.plane_wave = cuda_engine::list_plane_wave(sm_count, split_wave, g.heads_kv, g.m_blocks);
+  if (!cuda_engine::list_serves_batch(g.batch, l.plane_wave)) {  // 2..kListMaxBatch, not P / 2 < B <= P
+    if (!sm90_engine::decode_list_near_wave()) return l;
+    const int ctas_per_sm = sm90_engine::decode_tile(static_cast<int>(g.head_dim), kv_is_fp8(p)).ctas_per_sm;
+    const cuda_engine::NearWave nw =
+        cuda_engine::list_near_wave(sm_count, split_wave, ctas_per_sm, g.heads_kv, g.m_blocks, g.batch);
+    if (nw.plane_wave == 0) return l;
+    l.plane_wave = nw.plane_wave;
+    l.near_wave = nw.near_uniform_guard;
+  }
   l.slots = cuda_engine::list_slot_bound(l.plane_wave, g.batch);
   l.use = l.slots * g.m_blocks <= std::numeric_limits<int32_t>::max();
   return l;
@@ -372,6 +385,7 @@ class Sm90Attention final : public AttentionEngine {
       kp.list_heads_fastest =
           sm90_engine::decode_list_heads_fastest() && list.slots * g.m_blocks <= kMaxGridYZ;
       kp.list_uniform_fast = sm90_engine::decode_list_uniform_fast();
+      kp.list_near_wave = list.near_wave;
     }
     // A split run has a workspace unless workspace_bytes planned the cluster mode (the launcher
     // takes it then; its workspace-mode fallback checks for the partials' buffers itself).
@@ -429,6 +443,8 @@ std::atomic<int> g_work_list_mode{-1};
 std::atomic<int> g_list_heads_fastest_mode{-1};
 // sm90_engine::set_decode_list_uniform_fast_mode: -1 the environment, 0 off, 1 on.
 std::atomic<int> g_list_uniform_fast_mode{-1};
+// sm90_engine::set_decode_list_near_wave_mode: -1 the environment, 0 off, 1 on.
+std::atomic<int> g_list_near_wave_mode{-1};
 // sm90_engine::set_decode_driver_launch_mode: -1 the environment, 0 off, 1 on.
 std::atomic<int> g_driver_launch_mode{-1};
 
@@ -463,6 +479,18 @@ bool decode_list_heads_fastest() {
 bool decode_list_uniform_fast() {
   static const bool from_env = env_switch("GROUPATTN_SM90_DECODE_LIST_UNIFORM_FAST", true);
   return switch_value(g_list_uniform_fast_mode, from_env);
+}
+
+void set_decode_list_near_wave_mode(int mode) { g_list_near_wave_mode.store(clamp_mode(mode)); }
+
+// The work list for P / 2 < B <= P (ListPlan::near_wave, decode_work_list.h list_near_wave): off by
+// default (session 12, written without a GPU, UNVERIFIED: predicted 8/1 d128 B128 x 8K mixed 3257 ->
+// ~3700 contiguous, 2273 -> ~3350 page 64, 64/8 d128 B32 x 32K page 16 mixed 3055 -> ~3900, the
+// uniform twins -1.5 to -4 %; docs/DECODE_SM90.md section 25); GROUPATTN_SM90_DECODE_LIST_NEAR_WAVE=1
+// turns it on. Read once. Exact either way (each plan against the fp64 reference).
+bool decode_list_near_wave() {
+  static const bool from_env = env_switch("GROUPATTN_SM90_DECODE_LIST_NEAR_WAVE", false);
+  return switch_value(g_list_near_wave_mode, from_env);
 }
 
 void set_decode_driver_launch_mode(int mode) { g_driver_launch_mode.store(clamp_mode(mode)); }
