@@ -727,6 +727,123 @@ TEST_F(Sm90Decode, WorkListIsTaken) {
   EXPECT_EQ(bytes, cuda_engine::split_workspace_bytes(3, batch, 8, 128));
 }
 
+// The per-sequence {count, first slot} the decode CTAs wrote at the end of the list's workspace
+// after one run of p (the workspace filled with 0xff first: unwritten counts read -1).
+std::vector<int32_t> run_and_read_list_counts(const Problem& p, size_t bytes, int64_t batch) {
+  std::vector<int32_t> got(static_cast<size_t>(2 * batch), -2);
+  void* workspace = nullptr;
+  if (cudaMalloc(&workspace, bytes) != cudaSuccess) return {};
+  RunOptions opt;
+  opt.engine = kEngine;
+  opt.workspace = workspace;
+  opt.workspace_bytes = bytes;
+  const bool ok = cudaMemset(workspace, 0xff, bytes) == cudaSuccess && attention(p.device_params(), opt).ok() &&
+                  cudaDeviceSynchronize() == cudaSuccess &&
+                  cudaMemcpy(got.data(), static_cast<char*>(workspace) + bytes - got.size() * sizeof(int32_t),
+                             got.size() * sizeof(int32_t), cudaMemcpyDeviceToHost) == cudaSuccess;
+  cudaFree(workspace);
+  return ok ? got : std::vector<int32_t>{};
+}
+
+// Session 12 (docs/DECODE_SM90.md section 25): the near-wave plan, GROUPATTN_SM90_DECODE_LIST_NEAR_WAVE
+// forced on, for the band the list turned away (P / 2 < B <= P: 8/1 d128 B128 on 132 SMs, P 132):
+// the one-wave plan over both CTA places of every SM (P' 264), near-uniform lengths one split a
+// sequence. 8/1 d128 B128 with the bench's kind of mixed lengths (the first at L = 2048, the rest
+// drawn in [1, L], a few on tile edges and one empty), so the K/V bound is kListMinKvBytes exactly;
+// contiguous (seqlens_k, NaN past each length), pages of 64 and of 16 (NaN in every stale slot; page
+// 16 has P 264 and the list already, the switch changes nothing there). Each: the list with the
+// band's slots is what runs with the switch on and not with it off; the counts the CTAs wrote are
+// list_near_wave's plan on the host; against the fp64 reference; 3 runs bitwise. Then equal lengths
+// (page 64): one split a sequence, the ordinary plan's.
+TEST_F(Sm90Decode, WorkListNearWaveMixedB128) {
+  constexpr int kBatch = 128, kLongest = 2048;
+  std::vector<int> mixed(kBatch);
+  uint32_t x = 12345u;
+  for (int b = 0; b < kBatch; ++b) {
+    x = x * 1664525u + 1013904223u;  // an LCG draw in [1, L]
+    mixed[static_cast<size_t>(b)] = 1 + static_cast<int>((x >> 8) % kLongest);
+  }
+  mixed[0] = kLongest;
+  mixed[5] = 0, mixed[6] = 1, mixed[7] = 64, mixed[8] = 65, mixed[9] = kLongest - 1, mixed[10] = kLongest;
+  int dev = 0, sms = 0;
+  ASSERT_EQ(cudaGetDevice(&dev), cudaSuccess);
+  ASSERT_EQ(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev), cudaSuccess);
+  // page 0: batched K/V (seqlens_k)
+  for (auto [page, lens] : std::vector<std::pair<int, std::vector<int>>>{
+           {0, mixed}, {64, mixed}, {16, mixed}, {64, std::vector<int>(kBatch, kLongest)}}) {
+    Case c = decode_case(8, 1, 1, lens);
+    c.kv = page > 0 ? KvKind::kPaged : KvKind::kBatched;
+    c.stale_rows_nan = page == 0;
+    c.page_size = std::max(page, 64);
+    c.num_splits = 0;
+    c.seed = static_cast<uint64_t>(page + 7);
+    auto p = make_problem(c);
+    // The host's view: the ordinary wave P (split_wave_of), whether the list serves B there, and the
+    // band's wave with the switch on.
+    sm90_engine::DecodeSplitShape shape;
+    shape.head_dim = 128;
+    shape.small_pages = page > 0 && sm90_engine::paged_box_rows(page) < sm90_engine::kBlockKV;
+    const int split_wave = sm90_engine::split_wave_of(shape);
+    const int wave = cuda_engine::list_plane_wave(sms, split_wave, 1, 1);
+    const bool served = cuda_engine::list_serves_batch(kBatch, wave);
+    const cuda_engine::NearWave near = cuda_engine::list_near_wave(
+        sms, split_wave, sm90_engine::decode_tile(128, false).ctas_per_sm, 1, 1, kBatch);
+    if (!served && near.plane_wave == 0) GTEST_SKIP() << sms << " SMs: B128 is in no wave the list takes";
+    const int plane_wave = served ? wave : near.plane_wave;
+    const bool guard = !served && near.near_uniform_guard;
+    const size_t list_bytes =
+        work_list_workspace_bytes(cuda_engine::list_slot_bound(plane_wave, kBatch), kBatch, 8, 128);
+    RunOptions opt;
+    opt.engine = kEngine;
+    for (int mode : {0, 1}) {
+      ForcedSwitch forced(sm90_engine::set_decode_list_near_wave_mode, mode);
+      size_t bytes = 0;
+      ASSERT_TRUE(attention_workspace_bytes(p->device_params(), opt, &bytes).ok());
+      if (mode == 1 || served) {
+        ASSERT_EQ(bytes, list_bytes) << describe(c) << " switch " << mode << ": not the list of P " << plane_wave;
+      } else {
+        ASSERT_NE(bytes, list_bytes) << describe(c) << ": the near-wave list is taken with the switch off";
+      }
+    }
+    ForcedSwitch forced(sm90_engine::set_decode_list_near_wave_mode, 1);
+    // The plan: list_chunk_near_wave (guard) or list_chunk over the 64-key tile counts.
+    std::vector<int64_t> tiles;
+    for (int len : lens) tiles.push_back((len + 63) / 64);
+    const int64_t total = std::accumulate(tiles.begin(), tiles.end(), int64_t{0});
+    const int64_t max_n = *std::max_element(tiles.begin(), tiles.end());
+    auto count = [&](int64_t chunk) {
+      int64_t f = 0;
+      for (int64_t n : tiles) f += cuda_engine::list_splits_of(n, chunk);
+      return f;
+    };
+    const int64_t chunk = guard ? cuda_engine::list_chunk_near_wave<int64_t>(total, max_n, kBatch, plane_wave, count)
+                                : cuda_engine::list_chunk<int64_t>(total, max_n, kBatch, plane_wave, count);
+    const std::vector<int32_t> got = run_and_read_list_counts(*p, list_bytes, kBatch);
+    ASSERT_EQ(got.size(), static_cast<size_t>(2 * kBatch)) << describe(c) << ": the run failed";
+    int32_t first = 0, most = 0;
+    for (int b = 0; b < kBatch; ++b) {
+      const int splits = cuda_engine::list_splits_of(tiles[static_cast<size_t>(b)], chunk);
+      EXPECT_EQ(got[2 * b], splits) << describe(c) << " chunk " << chunk << ": splits of " << b;
+      EXPECT_EQ(got[2 * b + 1], first) << describe(c) << ": first slot of " << b;
+      first += splits;
+      most = std::max(most, splits);
+    }
+    if (lens == mixed) {
+      EXPECT_GT(most, 1) << describe(c) << " chunk " << chunk << ": no sequence split";
+      if (page > 0) {
+        expect_paged_ignores_stale_rows(c);
+      } else {
+        check_case(c, kEngine);
+      }
+      expect_repeatable(c, 3);
+    } else {
+      EXPECT_EQ(first, kBatch) << describe(c) << ": equal lengths not one split a sequence";
+      expect_paged_ignores_stale_rows(c);
+    }
+    if (HasFatalFailure()) return;
+  }
+}
+
 // Outside the engine's scope it declines with a reason (pinned: an error).
 TEST_F(Sm90Decode, DeclinesWithReason) {
   std::vector<std::pair<Case, std::string>> cases;
