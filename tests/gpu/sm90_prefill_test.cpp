@@ -416,29 +416,38 @@ void expect_persistent_equals_plain(const Case& c, int grid) {
   EXPECT_TRUE(bitwise_equal(l0, l1)) << describe(c) << ": LSE differs" << form;
 }
 
+struct PrefillShape {
+  int hq, hkv, batch, sq, sk;
+};
+
+// expect_persistent_equals_plain (one CTA per SM) on every shape in bf16 and in f16, then on
+// `softcapped` (bf16) with softcap 30.
+void expect_shapes_persistent_equal_plain(const std::vector<PrefillShape>& shapes, bool causal,
+                                          const PrefillShape& softcapped) {
+  for (const PrefillShape& sh : shapes) {
+    for (DType dt : {DType::kBF16, DType::kF16}) {
+      Case c = prefill_case(sh.hq, sh.hkv, sh.batch, sh.sq, sh.sk, causal);
+      c.dtype = dt;
+      expect_persistent_equals_plain(c, 0);
+    }
+  }
+  Case c = prefill_case(softcapped.hq, softcapped.hkv, softcapped.batch, softcapped.sq, softcapped.sk, causal);
+  c.softcap = 30.f;
+  expect_persistent_equals_plain(c, 0);
+}
+
 // One CTA per SM, >= 288 units (sequence, head, 128-row block) so that CTAs run two to four works:
 // 32/8 and 8/8, Sq == Sk and Sq != Sk both ways, lengths whose last query block leaves warpgroup 1
 // without rows (129, 1000 % 128 = 104) and whose last KV tile is partial (385, 77); bf16 and f16, one
 // with softcap.
 TEST_F(Sm90Prefill, PersistentEqualsPlainGridBitwise) {
-  struct Shape {
-    int hq, hkv, batch, sq, sk;
-  };
-  for (const Shape& sh : std::vector<Shape>{{32, 8, 2, 1000, 1000},
-                                            {32, 8, 3, 385, 1000},
-                                            {32, 8, 2, 1000, 385},
-                                            {8, 8, 5, 1000, 1000},
-                                            {8, 8, 12, 385, 129},
-                                            {32, 8, 5, 129, 77}}) {
-    for (DType dt : {DType::kBF16, DType::kF16}) {
-      Case c = prefill_case(sh.hq, sh.hkv, sh.batch, sh.sq, sh.sk, false);
-      c.dtype = dt;
-      expect_persistent_equals_plain(c, 0);
-    }
-  }
-  Case c = prefill_case(32, 8, 2, 1000, 1000, false);
-  c.softcap = 30.f;
-  expect_persistent_equals_plain(c, 0);
+  expect_shapes_persistent_equal_plain({{32, 8, 2, 1000, 1000},
+                                        {32, 8, 3, 385, 1000},
+                                        {32, 8, 2, 1000, 385},
+                                        {8, 8, 5, 1000, 1000},
+                                        {8, 8, 12, 385, 129},
+                                        {32, 8, 5, 129, 77}},
+                                       false, {32, 8, 2, 1000, 1000});
 }
 
 // Causal (step C), one CTA per SM: pairs of 128-row blocks (Sq == Sk) with m even (1000: 8 blocks; 2048:
@@ -449,27 +458,16 @@ TEST_F(Sm90Prefill, PersistentEqualsPlainGridBitwise) {
 // (17.2 MB a sequence) exceed kHeadsFastestKvBytes: a head's units together, pairs (33 blocks) and
 // single blocks (4000 / 4200); GQA 12/4, bf16 and f16, one with softcap.
 TEST_F(Sm90Prefill, PersistentCausalEqualsPlainGridBitwise) {
-  struct Shape {
-    int hq, hkv, batch, sq, sk;
-  };
-  for (const Shape& sh : std::vector<Shape>{{32, 8, 2, 1000, 1000},
-                                            {12, 4, 3, 1025, 1025},
-                                            {12, 4, 2, 640, 640},
-                                            {8, 2, 4, 2048, 2048},
-                                            {32, 8, 3, 100, 100},
-                                            {32, 8, 3, 385, 1000},
-                                            {32, 8, 2, 1000, 900},
-                                            {8, 8, 2, 4200, 4200},
-                                            {8, 8, 1, 4000, 4200}}) {
-    for (DType dt : {DType::kBF16, DType::kF16}) {
-      Case c = prefill_case(sh.hq, sh.hkv, sh.batch, sh.sq, sh.sk, true);
-      c.dtype = dt;
-      expect_persistent_equals_plain(c, 0);
-    }
-  }
-  Case c = prefill_case(12, 4, 2, 1025, 1025, true);
-  c.softcap = 30.f;
-  expect_persistent_equals_plain(c, 0);
+  expect_shapes_persistent_equal_plain({{32, 8, 2, 1000, 1000},
+                                        {12, 4, 3, 1025, 1025},
+                                        {12, 4, 2, 640, 640},
+                                        {8, 2, 4, 2048, 2048},
+                                        {32, 8, 3, 100, 100},
+                                        {32, 8, 3, 385, 1000},
+                                        {32, 8, 2, 1000, 900},
+                                        {8, 8, 2, 4200, 4200},
+                                        {8, 8, 1, 4000, 4200}},
+                                       true, {12, 4, 2, 1025, 1025});
 }
 
 // The causal form's scope: off unless its own switch is on (the full form's switch alone leaves causal
