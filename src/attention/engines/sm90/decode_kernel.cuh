@@ -48,6 +48,22 @@
 namespace groupattn::sm90_engine {
 
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+// Stamps-tool variant 2 only (decode_phase_stamps.cuh; never instantiated in the library): the
+// first tile's K and V boxes, as produce() would load them (batched K/V), asked of L2 through the
+// TMA unit before the CTA barrier.
+template <class Traits>
+__device__ void stamps_prefetch_first_tile_l2(const KernelParams& p, const CtaWork& w,
+                                              const CUtensorMap* tmap_k, const CUtensorMap* tmap_v) {
+  constexpr int kDBoxes = Traits::kFp8 ? 1 : Traits::kDBlocks;
+  constexpr int kDElems = Traits::kFp8 ? 0 : Traits::kSwizzleElems;
+  if (p.block_table != nullptr || w.blk_begin >= w.blk_end) return;
+  const int row = w.blk_begin * Traits::kBlockKV;
+#pragma unroll
+  for (int db = 0; db < kDBoxes; ++db) hw::tma_prefetch_l2_4d(tmap_k, db * kDElems, w.kvh, row, w.b);
+#pragma unroll
+  for (int db = 0; db < kDBoxes; ++db) hw::tma_prefetch_l2_4d(tmap_v, db * kDElems, w.kvh, row, w.b);
+}
+
 template <class Traits>
 __device__ void decode_cta(const KernelParams& p, const CUtensorMap* tmap_k, const CUtensorMap* tmap_v) {
   constexpr int kN = Traits::kN, kBlockKV = Traits::kBlockKV;
@@ -87,9 +103,13 @@ __device__ void decode_cta(const KernelParams& p, const CUtensorMap* tmap_k, con
     }
     hw::mbar_init_fence();
   }
+  GA_DECODE_STAMP(tid == 0, kBarrierInit);
   if (warp == Traits::kProducerWarp && lane == 0) {
-    hw::prefetch_tensormap(tmap_k);
-    hw::prefetch_tensormap(tmap_v);
+    if constexpr (decode_stamps::kPrefetchTensormaps) {  // (a stamps-tool variant turns it off)
+      hw::prefetch_tensormap(tmap_k);
+      hw::prefetch_tensormap(tmap_v);
+    }
+    GA_DECODE_STAMP(true, kTmapPrefetch);
   }
   if (list) {
     const cuda_engine::ListSlot e =
@@ -146,9 +166,14 @@ __device__ void decode_cta(const KernelParams& p, const CUtensorMap* tmap_k, con
   GA_DECODE_STAMP(threadIdx.x == 0, kRangeKnown);
   GA_DECODE_STAMP_VALUE(threadIdx.x == 0, kTiles, w.blk_end - w.blk_begin);
   GA_DECODE_STAMP_VALUE(threadIdx.x == 0, kSeq, w.b);
+  if constexpr (decode_stamps::kVariant == decode_stamps::kVariantTmaL2First) {
+    if (warp == Traits::kProducerWarp && lane == 0)
+      stamps_prefetch_first_tile_l2<Traits>(p, w, tmap_k, tmap_v);
+  }
 
   __syncthreads();
   GA_DECODE_STAMP(tid == 0, kBarrier);
+  GA_DECODE_STAMP(warp == Traits::kProducerWarp && lane == 0, kProducerBarrier);
 
   if (warp == Traits::kProducerWarp) {
     produce<Traits>(p, w, sm, tmap_k, tmap_v, lane);
@@ -178,8 +203,11 @@ __device__ void decode_cta(const KernelParams& p, const CUtensorMap* tmap_k, con
 
   for (int blk = w.blk_begin, it = 0; blk < w.blk_end; ++blk, ++it) {
     const int stage = it % Traits::kStages;
+    GA_DECODE_STAMP(tid == 0 && it == Traits::kStages, kRefillWait);
     hw::mbar_wait(sm.full(stage), static_cast<uint32_t>(it / Traits::kStages) & 1u);
     GA_DECODE_STAMP(tid == 0 && it == 0, kFirstTile);
+    GA_DECODE_STAMP(tid == 0 && it == 1, kSecondTile);
+    GA_DECODE_STAMP(tid == 0 && it == Traits::kStages, kRefillLanded);
     // Gathered tiles were written by cp.async (generic proxy); the GEMMs read them through the
     // async proxy. (fp8 reads its tiles with ordinary loads.)
     if (!Traits::kFp8 && gather) hw::fence_proxy_async_smem();
@@ -202,6 +230,7 @@ __device__ void decode_cta(const KernelParams& p, const CUtensorMap* tmap_k, con
     } else {
       gemm_scores<Traits>(s, sm, stage);
     }
+    GA_DECODE_STAMP(tid == 0 && it == 0, kScoresFirst);
     const bool full_tile = j0 >= w.common_lo && j0 + kBlockKV - 1 <= w.common_hi;
     softmax.scale_and_mask(s, p, w, blk, full_tile, warp, lane, k_scale);
     softmax.update(s, o, sm.red_max(it), warp, lane);  // named barrier kBarMax inside

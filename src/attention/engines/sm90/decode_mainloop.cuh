@@ -230,6 +230,7 @@ __device__ void produce(const KernelParams& p, const CtaWork& w, const SmemMap<T
     } else {
       if (lane == 0) hw::mbar_arrive_expect_tx(sm.full(stage), static_cast<uint32_t>(live) * run_bytes);
       __syncwarp();
+      GA_DECODE_STAMP(lane == 0 && it == 0, kProducerIssue);
       if (lane < live) {  // live <= 64 / kMinTmaBoxRows: run `lane`'s coordinates are outer[0], row[0]
         const int dst = lane * box_rows * kRowBytes;
 #pragma unroll
@@ -244,6 +245,7 @@ __device__ void produce(const KernelParams& p, const CtaWork& w, const SmemMap<T
     }
     GA_DECODE_STAMP(lane == 0 && it == 0, kProducerFirst);
     GA_DECODE_STAMP(lane == 0 && blk + 1 == w.blk_end, kProducerLast);
+    GA_DECODE_STAMP(lane == 0 && it == Traits::kStages, kRefillIssued);
 #pragma unroll
     for (int h = 0; h < 2; ++h) outer[h] = next_outer[h], row[h] = next_row[h];
   }
