@@ -62,7 +62,8 @@
 namespace groupattn::host_timing {
 void record(const char*, bool) {}
 }  // namespace groupattn::host_timing
-// The cluster launch's measurement switch (sm90_engine.cu; default off): the runtime's launch here.
+// The cluster launch's switch (sm90_engine.cu; on in the library since session 12): the tool launches
+// through the runtime's cudaLaunchKernelEx, which changes host time only, not the device-side stamps.
 namespace groupattn::sm90_engine {
 bool decode_driver_launch() { return false; }
 }  // namespace groupattn::sm90_engine
