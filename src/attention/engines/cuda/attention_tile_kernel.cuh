@@ -62,6 +62,9 @@ struct TileTraits {
   // intermediate session-6 version needed 133 without the hint), which costs it nothing: 122
   // registers, no spill.
   static constexpr int kMinCtasPerSm = kRowsPerWarp == 16 && kHeadDim <= 64 ? (kHeadDim <= 32 ? 4 : 2) : 0;
+  // The online softmax in phases over all of a thread's rows (TileKernel::softmax_phased) instead of
+  // one row after another; on only in PhasedSoftmaxTraits below.
+  static constexpr bool kPhasedSoftmax = false;
   static constexpr int kChunk = 16 / static_cast<int>(sizeof(T));  // elements per 16-byte copy
   // Shared rows padded by one 16-byte chunk: rows stay 16-byte aligned and consecutive rows start
   // 4 banks apart, so the fragment loads (8 rows x 4 words) hit 32 distinct banks.
@@ -83,6 +86,19 @@ struct TileTraits {
   static_assert((kRowStride * sizeof(T)) % 16 == 0, "shared rows must stay 16-byte aligned for cp.async");
   static_assert(kThreads % kChunksPerRow == 0 && kBlockN % (kThreads / kChunksPerRow) == 0,
                 "each thread copies one 16-byte column of whole passes over the K/V tile rows");
+};
+
+// A tile form whose online softmax runs in phases (the measurement switch
+// GROUPATTN_CUDA_PREFILL_PHASED_SOFTMAX, launch.h; docs/ENGINES.md "Session 12: cuda prefill against
+// FA2"): the row maxima of all the thread's rows as balanced trees, their shuffles side by side,
+// every alpha, one warp vote for the O rescale, then the exponentials. The per-row form puts a vote
+// and a branch between rows, so each row's max chain, two shuffles and alpha exponential wait on the
+// previous row's; here they overlap. Bitwise the same results (max is exact in any order, the sums
+// keep their order, and a rescale by alpha == 1 changes no bit).
+template <class Base>
+struct PhasedSoftmaxTraits : Base {
+  static constexpr bool kPhasedSoftmax = true;
+  static_assert((Base::kNTiles & (Base::kNTiles - 1)) == 0, "the row-max tree halves the S fragments");
 };
 
 template <class Traits>
@@ -144,6 +160,73 @@ struct TileKernel {
           src = head + page * page_stride + static_cast<int64_t>(j % p.page_size) * row_stride + ch * kChunk;
         }
         cuda::cp_async_16_or_zero(d + pass * kRowsPerPass * kRowStride, src, valid);
+      }
+    }
+  }
+
+  // The online-softmax update of one KV tile for all kRows rows of the thread, in phases (see
+  // PhasedSoftmaxTraits): row maxima, shuffles, alphas and the rescale vote for every row first, then
+  // the exponentials, row sums and P fragments row by row, then one O rescale. The operations on each
+  // row and their order are the per-row form's (run()), so are the bits. sc holds the scores, already
+  // softcapped and masked; mult is the factor into log2 units.
+  static __device__ __forceinline__ void softmax_phased(float (&sc)[kMTiles][Traits::kNTiles][4], float mult,
+                                                        float (&m_run)[kRows], float (&l_run)[kRows],
+                                                        float (&o_acc)[kMTiles][Traits::kDTiles][4],
+                                                        uint32_t (&pa)[kMTiles][Traits::kPSteps][4]) {
+    constexpr int kNTiles = Traits::kNTiles;
+    float mx[kRows];
+#pragma unroll
+    for (int i = 0; i < kRows; ++i) {
+      const int mt = i / 2, r = i % 2;
+      // the thread's 2 * kNTiles scores of row i: a tree of depth log2(2 kNTiles), not a chain
+      float v[kNTiles];
+#pragma unroll
+      for (int nt = 0; nt < kNTiles; ++nt) v[nt] = fmaxf(sc[mt][nt][2 * r], sc[mt][nt][2 * r + 1]);
+#pragma unroll
+      for (int w = kNTiles / 2; w >= 1; w /= 2)
+#pragma unroll
+        for (int k = 0; k < w; ++k) v[k] = fmaxf(v[k], v[k + w]);
+      mx[i] = v[0];
+    }
+    // the 4 threads of a row are lanes 4g..4g+3; every row's shuffle in flight at once
+#pragma unroll
+    for (int i = 0; i < kRows; ++i) mx[i] = fmaxf(mx[i], __shfl_xor_sync(cuda::kFullWarpMask, mx[i], 1));
+#pragma unroll
+    for (int i = 0; i < kRows; ++i) mx[i] = fmaxf(mx[i], __shfl_xor_sync(cuda::kFullWarpMask, mx[i], 2));
+    float m_use[kRows], alpha[kRows];
+    bool settled = true;  // every row of this thread kept its maximum (alpha == 1)
+#pragma unroll
+    for (int i = 0; i < kRows; ++i) {
+      const float m_new = fmaxf(m_run[i], mx[i] * mult);  // mult > 0: the max commutes with it
+      m_use[i] = m_new == -INFINITY ? 0.f : m_new;         // row with no visible key yet
+      alpha[i] = cuda::fast_exp2(m_run[i] - m_use[i]);
+      m_run[i] = m_new;
+      settled = settled && alpha[i] == 1.f;
+    }
+#pragma unroll
+    for (int i = 0; i < kRows; ++i) {
+      const int mt = i / 2, r = i % 2;
+      float sum = 0.f;
+#pragma unroll
+      for (int nt = 0; nt < kNTiles; ++nt) {
+        sc[mt][nt][2 * r] = cuda::fast_exp2(fmaf(sc[mt][nt][2 * r], mult, -m_use[i]));  // masked: -inf -> 0
+        sc[mt][nt][2 * r + 1] = cuda::fast_exp2(fmaf(sc[mt][nt][2 * r + 1], mult, -m_use[i]));
+        sum += sc[mt][nt][2 * r] + sc[mt][nt][2 * r + 1];
+        pa[mt][nt / 2][2 * (nt % 2) + r] = Mma::pack(sc[mt][nt][2 * r], sc[mt][nt][2 * r + 1]);
+      }
+      l_run[i] = l_run[i] * alpha[i] + sum;
+    }
+    // O *= alpha, skipped when every row of the warp kept its maximum (one vote a tile; a row with
+    // alpha == 1 multiplied alongside the others keeps its bits).
+    if (!__all_sync(cuda::kFullWarpMask, settled)) {
+#pragma unroll
+      for (int i = 0; i < kRows; ++i) {
+        const int mt = i / 2, r = i % 2;
+#pragma unroll
+        for (int dt = 0; dt < Traits::kDTiles; ++dt) {
+          o_acc[mt][dt][2 * r] *= alpha[i];
+          o_acc[mt][dt][2 * r + 1] *= alpha[i];
+        }
       }
     }
   }
@@ -324,37 +407,41 @@ struct TileKernel {
       // form one A fragment (C layout == A layout), row r of it in registers r and 2 + r. Packing
       // each row as soon as its exponentials are done frees the fp32 scores early.
       uint32_t pa[kMTiles][Traits::kPSteps][4];
+      if constexpr (Traits::kPhasedSoftmax) {
+        softmax_phased(sc, mult, m_run, l_run, o_acc, pa);
+      } else {
 #pragma unroll
-      for (int i = 0; i < kRows; ++i) {
-        const int mt = i / 2, r = i % 2;
-        float mx = -INFINITY;
+        for (int i = 0; i < kRows; ++i) {
+          const int mt = i / 2, r = i % 2;
+          float mx = -INFINITY;
 #pragma unroll
-        for (int nt = 0; nt < Traits::kNTiles; ++nt)
-          mx = fmaxf(mx, fmaxf(sc[mt][nt][2 * r], sc[mt][nt][2 * r + 1]));
-        // the 4 threads of a row are lanes 4g..4g+3
-        mx = fmaxf(mx, __shfl_xor_sync(cuda::kFullWarpMask, mx, 1));
-        mx = fmaxf(mx, __shfl_xor_sync(cuda::kFullWarpMask, mx, 2));
-        const float m_new = fmaxf(m_run[i], mx * mult);        // mult > 0: the max commutes with it
-        const float m_use = m_new == -INFINITY ? 0.f : m_new;  // row with no visible key yet
-        const float alpha = cuda::fast_exp2(m_run[i] - m_use);
-        m_run[i] = m_new;
-        float sum = 0.f;
+          for (int nt = 0; nt < Traits::kNTiles; ++nt)
+            mx = fmaxf(mx, fmaxf(sc[mt][nt][2 * r], sc[mt][nt][2 * r + 1]));
+          // the 4 threads of a row are lanes 4g..4g+3
+          mx = fmaxf(mx, __shfl_xor_sync(cuda::kFullWarpMask, mx, 1));
+          mx = fmaxf(mx, __shfl_xor_sync(cuda::kFullWarpMask, mx, 2));
+          const float m_new = fmaxf(m_run[i], mx * mult);        // mult > 0: the max commutes with it
+          const float m_use = m_new == -INFINITY ? 0.f : m_new;  // row with no visible key yet
+          const float alpha = cuda::fast_exp2(m_run[i] - m_use);
+          m_run[i] = m_new;
+          float sum = 0.f;
 #pragma unroll
-        for (int nt = 0; nt < Traits::kNTiles; ++nt) {
-          sc[mt][nt][2 * r] = cuda::fast_exp2(fmaf(sc[mt][nt][2 * r], mult, -m_use));  // masked: -inf -> 0
-          sc[mt][nt][2 * r + 1] = cuda::fast_exp2(fmaf(sc[mt][nt][2 * r + 1], mult, -m_use));
-          sum += sc[mt][nt][2 * r] + sc[mt][nt][2 * r + 1];
-          pa[mt][nt / 2][2 * (nt % 2) + r] = Mma::pack(sc[mt][nt][2 * r], sc[mt][nt][2 * r + 1]);
-        }
-        l_run[i] = l_run[i] * alpha + sum;
-        // O *= alpha. Once a row's maximum settles its alpha is exactly 1 and the multiply changes
-        // no bit, so when the 8 rows i of the warp all kept their maxima (a warp-uniform vote) the
-        // 2 * kDTiles multiplies are skipped: same result, fewer instructions.
-        if (!__all_sync(cuda::kFullWarpMask, alpha == 1.f)) {
+          for (int nt = 0; nt < Traits::kNTiles; ++nt) {
+            sc[mt][nt][2 * r] = cuda::fast_exp2(fmaf(sc[mt][nt][2 * r], mult, -m_use));  // masked: -inf -> 0
+            sc[mt][nt][2 * r + 1] = cuda::fast_exp2(fmaf(sc[mt][nt][2 * r + 1], mult, -m_use));
+            sum += sc[mt][nt][2 * r] + sc[mt][nt][2 * r + 1];
+            pa[mt][nt / 2][2 * (nt % 2) + r] = Mma::pack(sc[mt][nt][2 * r], sc[mt][nt][2 * r + 1]);
+          }
+          l_run[i] = l_run[i] * alpha + sum;
+          // O *= alpha. Once a row's maximum settles its alpha is exactly 1 and the multiply changes
+          // no bit, so when the 8 rows i of the warp all kept their maxima (a warp-uniform vote) the
+          // 2 * kDTiles multiplies are skipped: same result, fewer instructions.
+          if (!__all_sync(cuda::kFullWarpMask, alpha == 1.f)) {
 #pragma unroll
-          for (int dt = 0; dt < Traits::kDTiles; ++dt) {
-            o_acc[mt][dt][2 * r] *= alpha;
-            o_acc[mt][dt][2 * r + 1] *= alpha;
+            for (int dt = 0; dt < Traits::kDTiles; ++dt) {
+              o_acc[mt][dt][2 * r] *= alpha;
+              o_acc[mt][dt][2 * r + 1] *= alpha;
+            }
           }
         }
       }
