@@ -109,7 +109,8 @@ struct PhasedSoftmaxTraits : Base {
 // warp stores its P tile and alphas in shared memory, and after a barrier of the pair each warp
 // computes O for the pair's 32 rows over half the head dim. Every V fragment read from shared
 // memory then feeds two MMAs, as in the 128-row D 128 tile: ldmatrix per warp and KV tile 144 ->
-// 112 (+ 16 32-bit P stores), shared-memory bytes per MMA ~352 -> ~300. Each O element goes through
+// 116 (4 of them the partner's P; + 16 32-bit P stores), shared-memory bytes per MMA ~352 -> ~306
+// (docs/ENGINES.md "Session 12: cuda prefill against FA2"). Each O element goes through
 // the same MMAs, rescales and normalisation in the same order as in the one-warp form: bitwise the
 // same results. O stays 128 fp32 registers per thread (2 m-tiles x half the head dim).
 template <class Base>
