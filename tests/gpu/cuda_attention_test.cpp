@@ -1043,6 +1043,93 @@ TEST_F(CudaAttention, BatchPrefixSameRows) {
   for_each_index({whole.hq, rows}, [&](const std::vector<int64_t>& i) { ASSERT_EQ(l.at(i), l1.at(i)); });
 }
 
+// The prefill forms behind the session-12 switches, each forced on alone: the phased online softmax
+// (attention_tile_kernel.cuh PhasedSoftmaxTraits, GROUPATTN_CUDA_PREFILL_PHASED_SOFTMAX: the D 128
+// 128-row and D 256 64-row tiles) and the D 256 paired P V (PairPvTraits,
+// GROUPATTN_CUDA_PREFILL_D256_PAIR_PV). Each against the fp64 reference, and bitwise equal to the
+// per-row one-warp form (both switches off: each O element and row sum goes through the same
+// operations in the same order) and to itself on a second run. Group 4 (8/2, 32/8): 32 tokens fill
+// a D 128 tile, 16 a D 256 one, and keys come 64 a tile; a varlen batch holds lengths around all
+// three (1, 15-17, 31-33, 63-65, 129: tile rows past a short sequence's end, inactive warps and
+// pairs), causal and full, bf16 and f16; then Sq != Sk both ways, softcap, split-KV partials and
+// paged K/V.
+using SwitchHook = void (*)(int);
+
+void expect_form_matches_reference_and_per_row_form(const Case& c, SwitchHook form) {
+  {
+    ForcedSwitch on(form, 1);
+    check_case(c);
+  }
+  auto p = make_problem(c);
+  HostTensor o1 = like(p->out), l1 = like(p->lse), o2 = like(p->out), l2 = like(p->lse);
+  HostTensor o0 = like(p->out), l0 = like(p->lse);
+  {
+    ForcedSwitch on(form, 1);
+    ASSERT_TRUE(run_cuda(*p, &o1, &l1).ok()) << describe(c);
+    ASSERT_TRUE(run_cuda(*p, &o2, &l2).ok()) << describe(c);
+  }
+  {
+    ForcedSwitch phased_off(cuda_engine::set_cuda_prefill_phased_softmax_mode, 0);
+    ForcedSwitch pair_off(cuda_engine::set_cuda_prefill_d256_pair_pv_mode, 0);
+    ASSERT_TRUE(run_cuda(*p, &o0, &l0).ok()) << describe(c);
+  }
+  EXPECT_TRUE(bitwise_equal(o1, o2) && bitwise_equal(l1, l2)) << describe(c) << ": form not repeatable";
+  EXPECT_TRUE(bitwise_equal(o1, o0)) << describe(c) << ": O differs from the per-row form";
+  EXPECT_TRUE(bitwise_equal(l1, l0)) << describe(c) << ": LSE differs from the per-row form";
+}
+
+void check_prefill_form(SwitchHook form, const std::vector<int64_t>& head_dims) {
+  const std::vector<int> lens = {129, 1, 15, 16, 17, 31, 32, 33, 63, 64, 65};
+  for (DType dt : {DType::kBF16, DType::kF16}) {
+    for (int64_t d : head_dims) {
+      // 32/8 in bf16 only: the fp64 reference of its batch is most of the test's time
+      for (auto [hq, hkv] : dt == DType::kBF16 ? std::vector<std::pair<int64_t, int64_t>>{{8, 2}, {32, 8}}
+                                                : std::vector<std::pair<int64_t, int64_t>>{{8, 2}}) {
+        for (bool causal : {false, true}) {
+          Case c;
+          c.dtype = dt, c.d = d, c.hq = hq, c.hkv = hkv;
+          c.q_lens = lens;
+          c.k_lens = lens;
+          c.q_varlen = true;
+          c.kv = KvKind::kVarlen;
+          c.causal = causal;
+          c.seed = static_cast<uint64_t>(d + hq);
+          expect_form_matches_reference_and_per_row_form(c, form);
+        }
+      }
+    }
+  }
+  for (int64_t d : head_dims) {
+    Case c;
+    c.d = d, c.hq = 8, c.hkv = 2;
+    c.q_lens = {130};
+    c.k_lens = {63};  // Sq > Sk, causal: the first rows see no key
+    c.causal = true;
+    c.seed = static_cast<uint64_t>(d + 1);
+    std::vector<Case> cases = {c};
+    c.q_lens = {65};
+    c.k_lens = {200};  // Sq < Sk, softcap
+    c.softcap = 7.f;
+    cases.push_back(c);
+    c.softcap = 0.f;
+    c.q_lens = {70, 70};
+    c.k_lens = {200, 90};
+    c.kv = KvKind::kPaged;
+    c.page_size = 16;
+    c.num_splits = 3;  // partials of each split, then the combine
+    cases.push_back(c);
+    for (const Case& e : cases) expect_form_matches_reference_and_per_row_form(e, form);
+  }
+}
+
+TEST_F(CudaAttention, PrefillPhasedSoftmaxMatchesReferenceAndPerRowForm) {
+  check_prefill_form(cuda_engine::set_cuda_prefill_phased_softmax_mode, {128, 256});
+}
+
+TEST_F(CudaAttention, PrefillD256PairPvMatchesReferenceAndOneWarpForm) {
+  check_prefill_form(cuda_engine::set_cuda_prefill_d256_pair_pv_mode, {256});
+}
+
 TEST_F(CudaAttention, DeclinesWithReason) {
   Case c;
   c.hq = 4, c.hkv = 2, c.d = 96;  // no instantiation for 96

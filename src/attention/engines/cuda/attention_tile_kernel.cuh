@@ -62,6 +62,11 @@ struct TileTraits {
   // intermediate session-6 version needed 133 without the hint), which costs it nothing: 122
   // registers, no spill.
   static constexpr int kMinCtasPerSm = kRowsPerWarp == 16 && kHeadDim <= 64 ? (kHeadDim <= 32 ? 4 : 2) : 0;
+  // The online softmax in phases over all of a thread's rows (TileKernel::softmax_phased) instead of
+  // one row after another; on only in PhasedSoftmaxTraits below.
+  static constexpr bool kPhasedSoftmax = false;
+  // Warps in pairs for P V (PairPvTraits below); off here.
+  static constexpr bool kPairPv = false;
   static constexpr int kChunk = 16 / static_cast<int>(sizeof(T));  // elements per 16-byte copy
   // Shared rows padded by one 16-byte chunk: rows stay 16-byte aligned and consecutive rows start
   // 4 banks apart, so the fragment loads (8 rows x 4 words) hit 32 distinct banks.
@@ -85,6 +90,43 @@ struct TileTraits {
                 "each thread copies one 16-byte column of whole passes over the K/V tile rows");
 };
 
+// A tile form whose online softmax runs in phases (the measurement switch
+// GROUPATTN_CUDA_PREFILL_PHASED_SOFTMAX, launch.h; docs/ENGINES.md "Session 12: cuda prefill against
+// FA2"): the row maxima of all the thread's rows as balanced trees, their shuffles side by side,
+// every alpha, one warp vote for the O rescale, then the exponentials. The per-row form puts a vote
+// and a branch between rows, so each row's max chain, two shuffles and alpha exponential wait on the
+// previous row's; here they overlap. Bitwise the same results (max is exact in any order, the sums
+// keep their order, and a rescale by alpha == 1 changes no bit).
+template <class Base>
+struct PhasedSoftmaxTraits : Base {
+  static constexpr bool kPhasedSoftmax = true;
+  static_assert((Base::kNTiles & (Base::kNTiles - 1)) == 0, "the row-max tree halves the S fragments");
+};
+
+// A D 256 prefill form (the measurement switch GROUPATTN_CUDA_PREFILL_D256_PAIR_PV, launch.h;
+// docs/ENGINES.md "Session 12: cuda prefill against FA2") whose warps do P V in pairs: Q K^T and
+// the (phased) softmax stay per warp (16 rows x all keys, so row maxima need no exchange), then each
+// warp stores its P tile and alphas in shared memory, and after a barrier of the pair each warp
+// computes O for the pair's 32 rows over half the head dim. Every V fragment read from shared
+// memory then feeds two MMAs, as in the 128-row D 128 tile: ldmatrix per warp and KV tile 144 ->
+// 116 (4 of them the partner's P; + 16 32-bit P stores), shared-memory bytes per MMA ~352 -> ~306
+// (docs/ENGINES.md "Session 12: cuda prefill against FA2"). Each O element goes through
+// the same MMAs, rescales and normalisation in the same order as in the one-warp form: bitwise the
+// same results. O stays 128 fp32 registers per thread (2 m-tiles x half the head dim).
+template <class Base>
+struct PairPvTraits : PhasedSoftmaxTraits<Base> {
+  static constexpr bool kPairPv = true;
+  // P tile of the CTA [kBlockM][kBlockN] in the input type, rows padded by 16 bytes (consecutive
+  // rows 4 banks apart: the 32-bit stores of a warp and the ldmatrix rows hit distinct banks), then
+  // the rows' alphas [kBlockM] and final row sums [kBlockM] in fp32.
+  static constexpr int kPRowStride = Base::kBlockN + Base::kChunk;
+  static constexpr size_t kPBytes = static_cast<size_t>(Base::kBlockM) * kPRowStride * sizeof(typename Base::Element);
+  static constexpr size_t kSmemBytes = Base::kSmemBytes + kPBytes + 2 * Base::kBlockM * sizeof(float);
+  static_assert(Base::kMTiles == 1 && Base::kWarps % 2 == 0, "pairs of one-m-tile warps");
+  static_assert((Base::kDTiles / 2) % 2 == 0, "each warp's half of the head dim is whole ldmatrix.x4 pairs");
+  static_assert(Base::kSmemBytes % 16 == 0 && kPBytes % 16 == 0, "P and the row floats stay 16-byte aligned");
+};
+
 template <class Traits>
 struct TileKernel {
   using T = typename Traits::Element;
@@ -94,6 +136,11 @@ struct TileKernel {
   static constexpr int kChunksPerRow = Traits::kChunksPerRow, kThreads = Traits::kThreads;
   static constexpr int kRowsPerWarp = Traits::kRowsPerWarp, kMTiles = Traits::kMTiles;
   static constexpr int kRows = Traits::kRowsPerThread;
+  // O accumulator of a thread: [m-tile][d-tile][4]. Pair form: the pair's two m-tiles over this
+  // warp's half of the head dim (the same 128 registers at D 256).
+  static constexpr bool kPair = Traits::kPairPv;
+  static constexpr int kOMTiles = kPair ? 2 : kMTiles;
+  static constexpr int kODTiles = kPair ? Traits::kDTiles / 2 : Traits::kDTiles;
 
   // Copies key/value rows [blk * kBlockN, +kBlockN) of one KV head into `dst`; rows past the
   // sequence are zero-filled (their scores are masked, and zero keeps 0 * V finite).
@@ -148,11 +195,130 @@ struct TileKernel {
     }
   }
 
+  // The online-softmax update of one KV tile for all kRows rows of the thread, in phases (see
+  // PhasedSoftmaxTraits): row maxima, shuffles, alphas and the rescale vote for every row first, then
+  // the exponentials, row sums and P fragments row by row, then one O rescale. The operations on each
+  // row and their order are the per-row form's (run()), so are the bits. sc holds the scores, already
+  // softcapped and masked; mult is the factor into log2 units.
+  static __device__ __forceinline__ bool softmax_phased(float (&sc)[kMTiles][Traits::kNTiles][4], float mult,
+                                                        float (&m_run)[kRows], float (&l_run)[kRows],
+                                                        uint32_t (&pa)[kMTiles][Traits::kPSteps][4],
+                                                        float (&alpha)[kRows]) {
+    constexpr int kNTiles = Traits::kNTiles;
+    float mx[kRows];
+#pragma unroll
+    for (int i = 0; i < kRows; ++i) {
+      const int mt = i / 2, r = i % 2;
+      // the thread's 2 * kNTiles scores of row i: a tree of depth log2(2 kNTiles), not a chain
+      float v[kNTiles];
+#pragma unroll
+      for (int nt = 0; nt < kNTiles; ++nt) v[nt] = fmaxf(sc[mt][nt][2 * r], sc[mt][nt][2 * r + 1]);
+#pragma unroll
+      for (int w = kNTiles / 2; w >= 1; w /= 2)
+#pragma unroll
+        for (int k = 0; k < w; ++k) v[k] = fmaxf(v[k], v[k + w]);
+      mx[i] = v[0];
+    }
+    // the 4 threads of a row are lanes 4g..4g+3; every row's shuffle in flight at once
+#pragma unroll
+    for (int i = 0; i < kRows; ++i) mx[i] = fmaxf(mx[i], __shfl_xor_sync(cuda::kFullWarpMask, mx[i], 1));
+#pragma unroll
+    for (int i = 0; i < kRows; ++i) mx[i] = fmaxf(mx[i], __shfl_xor_sync(cuda::kFullWarpMask, mx[i], 2));
+    float m_use[kRows];
+    bool settled = true;  // every row of this thread kept its maximum (alpha == 1)
+#pragma unroll
+    for (int i = 0; i < kRows; ++i) {
+      const float m_new = fmaxf(m_run[i], mx[i] * mult);  // mult > 0: the max commutes with it
+      m_use[i] = m_new == -INFINITY ? 0.f : m_new;         // row with no visible key yet
+      alpha[i] = cuda::fast_exp2(m_run[i] - m_use[i]);
+      m_run[i] = m_new;
+      settled = settled && alpha[i] == 1.f;
+    }
+#pragma unroll
+    for (int i = 0; i < kRows; ++i) {
+      const int mt = i / 2, r = i % 2;
+      float sum = 0.f;
+#pragma unroll
+      for (int nt = 0; nt < kNTiles; ++nt) {
+        sc[mt][nt][2 * r] = cuda::fast_exp2(fmaf(sc[mt][nt][2 * r], mult, -m_use[i]));  // masked: -inf -> 0
+        sc[mt][nt][2 * r + 1] = cuda::fast_exp2(fmaf(sc[mt][nt][2 * r + 1], mult, -m_use[i]));
+        sum += sc[mt][nt][2 * r] + sc[mt][nt][2 * r + 1];
+        pa[mt][nt / 2][2 * (nt % 2) + r] = Mma::pack(sc[mt][nt][2 * r], sc[mt][nt][2 * r + 1]);
+      }
+      l_run[i] = l_run[i] * alpha[i] + sum;
+    }
+    return settled;
+  }
+
+  // The pair form's hand-over after the softmax: this warp's P tile and alphas go to shared memory,
+  // the pair meets at its barrier, and O (the pair's rows, this warp's half of the head dim) is
+  // scaled by each row's alpha, skipped when all 32 rows kept their maxima (one vote; a row with
+  // alpha == 1 multiplied alongside the others keeps its bits). The P tile is rewritten only after
+  // the next tile's barrier B, which the partner passes after its P V of this tile.
+  static __device__ __forceinline__ void pair_publish_and_rescale(const uint32_t (&pa)[kMTiles][Traits::kPSteps][4],
+                                                                  const float (&alpha)[kRows], T* p_s,
+                                                                  float* alpha_s, int warp, int g, int t,
+                                                                  float (&o_acc)[kOMTiles][kODTiles][4]) {
+    constexpr int kPRowStride = Traits::kPRowStride;
+    // register 2 * (nt % 2) + r of pa[0][nt / 2] holds row g + 8 r, keys nt * 8 + 2t, +1 of this
+    // warp's 16 rows (the A-fragment layout): one 32-bit store each
+    T* p_warp = p_s + warp * Traits::kMmaM * kPRowStride;
+#pragma unroll
+    for (int ps = 0; ps < Traits::kPSteps; ++ps)
+#pragma unroll
+      for (int e = 0; e < 4; ++e)
+        *reinterpret_cast<uint32_t*>(p_warp + (g + 8 * (e % 2)) * kPRowStride + ps * Traits::kMmaK +
+                                     (e / 2) * 8 + 2 * t) = pa[0][ps][e];
+    if (t == 0) {
+      alpha_s[warp * Traits::kMmaM + g] = alpha[0];
+      alpha_s[warp * Traits::kMmaM + 8 + g] = alpha[1];
+    }
+    pair_barrier(warp);
+    // o_acc[0] holds this warp's rows, o_acc[1] the partner's (warp ^ 1): static register indices
+    float a[2][2];  // alpha of row g + 8 r of m-tile m
+    bool settled = true;
+#pragma unroll
+    for (int r = 0; r < 2; ++r) {
+      a[0][r] = alpha[r];
+      a[1][r] = alpha_s[(warp ^ 1) * Traits::kMmaM + 8 * r + g];
+      settled = settled && a[0][r] == 1.f && a[1][r] == 1.f;
+    }
+    if (!__all_sync(cuda::kFullWarpMask, settled)) {
+#pragma unroll
+      for (int m = 0; m < 2; ++m)
+#pragma unroll
+        for (int dt = 0; dt < kODTiles; ++dt)
+#pragma unroll
+          for (int e = 0; e < 4; ++e) o_acc[m][dt][e] *= a[m][e / 2];
+    }
+  }
+
+  // Elements of the pair form's P tile (0 in the other forms, which have none).
+  static constexpr int pair_p_elems() {
+    if constexpr (kPair) return kBlockM * Traits::kPRowStride;
+    return 0;
+  }
+
+  // Barrier of warps 0, 1 (id 1) or 2, 3 (id 2); 0 is __syncthreads'. Literal ids let ptxas count
+  // 3 barriers instead of reserving all 16 for an id held in a register.
+  static __device__ __forceinline__ void pair_barrier(int warp) {
+    static_assert(Traits::kWarps == 4, "two pairs");
+    if (warp < 2) {
+      asm volatile("bar.sync 1, %0;" ::"n"(2 * cuda::kWarpSize) : "memory");
+    } else {
+      asm volatile("bar.sync 2, %0;" ::"n"(2 * cuda::kWarpSize) : "memory");
+    }
+  }
+
   static __device__ void run(const KernelParams& p) {
     extern __shared__ __align__(16) unsigned char smem_raw[];
     T* q_s = reinterpret_cast<T*>(smem_raw);
     T* k_s = q_s + kBlockM * kRowStride;
     T* v_s = k_s + kBlockN * kRowStride;
+    // pair form only: the P tile, then the rows' alphas and final sums (PairPvTraits)
+    [[maybe_unused]] T* p_s = v_s + kBlockN * kRowStride;
+    [[maybe_unused]] float* alpha_s = reinterpret_cast<float*>(p_s + pair_p_elems());
+    [[maybe_unused]] float* l_s = alpha_s + kBlockM;
 
     const int m_block = blockIdx.x / p.num_splits;
     const int split = blockIdx.x % p.num_splits;
@@ -196,11 +362,11 @@ struct TileKernel {
     const T* k_head = static_cast<const T*>(p.k) + kvh * p.k_head_stride;
     const T* v_head = static_cast<const T*>(p.v) + kvh * p.v_head_stride;
 
-    float o_acc[kMTiles][Traits::kDTiles][4];
+    float o_acc[kOMTiles][kODTiles][4];
 #pragma unroll
-    for (int mt = 0; mt < kMTiles; ++mt)
+    for (int mt = 0; mt < kOMTiles; ++mt)
 #pragma unroll
-      for (int dt = 0; dt < Traits::kDTiles; ++dt)
+      for (int dt = 0; dt < kODTiles; ++dt)
 #pragma unroll
         for (int e = 0; e < 4; ++e) o_acc[mt][dt][e] = 0.f;
     float m_run[kRows], l_run[kRows];
@@ -324,42 +490,87 @@ struct TileKernel {
       // form one A fragment (C layout == A layout), row r of it in registers r and 2 + r. Packing
       // each row as soon as its exponentials are done frees the fp32 scores early.
       uint32_t pa[kMTiles][Traits::kPSteps][4];
+      if constexpr (kPair) {
+        float alpha[kRows];
+        softmax_phased(sc, mult, m_run, l_run, pa, alpha);
+        pair_publish_and_rescale(pa, alpha, p_s, alpha_s, warp, g, t, o_acc);
+      } else if constexpr (Traits::kPhasedSoftmax) {
+        float alpha[kRows];
+        // O *= alpha, skipped when every row of the warp kept its maximum (one vote a tile; a row
+        // with alpha == 1 multiplied alongside the others keeps its bits)
+        if (!__all_sync(cuda::kFullWarpMask, softmax_phased(sc, mult, m_run, l_run, pa, alpha))) {
 #pragma unroll
-      for (int i = 0; i < kRows; ++i) {
-        const int mt = i / 2, r = i % 2;
-        float mx = -INFINITY;
+          for (int i = 0; i < kRows; ++i) {
+            const int mt = i / 2, r = i % 2;
 #pragma unroll
-        for (int nt = 0; nt < Traits::kNTiles; ++nt)
-          mx = fmaxf(mx, fmaxf(sc[mt][nt][2 * r], sc[mt][nt][2 * r + 1]));
-        // the 4 threads of a row are lanes 4g..4g+3
-        mx = fmaxf(mx, __shfl_xor_sync(cuda::kFullWarpMask, mx, 1));
-        mx = fmaxf(mx, __shfl_xor_sync(cuda::kFullWarpMask, mx, 2));
-        const float m_new = fmaxf(m_run[i], mx * mult);        // mult > 0: the max commutes with it
-        const float m_use = m_new == -INFINITY ? 0.f : m_new;  // row with no visible key yet
-        const float alpha = cuda::fast_exp2(m_run[i] - m_use);
-        m_run[i] = m_new;
-        float sum = 0.f;
-#pragma unroll
-        for (int nt = 0; nt < Traits::kNTiles; ++nt) {
-          sc[mt][nt][2 * r] = cuda::fast_exp2(fmaf(sc[mt][nt][2 * r], mult, -m_use));  // masked: -inf -> 0
-          sc[mt][nt][2 * r + 1] = cuda::fast_exp2(fmaf(sc[mt][nt][2 * r + 1], mult, -m_use));
-          sum += sc[mt][nt][2 * r] + sc[mt][nt][2 * r + 1];
-          pa[mt][nt / 2][2 * (nt % 2) + r] = Mma::pack(sc[mt][nt][2 * r], sc[mt][nt][2 * r + 1]);
+            for (int dt = 0; dt < Traits::kDTiles; ++dt) {
+              o_acc[mt][dt][2 * r] *= alpha[i];
+              o_acc[mt][dt][2 * r + 1] *= alpha[i];
+            }
+          }
         }
-        l_run[i] = l_run[i] * alpha + sum;
-        // O *= alpha. Once a row's maximum settles its alpha is exactly 1 and the multiply changes
-        // no bit, so when the 8 rows i of the warp all kept their maxima (a warp-uniform vote) the
-        // 2 * kDTiles multiplies are skipped: same result, fewer instructions.
-        if (!__all_sync(cuda::kFullWarpMask, alpha == 1.f)) {
+      } else {
 #pragma unroll
-          for (int dt = 0; dt < Traits::kDTiles; ++dt) {
-            o_acc[mt][dt][2 * r] *= alpha;
-            o_acc[mt][dt][2 * r + 1] *= alpha;
+        for (int i = 0; i < kRows; ++i) {
+          const int mt = i / 2, r = i % 2;
+          float mx = -INFINITY;
+#pragma unroll
+          for (int nt = 0; nt < Traits::kNTiles; ++nt)
+            mx = fmaxf(mx, fmaxf(sc[mt][nt][2 * r], sc[mt][nt][2 * r + 1]));
+          // the 4 threads of a row are lanes 4g..4g+3
+          mx = fmaxf(mx, __shfl_xor_sync(cuda::kFullWarpMask, mx, 1));
+          mx = fmaxf(mx, __shfl_xor_sync(cuda::kFullWarpMask, mx, 2));
+          const float m_new = fmaxf(m_run[i], mx * mult);        // mult > 0: the max commutes with it
+          const float m_use = m_new == -INFINITY ? 0.f : m_new;  // row with no visible key yet
+          const float alpha = cuda::fast_exp2(m_run[i] - m_use);
+          m_run[i] = m_new;
+          float sum = 0.f;
+#pragma unroll
+          for (int nt = 0; nt < Traits::kNTiles; ++nt) {
+            sc[mt][nt][2 * r] = cuda::fast_exp2(fmaf(sc[mt][nt][2 * r], mult, -m_use));  // masked: -inf -> 0
+            sc[mt][nt][2 * r + 1] = cuda::fast_exp2(fmaf(sc[mt][nt][2 * r + 1], mult, -m_use));
+            sum += sc[mt][nt][2 * r] + sc[mt][nt][2 * r + 1];
+            pa[mt][nt / 2][2 * (nt % 2) + r] = Mma::pack(sc[mt][nt][2 * r], sc[mt][nt][2 * r + 1]);
+          }
+          l_run[i] = l_run[i] * alpha + sum;
+          // O *= alpha. Once a row's maximum settles its alpha is exactly 1 and the multiply changes
+          // no bit, so when the 8 rows i of the warp all kept their maxima (a warp-uniform vote) the
+          // 2 * kDTiles multiplies are skipped: same result, fewer instructions.
+          if (!__all_sync(cuda::kFullWarpMask, alpha == 1.f)) {
+#pragma unroll
+            for (int dt = 0; dt < Traits::kDTiles; ++dt) {
+              o_acc[mt][dt][2 * r] *= alpha;
+              o_acc[mt][dt][2 * r + 1] *= alpha;
+            }
           }
         }
       }
 
-      if (warp_active) {
+      if constexpr (kPair) {
+        const int half = warp & 1;  // head-dim columns [half * kODTiles * 8, +kODTiles * 8)
+        if (row0 + (warp & ~1) * kRowsPerWarp < packed_rows) {  // the pair has rows
+#pragma unroll
+          for (int ps = 0; ps < Traits::kPSteps; ++ps) {
+            // A of the partner's rows from its P tile: lane l addresses row 16 (warp ^ 1) + (l % 16),
+            // key column ps * 16 + (l / 16) * 8 (the Q K^T A layout); this warp's own A is pa.
+            uint32_t pb[4];
+            cuda::ldmatrix_x4(pb, p_s + ((warp ^ 1) * Traits::kMmaM + lane % 16) * Traits::kPRowStride +
+                                      ps * Traits::kMmaK + (lane / 16) * 8);
+#pragma unroll
+            for (int dt = 0; dt < kODTiles; dt += 2) {
+              // B = V for head-dim tiles half * kODTiles + dt, +1 (addressed as in the one-warp form)
+              uint32_t vb[4];
+              cuda::ldmatrix_x4_trans(
+                  vb, v_s + (ps * Traits::kMmaK + lane % 8 + ((lane / 8) % 2) * 8) * kRowStride +
+                          (half * kODTiles + dt) * Traits::kMmaN + (lane / 16) * 8);
+              Mma::mma(o_acc[0][dt], pa[0][ps], vb[0], vb[1]);
+              Mma::mma(o_acc[0][dt + 1], pa[0][ps], vb[2], vb[3]);
+              Mma::mma(o_acc[1][dt], pb, vb[0], vb[1]);
+              Mma::mma(o_acc[1][dt + 1], pb, vb[2], vb[3]);
+            }
+          }
+        }
+      } else if (warp_active) {
 #pragma unroll
         for (int ps = 0; ps < Traits::kPSteps; ++ps) {
 #pragma unroll
@@ -385,37 +596,91 @@ struct TileKernel {
     // Epilogue: finish the row sums, normalise, write O and LSE (or the split's partials). The
     // sequence's output offsets are read again rather than held in registers through the mainloop.
     const SeqInfo so = seq_info(p, b);
+    if constexpr (kPair) {
+      // this warp's rows' sums, finished and handed to the partner (its O columns need them too)
+      float l_own[2];
 #pragma unroll
-    for (int i = 0; i < kRows; ++i) {
-      const int mt = i / 2, r = i % 2;
-      float l = l_run[i];
-      l += __shfl_xor_sync(cuda::kFullWarpMask, l, 1);
-      l += __shfl_xor_sync(cuda::kFullWarpMask, l, 2);
-      const int R = row_of(i);
-      if (R >= packed_rows) continue;
-      const int token = R / p.group;  // packed row -> (token, head in group)
-      const int head = kv_group * p.group + R % p.group;
-      const float inv = l > 0.f ? 1.f / l : 0.f;  // no visible key: O = 0
-      const float lse = l > 0.f ? (m_run[i] + log2f(l)) * kLn2 : -INFINITY;
-      const int64_t q_token = so.q_token0 + token;
-      if (p.num_splits == 1) {
-        char* out_row = static_cast<char*>(p.out) +
-                        (so.o_offset + token * p.o_row_stride + head * p.o_head_stride) * sizeof(T);
-        T* o = reinterpret_cast<T*>(out_row);
+      for (int r = 0; r < 2; ++r) {
+        float l = l_run[r];
+        l += __shfl_xor_sync(cuda::kFullWarpMask, l, 1);
+        l += __shfl_xor_sync(cuda::kFullWarpMask, l, 2);
+        l_own[r] = l;
+      }
+      if (t == 0) {
+        l_s[warp * Traits::kMmaM + g] = l_own[0];
+        l_s[warp * Traits::kMmaM + 8 + g] = l_own[1];
+      }
+      pair_barrier(warp);
+      const int col0 = (warp & 1) * kODTiles * Traits::kMmaN;  // this warp's head-dim half
 #pragma unroll
-        for (int dt = 0; dt < Traits::kDTiles; ++dt)
-          Mma::store2(o + dt * Traits::kMmaN + 2 * t, o_acc[mt][dt][2 * r] * inv,
-                      o_acc[mt][dt][2 * r + 1] * inv);
-        if (p.lse != nullptr && t == 0) p.lse[head * p.lse_head_stride + q_token * p.lse_row_stride] = lse;
-      } else {
-        const int64_t prow = static_cast<int64_t>(split) * p.partial_rows + q_token * p.heads_q + head;
-        if (t == 0) p.lse_partial[prow] = lse;
-        if (l > 0.f) {  // the combine kernel reads O only of splits with a finite LSE
-          float* o = p.o_partial + prow * Traits::kHeadDim;
+      for (int m = 0; m < 2; ++m) {
+#pragma unroll
+        for (int r = 0; r < 2; ++r) {
+          const int w = m == 0 ? warp : warp ^ 1;  // m-tile 0: own rows, 1: the partner's
+          const int R = row0 + w * kRowsPerWarp + 8 * r + g;
+          if (R >= packed_rows) continue;
+          const float l = m == 0 ? l_own[r] : l_s[w * Traits::kMmaM + 8 * r + g];
+          const int token = R / p.group;  // packed row -> (token, head in group)
+          const int head = kv_group * p.group + R % p.group;
+          const float inv = l > 0.f ? 1.f / l : 0.f;  // no visible key: O = 0
+          const int64_t q_token = so.q_token0 + token;
+          // LSE by the row's own warp (m_run is its)
+          const float lse = l > 0.f ? (m_run[r] + log2f(l)) * kLn2 : -INFINITY;
+          if (p.num_splits == 1) {
+            char* out_row = static_cast<char*>(p.out) +
+                            (so.o_offset + token * p.o_row_stride + head * p.o_head_stride) * sizeof(T);
+            T* o = reinterpret_cast<T*>(out_row) + col0;
+#pragma unroll
+            for (int dt = 0; dt < kODTiles; ++dt)
+              Mma::store2(o + dt * Traits::kMmaN + 2 * t, o_acc[m][dt][2 * r] * inv, o_acc[m][dt][2 * r + 1] * inv);
+            if (m == 0 && p.lse != nullptr && t == 0)
+              p.lse[head * p.lse_head_stride + q_token * p.lse_row_stride] = lse;
+          } else {
+            const int64_t prow = static_cast<int64_t>(split) * p.partial_rows + q_token * p.heads_q + head;
+            if (m == 0 && t == 0) p.lse_partial[prow] = lse;
+            if (l > 0.f) {  // the combine kernel reads O only of splits with a finite LSE
+              float* o = p.o_partial + prow * Traits::kHeadDim + col0;
+#pragma unroll
+              for (int dt = 0; dt < kODTiles; ++dt)
+                *reinterpret_cast<float2*>(o + dt * Traits::kMmaN + 2 * t) =
+                    make_float2(o_acc[m][dt][2 * r] * inv, o_acc[m][dt][2 * r + 1] * inv);
+            }
+          }
+        }
+      }
+    } else {
+#pragma unroll
+      for (int i = 0; i < kRows; ++i) {
+        const int mt = i / 2, r = i % 2;
+        float l = l_run[i];
+        l += __shfl_xor_sync(cuda::kFullWarpMask, l, 1);
+        l += __shfl_xor_sync(cuda::kFullWarpMask, l, 2);
+        const int R = row_of(i);
+        if (R >= packed_rows) continue;
+        const int token = R / p.group;  // packed row -> (token, head in group)
+        const int head = kv_group * p.group + R % p.group;
+        const float inv = l > 0.f ? 1.f / l : 0.f;  // no visible key: O = 0
+        const float lse = l > 0.f ? (m_run[i] + log2f(l)) * kLn2 : -INFINITY;
+        const int64_t q_token = so.q_token0 + token;
+        if (p.num_splits == 1) {
+          char* out_row = static_cast<char*>(p.out) +
+                          (so.o_offset + token * p.o_row_stride + head * p.o_head_stride) * sizeof(T);
+          T* o = reinterpret_cast<T*>(out_row);
 #pragma unroll
           for (int dt = 0; dt < Traits::kDTiles; ++dt)
-            *reinterpret_cast<float2*>(o + dt * Traits::kMmaN + 2 * t) =
-                make_float2(o_acc[mt][dt][2 * r] * inv, o_acc[mt][dt][2 * r + 1] * inv);
+            Mma::store2(o + dt * Traits::kMmaN + 2 * t, o_acc[mt][dt][2 * r] * inv,
+                        o_acc[mt][dt][2 * r + 1] * inv);
+          if (p.lse != nullptr && t == 0) p.lse[head * p.lse_head_stride + q_token * p.lse_row_stride] = lse;
+        } else {
+          const int64_t prow = static_cast<int64_t>(split) * p.partial_rows + q_token * p.heads_q + head;
+          if (t == 0) p.lse_partial[prow] = lse;
+          if (l > 0.f) {  // the combine kernel reads O only of splits with a finite LSE
+            float* o = p.o_partial + prow * Traits::kHeadDim;
+#pragma unroll
+            for (int dt = 0; dt < Traits::kDTiles; ++dt)
+              *reinterpret_cast<float2*>(o + dt * Traits::kMmaN + 2 * t) =
+                  make_float2(o_acc[mt][dt][2 * r] * inv, o_acc[mt][dt][2 * r + 1] * inv);
+          }
         }
       }
     }

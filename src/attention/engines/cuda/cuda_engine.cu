@@ -395,6 +395,10 @@ class CudaAttention final : public AttentionEngine {
 std::atomic<int> g_cuda_work_list_mode{-1};
 // cuda_engine::set_cuda_decode_split_v_mode: the same.
 std::atomic<int> g_cuda_split_v_mode{-1};
+// cuda_engine::set_cuda_prefill_phased_softmax_mode: the same.
+std::atomic<int> g_cuda_phased_softmax_mode{-1};
+// cuda_engine::set_cuda_prefill_d256_pair_pv_mode: the same.
+std::atomic<int> g_cuda_pair_pv_mode{-1};
 
 }  // namespace
 
@@ -439,6 +443,24 @@ bool cuda_decode_split_v(bool paged) {
   const int m = g_cuda_split_v_mode.load(std::memory_order_relaxed);
   const int mode = m < 0 ? from_env : m;
   return mode < 0 ? paged : mode > 0;
+}
+
+void set_cuda_prefill_phased_softmax_mode(int mode) { g_cuda_phased_softmax_mode.store(clamp_mode(mode)); }
+
+// Off by default until measured (docs/ENGINES.md, "Session 12: cuda prefill against FA2");
+// GROUPATTN_CUDA_PREFILL_PHASED_SOFTMAX=1 turns it on. Read once.
+bool cuda_prefill_phased_softmax() {
+  static const bool from_env = env_switch("GROUPATTN_CUDA_PREFILL_PHASED_SOFTMAX", false);
+  return switch_value(g_cuda_phased_softmax_mode, from_env);
+}
+
+void set_cuda_prefill_d256_pair_pv_mode(int mode) { g_cuda_pair_pv_mode.store(clamp_mode(mode)); }
+
+// Off by default until measured (docs/ENGINES.md, "Session 12: cuda prefill against FA2");
+// GROUPATTN_CUDA_PREFILL_D256_PAIR_PV=1 turns it on. Read once.
+bool cuda_prefill_d256_pair_pv() {
+  static const bool from_env = env_switch("GROUPATTN_CUDA_PREFILL_D256_PAIR_PV", false);
+  return switch_value(g_cuda_pair_pv_mode, from_env);
 }
 
 }  // namespace cuda_engine

@@ -2,6 +2,7 @@
 #pragma once
 
 #include <string>
+#include <type_traits>
 
 #include "attention/engines/cuda/attention_tile_kernel.cuh"
 #include "attention/engines/cuda/combine_kernel.cuh"
@@ -24,7 +25,36 @@ struct TileVariants {
                 "host tile sizes (launch.h) must match the kernel traits");
   static_assert(tile_rows(kHeadDim, 1 << 30) == (kHasLarge ? kTileRowsLarge : kTileRowsSmall),
                 "tile_rows picks a variant that is compiled");
+  // The phased-softmax form (launch.h, cuda_prefill_phased_softmax) of the prefill tile, compiled
+  // at D 128 (128 rows) and D 256 (64 rows) only. Same shared memory, same keys per tile, and (no
+  // spill, <= 255 registers under the same launch bounds) the same CTAs per SM as the tile it
+  // replaces, so the split planner's wave (tile_ctas_per_sm) holds for both.
+  static constexpr bool kHasPhased = kHeadDim == 128 || kHeadDim == 256;
+  using PhasedBase = std::conditional_t<kHasLarge, Large, Small>;
+  using Phased = PhasedSoftmaxTraits<PhasedBase>;
+  static_assert(Phased::kSmemBytes == PhasedBase::kSmemBytes && Phased::kBlockM == PhasedBase::kBlockM &&
+                    Phased::kBlockN == PhasedBase::kBlockN,
+                "the phased form is the same tile");
+  // The paired-P-V form (launch.h, cuda_prefill_d256_pair_pv) of the D 256 64-row tile: the same
+  // rows and keys; 9,728 more bytes of shared memory (111,104: still 2 CTAs per sm90 SM, 1 per
+  // sm80 SM as the one-warp form; the launch checks the device's per-block limit).
+  static constexpr bool kHasPairPv = kHeadDim == 256;
+  using PairPv = PairPvTraits<Small>;
 };
+
+// Whether the paired-P-V form serves this launch: D 256, its 64-row tile, the switch on, and the
+// current device's opt-in shared memory per block holds it.
+template <class V>
+bool use_pair_pv(int tile_rows) {
+  if constexpr (V::kHasPairPv) {
+    using Pair = typename V::PairPv;
+    static_assert(Pair::kBlockM == kTileRowsSmall && Pair::kBlockN == V::Small::kBlockN, "the same tile");
+    if (tile_rows != Pair::kBlockM || !cuda_prefill_d256_pair_pv()) return false;
+    const int optin = cuda::current_device_smem_optin();
+    return optin > 0 && static_cast<size_t>(optin) >= Pair::kSmemBytes;
+  }
+  return false;
+}
 
 template <class Tile>
 Status launch_tile(const KernelParams& p, cudaStream_t stream) {
@@ -47,6 +77,18 @@ Status launch_split_combine(const KernelParams& p, cudaStream_t stream, bool use
 template <class T, int kHeadDim>
 Status launch_attention(const KernelParams& p, int tile_rows, cudaStream_t stream, bool use_pdl) {
   using V = TileVariants<T, kHeadDim>;
+  if constexpr (V::kHasPairPv) {
+    if (use_pair_pv<V>(tile_rows)) {
+      GA_RETURN_IF_ERROR(launch_tile<typename V::PairPv>(p, stream));
+      return launch_split_combine<T, kHeadDim>(p, stream, use_pdl);
+    }
+  }
+  if constexpr (V::kHasPhased) {
+    if (tile_rows == V::Phased::kBlockM && cuda_prefill_phased_softmax()) {
+      GA_RETURN_IF_ERROR(launch_tile<typename V::Phased>(p, stream));
+      return launch_split_combine<T, kHeadDim>(p, stream, use_pdl);
+    }
+  }
   if (V::kHasLarge && tile_rows == kTileRowsLarge) {
     GA_RETURN_IF_ERROR(launch_tile<typename V::Large>(p, stream));
   } else if (tile_rows == kTileRowsSmall) {
