@@ -66,7 +66,7 @@ Status set_max_dynamic_smem_once(int bytes) {
 // cudaDevAttrMaxSharedMemoryPerBlockOptin of the current device: one cudaGetDevice per ask, the
 // attribute itself asked once per device (0..63; a device's attribute cannot change while the
 // process runs) instead of on every call of the planners that need it (the cuda engine's decode
-// kernel fit, the D 256 wide tile). 0, the error cleared, if either query fails (nothing cached).
+// kernel fit, the D 256 paired-P-V prefill tile). 0, the error cleared, if either query fails (nothing cached).
 inline int current_device_smem_optin() {
   // Per device: the attribute + 1; 0 = not asked yet.
   static std::atomic<int> optin_plus1[64] = {};

@@ -436,13 +436,8 @@ void set_cuda_decode_split_v_mode(int mode) { g_cuda_split_v_mode.store(clamp_mo
 // rate": paged rows -3.0 to -7.5 %, contiguous -5.0 % at B1 x 128K but +0.9 % at B32 x 4K);
 // GROUPATTN_CUDA_DECODE_D256_SPLIT_V=1 everywhere, =0 nowhere. Read once.
 bool cuda_decode_split_v(bool paged) {
-  static const int from_env = [] {
-    const char* e = std::getenv("GROUPATTN_CUDA_DECODE_D256_SPLIT_V");
-    return e == nullptr ? -1 : (std::atoi(e) != 0 ? 1 : 0);
-  }();
-  const int m = g_cuda_split_v_mode.load(std::memory_order_relaxed);
-  const int mode = m < 0 ? from_env : m;
-  return mode < 0 ? paged : mode > 0;
+  static const int from_env = env_mode("GROUPATTN_CUDA_DECODE_D256_SPLIT_V");
+  return switch_value_or(g_cuda_split_v_mode, from_env, paged);
 }
 
 void set_cuda_prefill_phased_softmax_mode(int mode) { g_cuda_phased_softmax_mode.store(clamp_mode(mode)); }

@@ -9,15 +9,30 @@
 
 namespace groupattn::cuda_engine {
 
+// Unset gives -1 (the switch's own default applies), else 1 where the variable's integer value != 0,
+// else 0.
+inline int env_mode(const char* name) {
+  const char* e = std::getenv(name);
+  return e == nullptr ? -1 : (std::atoi(e) != 0 ? 1 : 0);
+}
+
 // Unset gives `fallback`, else the variable's integer value != 0.
 inline bool env_switch(const char* name, bool fallback) {
-  const char* e = std::getenv(name);
-  return e == nullptr ? fallback : std::atoi(e) != 0;
+  const int m = env_mode(name);
+  return m < 0 ? fallback : m > 0;
 }
 
 inline bool switch_value(const std::atomic<int>& mode, bool from_env) {
   const int m = mode.load(std::memory_order_relaxed);
   return m < 0 ? from_env : m > 0;
+}
+
+// A switch whose default depends on the launch: the test's mode if set, else the environment's
+// (env_mode), else `fallback`.
+inline bool switch_value_or(const std::atomic<int>& mode, int from_env, bool fallback) {
+  const int m = mode.load(std::memory_order_relaxed);
+  const int chosen = m < 0 ? from_env : m;
+  return chosen < 0 ? fallback : chosen > 0;
 }
 
 inline int clamp_mode(int mode) { return mode < 0 ? -1 : (mode > 0 ? 1 : 0); }
