@@ -30,7 +30,10 @@ struct Plan {
   int max_splits = 0;
 };
 
-Plan plan_of(const std::vector<int64_t>& n, int plane_wave) {
+// The plan of tile counts `n` under a chunk rule `rule(total, max_n, batch, plane_wave, count)`
+// (list_chunk or list_chunk_near_wave).
+template <class Rule>
+Plan plan_by(const std::vector<int64_t>& n, int plane_wave, Rule rule) {
   const int64_t total = std::accumulate(n.begin(), n.end(), int64_t{0});
   const int64_t max_n = n.empty() ? 0 : *std::max_element(n.begin(), n.end());
   auto count = [&](int64_t c) {
@@ -39,7 +42,7 @@ Plan plan_of(const std::vector<int64_t>& n, int plane_wave) {
     return f;
   };
   Plan p;
-  p.chunk = list_chunk(total, max_n, static_cast<int64_t>(n.size()), plane_wave, count);
+  p.chunk = rule(total, max_n, static_cast<int64_t>(n.size()), plane_wave, count);
   for (int64_t x : n) {
     const int s = list_splits_of(x, p.chunk);
     p.slots += s;
@@ -47,6 +50,10 @@ Plan plan_of(const std::vector<int64_t>& n, int plane_wave) {
     p.longest_cta = std::max(p.longest_cta, (x + s - 1) / s);
   }
   return p;
+}
+
+Plan plan_of(const std::vector<int64_t>& n, int plane_wave) {
+  return plan_by(n, plane_wave, [](auto... a) { return list_chunk(a...); });
 }
 
 // The bench's mixed lengths (bench/matrices.py mixed_lengths): the first sequence at L, the others
@@ -280,22 +287,7 @@ std::vector<int64_t> tiles_of(const int* lens, int batch) {
 // The plan with the near-wave guard (list_chunk_near_wave) where `guard`, else plan_of's.
 Plan near_plan_of(const std::vector<int64_t>& n, int plane_wave, bool guard) {
   if (!guard) return plan_of(n, plane_wave);
-  const int64_t total = std::accumulate(n.begin(), n.end(), int64_t{0});
-  const int64_t max_n = *std::max_element(n.begin(), n.end());
-  auto count = [&](int64_t c) {
-    int64_t f = 0;
-    for (int64_t x : n) f += list_splits_of(x, c);
-    return f;
-  };
-  Plan p;
-  p.chunk = cuda_engine::list_chunk_near_wave(total, max_n, static_cast<int64_t>(n.size()), plane_wave, count);
-  for (int64_t x : n) {
-    const int s = list_splits_of(x, p.chunk);
-    p.slots += s;
-    p.max_splits = std::max(p.max_splits, s);
-    p.longest_cta = std::max(p.longest_cta, (x + s - 1) / s);
-  }
-  return p;
+  return plan_by(n, plane_wave, [](auto... a) { return cuda_engine::list_chunk_near_wave(a...); });
 }
 
 // Which wave the band takes: every CTA place (sm90 D 128 16-bit: split wave 1, two CTAs an SM) with
