@@ -537,6 +537,23 @@ TEST_F(Sm90Decode, WorkListFoldedPlanAgainstReferenceAndRepeatable) {
   }
 }
 
+// The host's work-list chunk (decode_work_list.h) for sequences of `lens` keys over their 64-key tile
+// counts (written to `tiles`): list_chunk, or list_chunk_near_wave with the near-wave `guard`.
+int64_t host_list_chunk(const std::vector<int>& lens, int plane_wave, bool guard, std::vector<int64_t>* tiles) {
+  tiles->clear();
+  for (int len : lens) tiles->push_back((len + 63) / 64);
+  const int64_t total = std::accumulate(tiles->begin(), tiles->end(), int64_t{0});
+  const int64_t max_n = *std::max_element(tiles->begin(), tiles->end());
+  const int64_t batch = static_cast<int64_t>(lens.size());
+  auto count = [&](int64_t chunk) {
+    int64_t f = 0;
+    for (int64_t n : *tiles) f += cuda_engine::list_splits_of(n, chunk);
+    return f;
+  };
+  return guard ? cuda_engine::list_chunk_near_wave<int64_t>(total, max_n, batch, plane_wave, count)
+               : cuda_engine::list_chunk<int64_t>(total, max_n, batch, plane_wave, count);
+}
+
 // The plan the decode CTAs fold (decode_work_list.cuh fold_list_slot) is the host's plan exactly:
 // after a run, the per-sequence {count, first slot} the CTAs wrote at the end of the list's
 // workspace are list_chunk's splits over the sequences' 64-key tiles and their prefix sums
@@ -575,15 +592,7 @@ TEST_F(Sm90Decode, WorkListCountsAreTheHostPlan) {
         work_list_workspace_bytes(cuda_engine::list_slot_bound(plane_wave, batch), batch, 8, 128);
     // The host's plan: list_chunk over the tile counts, then each sequence's splits and first slot.
     std::vector<int64_t> tiles;
-    for (int len : lens) tiles.push_back((len + 63) / 64);
-    const int64_t total = std::accumulate(tiles.begin(), tiles.end(), int64_t{0});
-    const int64_t max_n = *std::max_element(tiles.begin(), tiles.end());
-    auto count = [&](int64_t chunk) {
-      int64_t f = 0;
-      for (int64_t n : tiles) f += cuda_engine::list_splits_of(n, chunk);
-      return f;
-    };
-    const int64_t chunk = cuda_engine::list_chunk(total, max_n, batch, plane_wave, count);
+    const int64_t chunk = host_list_chunk(lens, plane_wave, false, &tiles);
     std::vector<int32_t> want;
     int32_t first = 0;
     for (int64_t n : tiles) {
@@ -808,16 +817,7 @@ TEST_F(Sm90Decode, WorkListNearWaveMixedB128) {
     ForcedSwitch forced(sm90_engine::set_decode_list_near_wave_mode, 1);
     // The plan: list_chunk_near_wave (guard) or list_chunk over the 64-key tile counts.
     std::vector<int64_t> tiles;
-    for (int len : lens) tiles.push_back((len + 63) / 64);
-    const int64_t total = std::accumulate(tiles.begin(), tiles.end(), int64_t{0});
-    const int64_t max_n = *std::max_element(tiles.begin(), tiles.end());
-    auto count = [&](int64_t chunk) {
-      int64_t f = 0;
-      for (int64_t n : tiles) f += cuda_engine::list_splits_of(n, chunk);
-      return f;
-    };
-    const int64_t chunk = guard ? cuda_engine::list_chunk_near_wave<int64_t>(total, max_n, kBatch, plane_wave, count)
-                                : cuda_engine::list_chunk<int64_t>(total, max_n, kBatch, plane_wave, count);
+    const int64_t chunk = host_list_chunk(lens, plane_wave, guard, &tiles);
     const std::vector<int32_t> got = run_and_read_list_counts(*p, list_bytes, kBatch);
     ASSERT_EQ(got.size(), static_cast<size_t>(2 * kBatch)) << describe(c) << ": the run failed";
     int32_t first = 0, most = 0;
