@@ -670,7 +670,7 @@ TEST_F(Sm90Decode, WorkListGridOrdersBitwise) {
     Case c = decode_case(hq, hkv, tokens, work_list_lens(longest), d);
     c.kv = page > 0 ? KvKind::kPaged : KvKind::kBatched;
     c.stale_rows_nan = page == 0;  // batched: NaN past each sequence's keys, as the paged stale slots
-    c.page_size = std::max(page, 64);
+    c.page_size = page > 0 ? page : 64;  // (page 0: batched K/V, the size unused)
     c.num_splits = 0;
     c.seed = static_cast<uint64_t>(d + page + tokens);
     expect_switch_bitwise(c, sm90_engine::set_decode_list_heads_fastest_mode, "the work list's grid orders differ");
@@ -783,7 +783,7 @@ TEST_F(Sm90Decode, WorkListNearWaveMixedB128) {
     Case c = decode_case(8, 1, 1, lens);
     c.kv = page > 0 ? KvKind::kPaged : KvKind::kBatched;
     c.stale_rows_nan = page == 0;
-    c.page_size = std::max(page, 64);
+    c.page_size = page > 0 ? page : 64;  // (page 0: batched K/V, the size unused)
     c.num_splits = 0;
     c.seed = static_cast<uint64_t>(page + 7);
     auto p = make_problem(c);
