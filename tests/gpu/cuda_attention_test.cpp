@@ -1056,8 +1056,9 @@ TEST_F(CudaAttention, BatchPrefixSameRows) {
 using SwitchHook = void (*)(int);
 
 void expect_form_matches_reference_and_per_row_form(const Case& c, SwitchHook form) {
-  {
-    ForcedSwitch on(form, 1);
+  // the form, then the switch forced off: each against the reference, whichever is the default
+  for (int mode : {1, 0}) {
+    ForcedSwitch forced(form, mode);
     check_case(c);
   }
   auto p = make_problem(c);

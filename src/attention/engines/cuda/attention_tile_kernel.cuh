@@ -103,8 +103,9 @@ struct PhasedSoftmaxTraits : Base {
   static_assert((Base::kNTiles & (Base::kNTiles - 1)) == 0, "the row-max tree halves the S fragments");
 };
 
-// A D 256 prefill form (the measurement switch GROUPATTN_CUDA_PREFILL_D256_PAIR_PV, launch.h;
-// docs/ENGINES.md "Session 12: cuda prefill against FA2") whose warps do P V in pairs: Q K^T and
+// The D 256 prefill form by default (on since session 13's measurement; the switch
+// GROUPATTN_CUDA_PREFILL_D256_PAIR_PV=0, launch.h, turns it off; docs/ENGINES.md "Session 12: cuda
+// prefill against FA2") whose warps do P V in pairs: Q K^T and
 // the (phased) softmax stay per warp (16 rows x all keys, so row maxima need no exchange), then each
 // warp stores its P tile and alphas in shared memory, and after a barrier of the pair each warp
 // computes O for the pair's 32 rows over half the head dim. Every V fragment read from shared

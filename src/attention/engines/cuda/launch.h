@@ -114,7 +114,7 @@ bool cuda_prefill_phased_softmax();
 // then warps in pairs, each computing O for the pair's 32 rows over half the head dim, so every V
 // fragment feeds two MMAs; bitwise the same results as the one-warp form; docs/ENGINES.md "Session
 // 12: cuda prefill against FA2"), a measurement switch: GROUPATTN_CUDA_PREFILL_D256_PAIR_PV (read
-// once; default off, non-zero on). It applies to the 64-row D 256 tile on a device whose opt-in
+// once; default on, the measured default; 0 off). It applies to the 64-row D 256 tile on a device whose opt-in
 // shared memory per block holds its 111,104 bytes (sm90, sm80; not sm86/89, which keep the
 // one-warp form), and takes precedence over the phased-softmax switch there.
 // set_cuda_prefill_d256_pair_pv_mode overrides it for tests: -1 the environment, 0 off, 1 on.
