@@ -1043,21 +1043,20 @@ TEST_F(CudaAttention, BatchPrefixSameRows) {
   for_each_index({whole.hq, rows}, [&](const std::vector<int64_t>& i) { ASSERT_EQ(l.at(i), l1.at(i)); });
 }
 
-// The prefill forms behind the session-12 switches, each forced on alone: the phased online softmax
-// (attention_tile_kernel.cuh PhasedSoftmaxTraits, GROUPATTN_CUDA_PREFILL_PHASED_SOFTMAX: the D 128
-// 128-row and D 256 64-row tiles) and the D 256 paired P V (PairPvTraits,
-// GROUPATTN_CUDA_PREFILL_D256_PAIR_PV). Each against the fp64 reference, and bitwise equal to the
-// per-row one-warp form (both switches off: each O element and row sum goes through the same
-// operations in the same order) and to itself on a second run. Group 4 (8/2, 32/8): 32 tokens fill
-// a D 128 tile, 16 a D 256 one, and keys come 64 a tile; a varlen batch holds lengths around all
-// three (1, 15-17, 31-33, 63-65, 129: tile rows past a short sequence's end, inactive warps and
-// pairs), causal and full, bf16 and f16; then Sq != Sk both ways, softcap, split-KV partials and
-// paged K/V.
+// The D 256 prefill's paired P V (attention_tile_kernel.cuh PairPvTraits, the default since
+// session 13; GROUPATTN_CUDA_PREFILL_D256_PAIR_PV) and the one-warp form it replaces, each forced:
+// both against the fp64 reference, the pair form bitwise equal to the one-warp form (each O element
+// and row sum goes through the same operations in the same order) and to itself on a second run.
+// Group 4 (8/2, 32/8): 16 tokens fill a D 256 tile, and keys come 64 a tile; a varlen batch holds
+// lengths around both (1, 15-17, 31-33, 63-65, 129: tile rows past a short sequence's end, inactive
+// warps and pairs), causal and full, bf16 and f16; then Sq != Sk both ways, softcap, split-KV
+// partials and paged K/V.
 using SwitchHook = void (*)(int);
 
 void expect_form_matches_reference_and_per_row_form(const Case& c, SwitchHook form) {
-  {
-    ForcedSwitch on(form, 1);
+  // the form, then the form it replaces: each against the reference, whichever is the default
+  for (int mode : {1, 0}) {
+    ForcedSwitch forced(form, mode);
     check_case(c);
   }
   auto p = make_problem(c);
@@ -1069,8 +1068,7 @@ void expect_form_matches_reference_and_per_row_form(const Case& c, SwitchHook fo
     ASSERT_TRUE(run_cuda(*p, &o2, &l2).ok()) << describe(c);
   }
   {
-    ForcedSwitch phased_off(cuda_engine::set_cuda_prefill_phased_softmax_mode, 0);
-    ForcedSwitch pair_off(cuda_engine::set_cuda_prefill_d256_pair_pv_mode, 0);
+    ForcedSwitch off(form, 0);
     ASSERT_TRUE(run_cuda(*p, &o0, &l0).ok()) << describe(c);
   }
   EXPECT_TRUE(bitwise_equal(o1, o2) && bitwise_equal(l1, l2)) << describe(c) << ": form not repeatable";
@@ -1120,10 +1118,6 @@ void check_prefill_form(SwitchHook form, const std::vector<int64_t>& head_dims) 
     cases.push_back(c);
     for (const Case& e : cases) expect_form_matches_reference_and_per_row_form(e, form);
   }
-}
-
-TEST_F(CudaAttention, PrefillPhasedSoftmaxMatchesReferenceAndPerRowForm) {
-  check_prefill_form(cuda_engine::set_cuda_prefill_phased_softmax_mode, {128, 256});
 }
 
 TEST_F(CudaAttention, PrefillD256PairPvMatchesReferenceAndOneWarpForm) {

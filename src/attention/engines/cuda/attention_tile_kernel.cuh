@@ -62,9 +62,6 @@ struct TileTraits {
   // intermediate session-6 version needed 133 without the hint), which costs it nothing: 122
   // registers, no spill.
   static constexpr int kMinCtasPerSm = kRowsPerWarp == 16 && kHeadDim <= 64 ? (kHeadDim <= 32 ? 4 : 2) : 0;
-  // The online softmax in phases over all of a thread's rows (TileKernel::softmax_phased) instead of
-  // one row after another; on only in PhasedSoftmaxTraits below.
-  static constexpr bool kPhasedSoftmax = false;
   // Warps in pairs for P V (PairPvTraits below); off here.
   static constexpr bool kPairPv = false;
   static constexpr int kChunk = 16 / static_cast<int>(sizeof(T));  // elements per 16-byte copy
@@ -90,31 +87,19 @@ struct TileTraits {
                 "each thread copies one 16-byte column of whole passes over the K/V tile rows");
 };
 
-// A tile form whose online softmax runs in phases (the measurement switch
-// GROUPATTN_CUDA_PREFILL_PHASED_SOFTMAX, launch.h; docs/ENGINES.md "Session 12: cuda prefill against
-// FA2"): the row maxima of all the thread's rows as balanced trees, their shuffles side by side,
-// every alpha, one warp vote for the O rescale, then the exponentials. The per-row form puts a vote
-// and a branch between rows, so each row's max chain, two shuffles and alpha exponential wait on the
-// previous row's; here they overlap. Bitwise the same results (max is exact in any order, the sums
-// keep their order, and a rescale by alpha == 1 changes no bit).
-template <class Base>
-struct PhasedSoftmaxTraits : Base {
-  static constexpr bool kPhasedSoftmax = true;
-  static_assert((Base::kNTiles & (Base::kNTiles - 1)) == 0, "the row-max tree halves the S fragments");
-};
-
-// A D 256 prefill form (the measurement switch GROUPATTN_CUDA_PREFILL_D256_PAIR_PV, launch.h;
-// docs/ENGINES.md "Session 12: cuda prefill against FA2") whose warps do P V in pairs: Q K^T and
-// the (phased) softmax stay per warp (16 rows x all keys, so row maxima need no exchange), then each
-// warp stores its P tile and alphas in shared memory, and after a barrier of the pair each warp
-// computes O for the pair's 32 rows over half the head dim. Every V fragment read from shared
-// memory then feeds two MMAs, as in the 128-row D 128 tile: ldmatrix per warp and KV tile 144 ->
+// The D 256 prefill form by default (on since session 13's measurement; the switch
+// GROUPATTN_CUDA_PREFILL_D256_PAIR_PV=0, launch.h, turns it off; docs/ENGINES.md "Session 12: cuda
+// prefill against FA2") whose warps do P V in pairs: Q K^T and the softmax (in phases,
+// TileKernel::softmax_phased) stay per warp (16 rows x all keys, so row maxima need no exchange),
+// then each warp stores its P tile and alphas in shared memory, and after a barrier of the pair
+// each warp computes O for the pair's 32 rows over half the head dim. Every V fragment read from
+// shared memory then feeds two MMAs, as in the 128-row D 128 tile: ldmatrix per warp and KV tile 144 ->
 // 116 (4 of them the partner's P; + 16 32-bit P stores), shared-memory bytes per MMA ~352 -> ~306
 // (docs/ENGINES.md "Session 12: cuda prefill against FA2"). Each O element goes through
 // the same MMAs, rescales and normalisation in the same order as in the one-warp form: bitwise the
 // same results. O stays 128 fp32 registers per thread (2 m-tiles x half the head dim).
 template <class Base>
-struct PairPvTraits : PhasedSoftmaxTraits<Base> {
+struct PairPvTraits : Base {
   static constexpr bool kPairPv = true;
   // P tile of the CTA [kBlockM][kBlockN] in the input type, rows padded by 16 bytes (consecutive
   // rows 4 banks apart: the 32-bit stores of a warp and the ldmatrix rows hit distinct banks), then
@@ -123,6 +108,7 @@ struct PairPvTraits : PhasedSoftmaxTraits<Base> {
   static constexpr size_t kPBytes = static_cast<size_t>(Base::kBlockM) * kPRowStride * sizeof(typename Base::Element);
   static constexpr size_t kSmemBytes = Base::kSmemBytes + kPBytes + 2 * Base::kBlockM * sizeof(float);
   static_assert(Base::kMTiles == 1 && Base::kWarps % 2 == 0, "pairs of one-m-tile warps");
+  static_assert((Base::kNTiles & (Base::kNTiles - 1)) == 0, "the row-max tree halves the S fragments");
   static_assert((Base::kDTiles / 2) % 2 == 0, "each warp's half of the head dim is whole ldmatrix.x4 pairs");
   static_assert(Base::kSmemBytes % 16 == 0 && kPBytes % 16 == 0, "P and the row floats stay 16-byte aligned");
 };
@@ -195,12 +181,13 @@ struct TileKernel {
     }
   }
 
-  // The online-softmax update of one KV tile for all kRows rows of the thread, in phases (see
-  // PhasedSoftmaxTraits): row maxima, shuffles, alphas and the rescale vote for every row first, then
-  // the exponentials, row sums and P fragments row by row, then one O rescale. The operations on each
-  // row and their order are the per-row form's (run()), so are the bits. sc holds the scores, already
-  // softcapped and masked; mult is the factor into log2 units.
-  static __device__ __forceinline__ bool softmax_phased(float (&sc)[kMTiles][Traits::kNTiles][4], float mult,
+  // The pair form's online-softmax update of one KV tile for all kRows rows of the thread, in phases:
+  // the row maxima as balanced trees, their shuffles side by side, every alpha (returned for the
+  // pair's hand-over and rescale), then the exponentials, row sums and P fragments row by row. The
+  // operations on each row and their order are the per-row form's (run()), so are the bits (max is
+  // exact in any order; the sums keep their order). sc holds the scores, already softcapped and
+  // masked; mult is the factor into log2 units.
+  static __device__ __forceinline__ void softmax_phased(float (&sc)[kMTiles][Traits::kNTiles][4], float mult,
                                                         float (&m_run)[kRows], float (&l_run)[kRows],
                                                         uint32_t (&pa)[kMTiles][Traits::kPSteps][4],
                                                         float (&alpha)[kRows]) {
@@ -225,14 +212,12 @@ struct TileKernel {
 #pragma unroll
     for (int i = 0; i < kRows; ++i) mx[i] = fmaxf(mx[i], __shfl_xor_sync(cuda::kFullWarpMask, mx[i], 2));
     float m_use[kRows];
-    bool settled = true;  // every row of this thread kept its maximum (alpha == 1)
 #pragma unroll
     for (int i = 0; i < kRows; ++i) {
       const float m_new = fmaxf(m_run[i], mx[i] * mult);  // mult > 0: the max commutes with it
       m_use[i] = m_new == -INFINITY ? 0.f : m_new;         // row with no visible key yet
       alpha[i] = cuda::fast_exp2(m_run[i] - m_use[i]);
       m_run[i] = m_new;
-      settled = settled && alpha[i] == 1.f;
     }
 #pragma unroll
     for (int i = 0; i < kRows; ++i) {
@@ -247,7 +232,6 @@ struct TileKernel {
       }
       l_run[i] = l_run[i] * alpha[i] + sum;
     }
-    return settled;
   }
 
   // The pair form's hand-over after the softmax: this warp's P tile and alphas go to shared memory,
@@ -494,21 +478,6 @@ struct TileKernel {
         float alpha[kRows];
         softmax_phased(sc, mult, m_run, l_run, pa, alpha);
         pair_publish_and_rescale(pa, alpha, p_s, alpha_s, warp, g, t, o_acc);
-      } else if constexpr (Traits::kPhasedSoftmax) {
-        float alpha[kRows];
-        // O *= alpha, skipped when every row of the warp kept its maximum (one vote a tile; a row
-        // with alpha == 1 multiplied alongside the others keeps its bits)
-        if (!__all_sync(cuda::kFullWarpMask, softmax_phased(sc, mult, m_run, l_run, pa, alpha))) {
-#pragma unroll
-          for (int i = 0; i < kRows; ++i) {
-            const int mt = i / 2, r = i % 2;
-#pragma unroll
-            for (int dt = 0; dt < Traits::kDTiles; ++dt) {
-              o_acc[mt][dt][2 * r] *= alpha[i];
-              o_acc[mt][dt][2 * r + 1] *= alpha[i];
-            }
-          }
-        }
       } else {
 #pragma unroll
         for (int i = 0; i < kRows; ++i) {

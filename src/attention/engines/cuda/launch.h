@@ -100,24 +100,14 @@ inline constexpr int kDecodeSplitVHeadDim = 256;
 void set_cuda_decode_split_v_mode(int mode);
 bool cuda_decode_split_v(bool paged);
 
-// The tile kernel's phased online softmax (attention_tile_kernel.cuh PhasedSoftmaxTraits: every
-// row's max, shuffles and alpha side by side, one rescale vote per warp and tile; bitwise the same
-// results as the per-row form; docs/ENGINES.md "Session 12: cuda prefill against FA2"), a
-// measurement switch: GROUPATTN_CUDA_PREFILL_PHASED_SOFTMAX (read once; default off, non-zero on).
-// It applies to the prefill tiles of D 128 (128 rows) and D 256 (64 rows), the only head dims and
-// heights with a phased instantiation; other launches run the per-row form.
-// set_cuda_prefill_phased_softmax_mode overrides it for tests: -1 the environment, 0 off, 1 on.
-void set_cuda_prefill_phased_softmax_mode(int mode);
-bool cuda_prefill_phased_softmax();
-
-// The D 256 prefill tile's paired P V (attention_tile_kernel.cuh PairPvTraits: the phased softmax,
+// The D 256 prefill tile's paired P V (attention_tile_kernel.cuh PairPvTraits: a softmax in phases,
 // then warps in pairs, each computing O for the pair's 32 rows over half the head dim, so every V
 // fragment feeds two MMAs; bitwise the same results as the one-warp form; docs/ENGINES.md "Session
 // 12: cuda prefill against FA2"), a measurement switch: GROUPATTN_CUDA_PREFILL_D256_PAIR_PV (read
-// once; default off, non-zero on). It applies to the 64-row D 256 tile on a device whose opt-in
-// shared memory per block holds its 111,104 bytes (sm90, sm80; not sm86/89, which keep the
-// one-warp form), and takes precedence over the phased-softmax switch there.
-// set_cuda_prefill_d256_pair_pv_mode overrides it for tests: -1 the environment, 0 off, 1 on.
+// once; default on, as measured in session 13; 0 off). It applies to the 64-row D 256 tile on a
+// device whose opt-in shared memory per block holds its 111,104 bytes (sm90, sm80; not sm86/89,
+// which keep the one-warp form). set_cuda_prefill_d256_pair_pv_mode overrides it for tests: -1 the
+// environment, 0 off, 1 on.
 void set_cuda_prefill_d256_pair_pv_mode(int mode);
 bool cuda_prefill_d256_pair_pv();
 

@@ -2,7 +2,6 @@
 #pragma once
 
 #include <string>
-#include <type_traits>
 
 #include "attention/engines/cuda/attention_tile_kernel.cuh"
 #include "attention/engines/cuda/combine_kernel.cuh"
@@ -25,16 +24,6 @@ struct TileVariants {
                 "host tile sizes (launch.h) must match the kernel traits");
   static_assert(tile_rows(kHeadDim, 1 << 30) == (kHasLarge ? kTileRowsLarge : kTileRowsSmall),
                 "tile_rows picks a variant that is compiled");
-  // The phased-softmax form (launch.h, cuda_prefill_phased_softmax) of the prefill tile, compiled
-  // at D 128 (128 rows) and D 256 (64 rows) only. Same shared memory, same keys per tile, and (no
-  // spill, <= 255 registers under the same launch bounds) the same CTAs per SM as the tile it
-  // replaces, so the split planner's wave (tile_ctas_per_sm) holds for both.
-  static constexpr bool kHasPhased = kHeadDim == 128 || kHeadDim == 256;
-  using PhasedBase = std::conditional_t<kHasLarge, Large, Small>;
-  using Phased = PhasedSoftmaxTraits<PhasedBase>;
-  static_assert(Phased::kSmemBytes == PhasedBase::kSmemBytes && Phased::kBlockM == PhasedBase::kBlockM &&
-                    Phased::kBlockN == PhasedBase::kBlockN,
-                "the phased form is the same tile");
   // The paired-P-V form (launch.h, cuda_prefill_d256_pair_pv) of the D 256 64-row tile: the same
   // rows and keys; 9,728 more bytes of shared memory (111,104: still 2 CTAs per sm90 SM, 1 per
   // sm80 SM as the one-warp form; the launch checks the device's per-block limit).
@@ -80,12 +69,6 @@ Status launch_attention(const KernelParams& p, int tile_rows, cudaStream_t strea
   if constexpr (V::kHasPairPv) {
     if (use_pair_pv<V>(tile_rows)) {
       GA_RETURN_IF_ERROR(launch_tile<typename V::PairPv>(p, stream));
-      return launch_split_combine<T, kHeadDim>(p, stream, use_pdl);
-    }
-  }
-  if constexpr (V::kHasPhased) {
-    if (tile_rows == V::Phased::kBlockM && cuda_prefill_phased_softmax()) {
-      GA_RETURN_IF_ERROR(launch_tile<typename V::Phased>(p, stream));
       return launch_split_combine<T, kHeadDim>(p, stream, use_pdl);
     }
   }
