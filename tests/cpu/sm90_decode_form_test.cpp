@@ -176,22 +176,6 @@ TEST(Sm90DecodeSplitReduction, WorkspaceWhereTheSplitsDoNotFitOrNoSplit) {
   EXPECT_FALSE(cluster_reduction(16, 32, 8, kH200Sms, 256, false, false));
   // Past one wave, an automatic count that fits a cluster stays in the workspace mode.
   EXPECT_FALSE(cluster_reduction(4, 4 * 40, 8, kH200Sms, 128, false, false));
-  // Two an SM (the switch, section 26): the wave is every CTA place of a kernel that holds two
-  // (D 64, D 128, fp8), not of D 256; past it, or with long splits, still the workspace mode.
-  EXPECT_TRUE(cluster_reduction(4, 4 * 40, 8, kH200Sms, 128, false, false, true));
-  EXPECT_TRUE(cluster_reduction(8, 2 * kH200Sms, 8, kH200Sms, 64, false, false, true));
-  EXPECT_TRUE(cluster_reduction(8, 2 * kH200Sms, 8, kH200Sms, 128, true, false, true));
-  EXPECT_FALSE(cluster_reduction(8, 2 * kH200Sms + 8, 8, kH200Sms, 64, false, false, true));
-  EXPECT_FALSE(cluster_reduction(8, 2 * kH200Sms, 9, kH200Sms, 64, false, false, true));
-  EXPECT_FALSE(cluster_reduction(8, kH200Sms + 4, 8, kH200Sms, 256, false, false, true));
-  EXPECT_TRUE(cluster_reduction(8, kH200Sms, 8, kH200Sms, 256, false, false, true));
-  // The suite row it is for: 16/1 d64 B32 x 4K, 8 splits of 8 tiles, 256 CTAs.
-  sm90_engine::DecodeSplitShape small = plan_shape({32, 1, 1, 4096, 64, false, 16});
-  EXPECT_EQ(sm90_engine::auto_decode_splits(small), 8);
-  EXPECT_FALSE(sm90_engine::auto_split_cluster(small, 8));
-  small.cluster_two_an_sm = true;
-  EXPECT_EQ(sm90_engine::auto_decode_splits(small), 8);
-  EXPECT_TRUE(sm90_engine::auto_split_cluster(small, 8));
 }
 
 // The rows of issue 9's small-KV-head table (docs/DECODE_SM90.md section 15; one token unless

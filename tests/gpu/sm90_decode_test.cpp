@@ -1553,40 +1553,6 @@ TEST_F(Sm90Decode, ClusterModeNeedsNoWorkspace) {
   }
 }
 
-// Clusters at two CTAs an SM (sm90_engine::set_decode_cluster_two_an_sm_mode, docs/DECODE_SM90.md
-// section 26): 16/1 d64 B32 x 4K (8 splits of 8 tiles, 32 clusters of 8, 256 CTAs), batched and on
-// pages of 64 and 16, and 8/1 d128 B32 x 4K on pages of 16 (two an SM at D 128 too) -- the suite
-// rows the switch moves. With it on the automatic plan reduces in clusters (no workspace: the
-// launcher's occupancy query found every cluster a place), matches the fp64 reference and repeats
-// bitwise; with it off the same problems keep the workspace mode.
-TEST_F(Sm90Decode, ClusterTwoAnSmSmallBatch) {
-  using Shape = std::tuple<int64_t, int64_t, int64_t, int>;  // Hq, Hkv, D, page (0: batched)
-  for (auto [hq, hkv, d, page] : std::vector<Shape>{{16, 1, 64, 0}, {16, 1, 64, 64}, {16, 1, 64, 16}, {8, 1, 128, 16}}) {
-    Case c = decode_case(hq, hkv, 1, std::vector<int>(32, 4096), d);
-    c.kv = page > 0 ? KvKind::kPaged : KvKind::kBatched;
-    c.page_size = page > 0 ? page : 64;
-    c.num_splits = 0;
-    c.seed = static_cast<uint64_t>(d + page);
-    auto p = make_problem(c);
-    RunOptions o;
-    o.engine = kEngine;
-    for (int mode : {0, 1}) {
-      ForcedSwitch forced(sm90_engine::set_decode_cluster_two_an_sm_mode, mode);
-      size_t need = 0;
-      ASSERT_TRUE(attention_workspace_bytes(p->device_params(), o, &need).ok()) << describe(c);
-      if (mode == 1) {
-        EXPECT_EQ(need, 0u) << describe(c) << ": with the switch on the plan is not the cluster mode "
-                            << "(the device holds fewer than 32 clusters of 8 at two CTAs an SM?)";
-        check_case(c, kEngine);
-        expect_repeatable(c, 3);
-      } else {
-        EXPECT_GT(need, 0u) << describe(c) << ": with the switch off the plan is not the workspace mode";
-      }
-      if (HasFatalFailure()) return;
-    }
-  }
-}
-
 // The cluster launch through the driver's cuLaunchKernelEx (sm90_engine::set_decode_driver_launch_mode,
 // docs/HOST_COST.md "Session 12"): the decode (64/8, 4K keys: 8 splits in clusters of 8) and
 // longer and forced counts (16 splits: a non-portable cluster size), batched and paged, against the fp64

@@ -89,8 +89,6 @@ struct DecodeSplitShape {
   // Paged K/V whose pages are not a multiple of the 64-key tile (boxes of gcd(page_size, 64) < 64
   // rows, or the gathered path): more work per byte on the producer warp's critical path.
   bool small_pages = false;
-  // Clusters at two CTAs an SM (decode_traits.h cluster_reduction's two_an_sm; a measurement switch).
-  bool cluster_two_an_sm = false;
 };
 
 // CTAs per SM the wave-filling count fills (decode_tile().split_wave), except that small pages take
@@ -114,8 +112,7 @@ inline int64_t split_ctas(const DecodeSplitShape& s, int splits) { return s.batc
 inline bool auto_split_cluster(const DecodeSplitShape& s, int splits) {
   if (splits < 1 || s.n_blocks < 1) return false;
   const int64_t tiles = (s.n_blocks + splits - 1) / splits;
-  return cluster_reduction(splits, split_ctas(s, splits), tiles, s.sm_count, s.head_dim, s.fp8, /*forced=*/false,
-                           s.cluster_two_an_sm);
+  return cluster_reduction(splits, split_ctas(s, splits), tiles, s.sm_count, s.head_dim, s.fp8, /*forced=*/false);
 }
 
 // The model's split-dependent time (us) of a launch with `splits` splits (see the file comment):

@@ -149,17 +149,11 @@ constexpr int max_cluster_splits(int64_t head_dim, bool fp8) {
 // per CTA, so some SMs stream two splits' tiles for the whole long split -- while the short-split
 // shapes the mode is for gained (8 tiles per split: 8/1 B1 x 8K 12.2 -> 10.0 us, 16/1 d64 B1 x 8K
 // 12.6 -> 9.8, 64/8 B1 x 8K 16.0 -> 15.2). Between 8 and 128 tiles nothing is measured yet.
-// `two_an_sm` (the engine's GROUPATTN_SM90_DECODE_CLUSTER_TWO_AN_SM, default off; docs/DECODE_SM90.md
-// section 26): the wave is every CTA place of a kernel that holds two an SM (D 64, D 128, fp8), so
-// short splits of up to 2 x SMs CTAs (16/1 d64 B32 x 4K: 32 clusters of 8, 256 CTAs) reduce in
-// clusters too -- all resident at once, so still no CTA waits for an SM; the launcher's occupancy
-// query decides whether the device holds those clusters, else the workspace mode.
 inline constexpr int64_t kClusterMaxTilesPerSplit = 8;
 constexpr bool cluster_reduction(int num_splits, int64_t ctas, int64_t tiles_per_split, int sm_count,
-                                 int64_t head_dim, bool fp8, bool forced, bool two_an_sm = false) {
+                                 int64_t head_dim, bool fp8, bool forced) {
   if (num_splits < 2 || num_splits > max_cluster_splits(head_dim, fp8)) return false;
-  const int64_t wave = int64_t{sm_count} * (two_an_sm ? decode_tile(static_cast<int>(head_dim), fp8).ctas_per_sm : 1);
-  return forced || (ctas <= wave && tiles_per_split <= kClusterMaxTilesPerSplit);
+  return forced || (ctas <= sm_count && tiles_per_split <= kClusterMaxTilesPerSplit);
 }
 
 // Paged K/V: rows per TMA box, g = gcd(page_size, kBlockKV) (the largest power of two <= 64 that

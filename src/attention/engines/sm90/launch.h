@@ -156,12 +156,6 @@ bool decode_list_uniform_fast();
 void set_decode_list_near_wave_mode(int mode);
 bool decode_list_near_wave();
 
-// Automatic split counts reducing in clusters at up to two CTAs an SM (decode_traits.h
-// cluster_reduction's two_an_sm), the same kind of switch:
-// GROUPATTN_SM90_DECODE_CLUSTER_TWO_AN_SM ("1": on; default off).
-void set_decode_cluster_two_an_sm_mode(int mode);
-bool decode_cluster_two_an_sm();
-
 // The TMA store of O (PrefillLaunch::tma_store_o), the same kind of switch:
 // GROUPATTN_SM90_PREFILL_TMA_STORE_O ("0": off; default on).
 void set_prefill_tma_store_o_mode(int mode);

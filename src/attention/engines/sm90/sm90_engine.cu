@@ -154,7 +154,6 @@ sm90_engine::DecodeSplitShape split_shape(const AttentionParams& p, const Geomet
   shape.col_tile = g.col_tile;
   shape.fp8 = kv_is_fp8(p);
   shape.small_pages = small_pages(p);
-  shape.cluster_two_an_sm = sm90_engine::decode_cluster_two_an_sm();
   return shape;
 }
 
@@ -187,7 +186,7 @@ bool use_cluster_reduction(const AttentionParams& p, const Geometry& g, int num_
   const int64_t ctas = g.batch * g.heads_kv * g.m_blocks * num_splits;
   const int64_t tiles_per_split = num_splits > 0 ? (g.n_blocks + num_splits - 1) / num_splits : g.n_blocks;
   return sm90_engine::cluster_reduction(num_splits, ctas, tiles_per_split, sm_count, g.head_dim, kv_is_fp8(p),
-                                        p.num_splits > 0, sm90_engine::decode_cluster_two_an_sm());
+                                        p.num_splits > 0);
 }
 
 // The device-side work list for batches of mixed lengths (decode_work_list.h; docs/DECODE_SM90.md
@@ -446,8 +445,6 @@ std::atomic<int> g_list_heads_fastest_mode{-1};
 std::atomic<int> g_list_uniform_fast_mode{-1};
 // sm90_engine::set_decode_list_near_wave_mode: -1 the environment, 0 off, 1 on.
 std::atomic<int> g_list_near_wave_mode{-1};
-// sm90_engine::set_decode_cluster_two_an_sm_mode: -1 the environment, 0 off, 1 on.
-std::atomic<int> g_cluster_two_an_sm_mode{-1};
 // sm90_engine::set_decode_driver_launch_mode: -1 the environment, 0 off, 1 on.
 std::atomic<int> g_driver_launch_mode{-1};
 
@@ -494,17 +491,6 @@ void set_decode_list_near_wave_mode(int mode) { g_list_near_wave_mode.store(clam
 bool decode_list_near_wave() {
   static const bool from_env = env_switch("GROUPATTN_SM90_DECODE_LIST_NEAR_WAVE", false);
   return switch_value(g_list_near_wave_mode, from_env);
-}
-
-void set_decode_cluster_two_an_sm_mode(int mode) { g_cluster_two_an_sm_mode.store(clamp_mode(mode)); }
-
-// Automatic split counts reduce in clusters up to two CTAs an SM where the kernel holds two
-// (decode_traits.h cluster_reduction's two_an_sm; docs/DECODE_SM90.md section 26): off by default
-// (session 13, for the A/B); GROUPATTN_SM90_DECODE_CLUSTER_TWO_AN_SM=1 turns it on. Read once. The
-// launcher still takes the workspace mode where the device cannot hold every cluster at once.
-bool decode_cluster_two_an_sm() {
-  static const bool from_env = env_switch("GROUPATTN_SM90_DECODE_CLUSTER_TWO_AN_SM", false);
-  return switch_value(g_cluster_two_an_sm_mode, from_env);
 }
 
 void set_decode_driver_launch_mode(int mode) { g_driver_launch_mode.store(clamp_mode(mode)); }
