@@ -678,43 +678,6 @@ TEST_F(Sm90Decode, WorkListGridOrdersBitwise) {
   }
 }
 
-// The even-first slot order (KernelParams::list_even_first, docs/DECODE_SM90.md section 27) runs
-// the same work slots on other CTAs: bitwise the same O and LSE, and the fp64 reference. The grid
-// orders' shapes (one and several waves, two column blocks, pages of 16 and 64), then the near-wave
-// plan (switch forced on) of 8/1 B128 with mixed lengths (c < max n: several splits a sequence) and
-// equal ones (one split a sequence: 128 work slots of 264).
-TEST_F(Sm90Decode, WorkListEvenFirstBitwise) {
-  // hq, hkv, d, new tokens, longest length, page (0: batched)
-  const std::vector<std::tuple<int64_t, int64_t, int64_t, int, int, int>> shapes = {
-      {64, 8, 128, 1, 8192, 64}, {32, 2, 64, 1, 32768, 0}, {16, 2, 128, 6, 32768, 16}};
-  for (auto [hq, hkv, d, tokens, longest, page] : shapes) {
-    Case c = decode_case(hq, hkv, tokens, work_list_lens(longest), d);
-    c.kv = page > 0 ? KvKind::kPaged : KvKind::kBatched;
-    c.stale_rows_nan = page == 0;
-    c.page_size = page > 0 ? page : 64;  // (page 0: batched K/V, the size unused)
-    c.num_splits = 0;
-    c.seed = static_cast<uint64_t>(d + page + tokens + 5);
-    expect_switch_bitwise(c, sm90_engine::set_decode_list_even_first_mode, "the even-first order changed the bits");
-    if (HasFatalFailure()) return;
-  }
-  ForcedSwitch near(sm90_engine::set_decode_list_near_wave_mode, 1);
-  std::vector<int> mixed(128);
-  uint32_t x = 777u;
-  for (int& n : mixed) {
-    x = x * 1664525u + 1013904223u;
-    n = 1 + static_cast<int>((x >> 8) % 2048);
-  }
-  for (const std::vector<int>& lens : {mixed, std::vector<int>(128, 2048)}) {
-    Case c = decode_case(8, 1, 1, lens);
-    c.kv = KvKind::kPaged;
-    c.page_size = 64;
-    c.num_splits = 0;
-    c.seed = 91;
-    expect_switch_bitwise(c, sm90_engine::set_decode_list_even_first_mode, "the even-first order changed the bits");
-    if (HasFatalFailure()) return;
-  }
-}
-
 // Equal lengths take the plan's shortcut (KernelParams::list_uniform_fast: the chunk search's count
 // without loads or reductions): the same chunk and entries as the general plan, so bitwise the same
 // O and LSE with the shortcut off; and against the fp64 reference. One

@@ -148,11 +148,6 @@ inline NearWave list_near_wave(int sm_count, int split_wave, int ctas_per_sm, in
   return {};
 }
 
-// KernelParams::list_even_first's order: grid slot g of n runs work slot g / 2 when g is even and
-// ceil(n / 2) + g / 2 when odd (a bijection of [0, n)). The work slot is the one the plan, the
-// partials and the combine use; only which CTA runs it changes.
-GA_WL_HD inline int list_even_first_slot(int g, int n) { return (g % 2 == 0 ? 0 : (n + 1) / 2) + g / 2; }
-
 // ceil(a / b) for a >= 0, b >= 1 in Int (int64_t on the host, int in the decode CTAs: a + b - 1 is
 // formed unsigned, so it cannot overflow where a and b fit; an unsigned division is also the
 // cheaper one on the device).

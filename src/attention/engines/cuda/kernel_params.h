@@ -81,12 +81,6 @@ struct KernelParams {
   // engine's GROUPATTN_SM90_DECODE_LIST_NEAR_WAVE): lengths within 1.25x of their mean keep one split a
   // sequence (list_near_uniform_chunk) before the chunk rule runs.
   bool list_near_wave = false;
-  // list_even_first: the grid's even slots take the plan's first half of slots (slot 2i <- work
-  // slot i, 2i + 1 <- ceil(n / 2) + i; decode_work_list.h list_even_first_slot), so that a plan with
-  // fewer work slots than the grid has places (one split a sequence under the near-wave guard: 128
-  // of 264) spreads them over the SMs if the hardware places CTAs 2k and 2k + 1 on one SM (the sm90
-  // engine's GROUPATTN_SM90_DECODE_LIST_EVEN_FIRST; docs/DECODE_SM90.md section 27).
-  bool list_even_first = false;
   // FP8 KV cache (the sm90 decode engine's experimental fp8 path): dequantization scales per
   // (sequence, KV head), fp32 element strides; nullptr when the cache is not fp8.
   const float* k_scale = nullptr;

@@ -86,8 +86,6 @@ __device__ void decode_cta(const KernelParams& p, const CUtensorMap* tmap_k, con
   }
   const int m_block = column / p.num_splits;
   w.split = column % p.num_splits;
-  // (list mode: the work slot this CTA runs, which also places its partials)
-  if (p.list_even_first) w.split = cuda_engine::list_even_first_slot(w.split, p.num_splits);
   const int tid = static_cast<int>(threadIdx.x), warp = tid / 32, lane = tid % 32;
   // Small pages: the producer warp gathers the tiles with cp.async (produce(), gather_tile()),
   // every lane arriving on full[]; otherwise lane 0's expect_tx arrival and the TMA bytes.

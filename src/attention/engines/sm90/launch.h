@@ -156,11 +156,6 @@ bool decode_list_uniform_fast();
 void set_decode_list_near_wave_mode(int mode);
 bool decode_list_near_wave();
 
-// The work list's even-first slot order (KernelParams::list_even_first), the same kind of switch:
-// GROUPATTN_SM90_DECODE_LIST_EVEN_FIRST ("1": on; default off).
-void set_decode_list_even_first_mode(int mode);
-bool decode_list_even_first();
-
 // The TMA store of O (PrefillLaunch::tma_store_o), the same kind of switch:
 // GROUPATTN_SM90_PREFILL_TMA_STORE_O ("0": off; default on).
 void set_prefill_tma_store_o_mode(int mode);

@@ -386,7 +386,6 @@ class Sm90Attention final : public AttentionEngine {
           sm90_engine::decode_list_heads_fastest() && list.slots * g.m_blocks <= kMaxGridYZ;
       kp.list_uniform_fast = sm90_engine::decode_list_uniform_fast();
       kp.list_near_wave = list.near_wave;
-      kp.list_even_first = sm90_engine::decode_list_even_first();
     }
     // A split run has a workspace unless workspace_bytes planned the cluster mode (the launcher
     // takes it then; its workspace-mode fallback checks for the partials' buffers itself).
@@ -446,8 +445,6 @@ std::atomic<int> g_list_heads_fastest_mode{-1};
 std::atomic<int> g_list_uniform_fast_mode{-1};
 // sm90_engine::set_decode_list_near_wave_mode: -1 the environment, 0 off, 1 on.
 std::atomic<int> g_list_near_wave_mode{-1};
-// sm90_engine::set_decode_list_even_first_mode: -1 the environment, 0 off, 1 on.
-std::atomic<int> g_list_even_first_mode{-1};
 // sm90_engine::set_decode_driver_launch_mode: -1 the environment, 0 off, 1 on.
 std::atomic<int> g_driver_launch_mode{-1};
 
@@ -494,16 +491,6 @@ void set_decode_list_near_wave_mode(int mode) { g_list_near_wave_mode.store(clam
 bool decode_list_near_wave() {
   static const bool from_env = env_switch("GROUPATTN_SM90_DECODE_LIST_NEAR_WAVE", false);
   return switch_value(g_list_near_wave_mode, from_env);
-}
-
-void set_decode_list_even_first_mode(int mode) { g_list_even_first_mode.store(clamp_mode(mode)); }
-
-// The work list's even-first slot order (KernelParams::list_even_first): off by default (session 13,
-// for the A/B of docs/DECODE_SM90.md section 27); GROUPATTN_SM90_DECODE_LIST_EVEN_FIRST=1 turns it
-// on. Read once. Bitwise the same either way (the same work slots, partials and combine).
-bool decode_list_even_first() {
-  static const bool from_env = env_switch("GROUPATTN_SM90_DECODE_LIST_EVEN_FIRST", false);
-  return switch_value(g_list_even_first_mode, from_env);
 }
 
 void set_decode_driver_launch_mode(int mode) { g_driver_launch_mode.store(clamp_mode(mode)); }
