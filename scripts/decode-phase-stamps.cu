@@ -6,6 +6,8 @@
 // equal or mixed, or none as the CLI's rows), and launches it through the engine's launcher
 // (launch_decode_head_dim, which also runs the combine) as sm90_engine.cu would:
 //   list      the work-list mode: P = list_plane_wave, list_slot_bound(P, B) slots, its workspace
+//             (GROUPATTN_SM90_DECODE_LIST_NEAR_WAVE=1: in the band P / 2 < B <= P, the engine's
+//             near-wave wave and guard instead)
 //             (decode_work_list.h), list_heads_fastest / list_uniform_fast as the engine's switches
 //             (GROUPATTN_SM90_DECODE_LIST_HEADS_FASTEST, ..._UNIFORM_FAST; default on); needs the
 //             lengths on the device and B >= 2
@@ -277,7 +279,16 @@ Compact run_mode(const Problem& pr, const Buffers& buf, bool list, const RunOpti
   shape.batch = pr.batch, shape.kv_heads = pr.hkv, shape.m_blocks = m_blocks, shape.n_blocks = n_blocks;
   shape.head_dim = kHeadDim, shape.col_tile = col_tile;
   const int splits = s90::auto_decode_splits(shape);
-  const int plane_wave = ga::cuda_engine::list_plane_wave(sms, s90::split_wave_of(shape), pr.hkv, m_blocks);
+  int plane_wave = ga::cuda_engine::list_plane_wave(sms, s90::split_wave_of(shape), pr.hkv, m_blocks);
+  // GROUPATTN_SM90_DECODE_LIST_NEAR_WAVE=1: the band P / 2 < B <= P at the engine's near-wave wave
+  // (decode_work_list.h list_near_wave; docs/DECODE_SM90.md section 25), with its guard.
+  bool near_guard = false;
+  if (list && env_on("GROUPATTN_SM90_DECODE_LIST_NEAR_WAVE", false) &&
+      !ga::cuda_engine::list_serves_batch(pr.batch, plane_wave)) {
+    const ga::cuda_engine::NearWave nw = ga::cuda_engine::list_near_wave(
+        sms, s90::split_wave_of(shape), s90::decode_tile(kHeadDim, false).ctas_per_sm, pr.hkv, m_blocks, pr.batch);
+    if (nw.plane_wave > 0) plane_wave = nw.plane_wave, near_guard = nw.near_uniform_guard;
+  }
   const int64_t slots = ga::cuda_engine::list_slot_bound(plane_wave, pr.batch);
   void* ws = nullptr;
   int64_t ctas = 0;
@@ -293,6 +304,7 @@ Compact run_mode(const Problem& pr, const Buffers& buf, bool list, const RunOpti
     kp.list_heads_fastest =
         env_on("GROUPATTN_SM90_DECODE_LIST_HEADS_FASTEST", true) && slots * m_blocks <= s90::kMaxGridYZ;
     kp.list_uniform_fast = env_on("GROUPATTN_SM90_DECODE_LIST_UNIFORM_FAST", true);
+    kp.list_near_wave = near_guard;
     ctas = int64_t{m_blocks} * slots * pr.hkv;
   } else {
     kp.num_splits = splits;
