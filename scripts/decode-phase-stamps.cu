@@ -6,11 +6,10 @@
 // equal or mixed, or none as the CLI's rows), and launches it through the engine's launcher
 // (launch_decode_head_dim, which also runs the combine) as sm90_engine.cu would:
 //   list      the work-list mode: P = list_plane_wave, list_slot_bound(P, B) slots, its workspace
-//             (GROUPATTN_SM90_DECODE_LIST_NEAR_WAVE=1: in the band P / 2 < B <= P, the engine's
-//             near-wave wave and guard instead)
 //             (decode_work_list.h), list_heads_fastest / list_uniform_fast as the engine's switches
 //             (GROUPATTN_SM90_DECODE_LIST_HEADS_FASTEST, ..._UNIFORM_FAST; default on); needs the
-//             lengths on the device and B >= 2
+//             lengths on the device and B >= 2. GROUPATTN_SM90_DECODE_LIST_NEAR_WAVE=1: in the band
+//             P / 2 < B <= P, the engine's near-wave wave and guard instead (list_near_wave)
 //   ordinary  the split planner's count (auto_decode_splits), cluster_reduction's choice (and the
 //             launcher's: the workspace where the clusters do not fit), the split workspace
 // and prints per mode the launcher's time (mean of 10, inputs L2-warm; the combine alone, mean of
