@@ -99,7 +99,7 @@ __device__ __forceinline__ ListLane load_list_lane(const KernelParams& p, int la
 //   1. lane l holds its run's first length (load_list_lane; the rest of a run of k > 1 sequences
 //      come from L1); max n and total n: one redux.sync each
 //   2. c: with p.list_near_wave, lengths within 1.25x of their mean give one split a sequence
-//      (list_near_uniform_chunk); else equal lengths (p.list_uniform_fast and total = B x max n)
+//      (list_near_uniform_chunk; then slot s is sequence s, and 3. is skipped); else equal lengths (p.list_uniform_fast and total = B x max n)
 //      list_chunk_equal, the search's answer in closed form (three divisions); else list_chunk's
 //      search, a count per step (a division a lane over its run, one redux.sync)
 //   3. lane l's slots s_b summed over its run; a warp scan gives each run's end, the ballot of
@@ -134,12 +134,25 @@ __device__ __forceinline__ ListSlot fold_list_slot(const KernelParams& p, ListLa
   };
   // The near-wave guard first (p.list_near_wave: list_chunk_near_wave's order), then the rule.
   int c = p.list_near_wave ? list_near_uniform_chunk<int>(total, max_n, batch) : 0;
-  if (c == 0) {
-    if (p.list_uniform_fast && total == max_n * batch) {  // (B x max n < 2^31: list_plan)
-      c = list_chunk_equal<int>(max_n, batch, plane_wave);
-    } else {
-      c = list_chunk<int>(total, max_n, batch, plane_wave, [&](int cc) { return warp_sum(run_splits(cc)); });
-    }
+  if (c > 0) {
+    // The guard's plan: c = max(lo, max n) >= every n, so one split a sequence (an empty one too):
+    // slot s is sequence s, split 0 of 1, and the slots past the batch have no work -- what the
+    // scans below give, without their divisions, shuffles and second loads, so the 136 empty slots
+    // of a 264-slot grid leave before their working neighbours' producers start (docs/DECODE_SM90.md
+    // section 27). (B <= num_splits: list_slot_bound(P, B) >= B on the host.)
+    ListSlot r;
+    if (slot >= batch) return r;
+    r.b = slot;
+    r.splits = 1;
+    r.first = slot;
+    r.k_len = seq_k_len(p, slot);
+    split_range(tiles_of_len<kTileKeys>(r.k_len), 0, 1, &r.begin, &r.end);
+    return r;
+  }
+  if (p.list_uniform_fast && total == max_n * batch) {  // (B x max n < 2^31: list_plan)
+    c = list_chunk_equal<int>(max_n, batch, plane_wave);
+  } else {
+    c = list_chunk<int>(total, max_n, batch, plane_wave, [&](int cc) { return warp_sum(run_splits(cc)); });
   }
 
   const int run = run_splits(c);
