@@ -278,14 +278,15 @@ Compact run_mode(const Problem& pr, const Buffers& buf, bool list, const RunOpti
   shape.batch = pr.batch, shape.kv_heads = pr.hkv, shape.m_blocks = m_blocks, shape.n_blocks = n_blocks;
   shape.head_dim = kHeadDim, shape.col_tile = col_tile;
   const int splits = s90::auto_decode_splits(shape);
-  int plane_wave = ga::cuda_engine::list_plane_wave(sms, s90::split_wave_of(shape), pr.hkv, m_blocks);
+  const int split_wave = s90::split_wave_of(shape);
+  int plane_wave = ga::cuda_engine::list_plane_wave(sms, split_wave, pr.hkv, m_blocks);
   // GROUPATTN_SM90_DECODE_LIST_NEAR_WAVE=1: the band P / 2 < B <= P at the engine's near-wave wave
   // (decode_work_list.h list_near_wave; docs/DECODE_SM90.md section 25), with its guard.
   bool near_guard = false;
   if (list && env_on("GROUPATTN_SM90_DECODE_LIST_NEAR_WAVE", false) &&
       !ga::cuda_engine::list_serves_batch(pr.batch, plane_wave)) {
     const ga::cuda_engine::NearWave nw = ga::cuda_engine::list_near_wave(
-        sms, s90::split_wave_of(shape), s90::decode_tile(kHeadDim, false).ctas_per_sm, pr.hkv, m_blocks, pr.batch);
+        sms, split_wave, s90::decode_tile(kHeadDim, false).ctas_per_sm, pr.hkv, m_blocks, pr.batch);
     if (nw.plane_wave > 0) plane_wave = nw.plane_wave, near_guard = nw.near_uniform_guard;
   }
   const int64_t slots = ga::cuda_engine::list_slot_bound(plane_wave, pr.batch);

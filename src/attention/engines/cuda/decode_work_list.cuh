@@ -99,9 +99,10 @@ __device__ __forceinline__ ListLane load_list_lane(const KernelParams& p, int la
 //   1. lane l holds its run's first length (load_list_lane; the rest of a run of k > 1 sequences
 //      come from L1); max n and total n: one redux.sync each
 //   2. c: with p.list_near_wave, lengths within 1.25x of their mean give one split a sequence
-//      (list_near_uniform_chunk; then slot s is sequence s, and 3. is skipped); else equal lengths (p.list_uniform_fast and total = B x max n)
-//      list_chunk_equal, the search's answer in closed form (three divisions); else list_chunk's
-//      search, a count per step (a division a lane over its run, one redux.sync)
+//      (list_near_uniform_chunk; then slot s is sequence s, and 3. is skipped); else equal lengths
+//      (p.list_uniform_fast and total = B x max n) list_chunk_equal, the search's answer in closed
+//      form (three divisions); else list_chunk's search, a count per step (a division a lane over
+//      its run, one redux.sync)
 //   3. lane l's slots s_b summed over its run; a warp scan gives each run's end, the ballot of
 //      slot < end the run holding `slot`; B <= 32 (k = 1): that run is the sequence, read with
 //      shuffles; k > 1: its sequences one a lane, a second scan and ballot the same way
