@@ -774,6 +774,48 @@ TEST_F(KdaCuda, FusedMatchesTwoKernelPath) {
   }
 }
 
+// The state pass's copy ring (kda_cuda_set_state_stages: 2, 3 or 4 stages at 16-column V-tiles)
+// changes when each chunk block lands, never the arithmetic: every count gives the double buffer's
+// bits. Lengths with fewer chunks than stages (1 and 2 chunks), a ring that wraps many times, and
+// varlen with empty sequences; the 4-stage run is also checked against the fp64 recurrence.
+TEST_F(KdaCuda, StateStagesBitwise) {
+  struct Shape {
+    int64_t B, T, H, HV;
+    std::vector<int64_t> cu;
+    KdaStateLayout layout;
+  };
+  const Shape shapes[] = {{1, 5, 2, 2, {}, KdaStateLayout::kVFirst},
+                          {2, 17, 2, 4, {}, KdaStateLayout::kKFirst},
+                          {1, 300, 2, 2, {}, KdaStateLayout::kVFirst},
+                          {1, 0, 1, 3, {0, 0, 9, 40, 40, 161}, KdaStateLayout::kKFirst}};
+  for (const Shape& sh : shapes) {
+    KdaRun r;
+    r.c = base_case();
+    r.c.B = sh.B, r.c.T = sh.cu.empty() ? sh.T : sh.cu.back(), r.c.H = sh.H, r.c.HV = sh.HV, r.c.cu = sh.cu;
+    r.c.layout = sh.layout;
+    r.setup(510 + static_cast<uint64_t>(r.c.T), -1);
+    HostTensor out[3] = {r.c.out, r.c.out, r.c.out}, st[3] = {r.c.final_state, r.c.final_state, r.c.final_state};
+    for (int i = 0; i < 3; ++i) {
+      kda_cuda_set_state_stages(2 + i);
+      r.dout->poison();
+      r.dfinal->poison();
+      const Status s = kda_cuda_run_path(r.device_params(), KdaCudaPath::kChunked, nullptr);
+      cuda_check(cudaDeviceSynchronize(), "cudaDeviceSynchronize");
+      ASSERT_TRUE(s.ok()) << s.to_string();
+      r.dout->download(&out[i]);
+      r.dfinal->download(&st[i]);
+    }
+    kda_cuda_set_state_stages(4);
+    check_run(r, KdaCudaPath::kChunked, " 4 stages");
+    kda_cuda_set_state_stages(0);
+    const std::string label = describe(r.c, KdaCudaPath::kChunked, "");
+    for (int i = 1; i < 3; ++i) {
+      EXPECT_TRUE(bitwise_equal(out[0], out[i])) << label << ": out, " << 2 + i << " stages vs 2";
+      EXPECT_TRUE(bitwise_equal(st[0], st[i])) << label << ": state, " << 2 + i << " stages vs 2";
+    }
+  }
+}
+
 TEST_F(KdaCuda, DeterministicRepeats) {
   for (KdaCudaPath path : kPaths) {
     KdaRun r;
@@ -955,6 +997,25 @@ TEST_F(KdaCuda, DISABLED_Timing) {
     std::printf("[kda-time] prefill T=%lld H=HV=%lld lb=-5: chunked %.1f us (workspace %.0f MiB), recurrent %.1f us\n",
                 static_cast<long long>(T), static_cast<long long>(H), us, static_cast<double>(ws) / (1 << 20), rec_us);
     cuda_check(cudaFree(o.workspace), "cudaFree");
+  }
+  // The state pass's copy ring (docs/ENGINES.md "Session 14: a deeper copy ring"): the chunked path
+  // at 2, 3, 4, then 2 stages again (drift check), same problem and process.
+  for (auto [T, H] : {std::pair<int64_t, int64_t>{1024, 4}, {2048, 12}, {4096, 16}, {8192, 16}, {8192, 24}}) {
+    KdaRun r;
+    r.c = base_case();
+    r.c.B = 1, r.c.T = T, r.c.H = H, r.c.HV = H;
+    r.setup(201, -1);
+    const KdaParams p = r.device_params();
+    double us[4];
+    for (int i = 0; i < 4; ++i) {
+      kda_cuda_set_state_stages(i == 3 ? 2 : 2 + i);
+      us[i] = graph_time_us(p, KdaCudaPath::kChunked);
+    }
+    kda_cuda_set_state_stages(0);
+    std::printf("[kda-time] stages T=%lld H=HV=%lld lb=-5 (graph): 2 stages %.1f us, 3 %.1f, 4 %.1f, 2 again %.1f; "
+                "4 / 2 %.3f\n",
+                static_cast<long long>(T), static_cast<long long>(H), us[0], us[1], us[2], us[3],
+                us[2] / (0.5 * (us[0] + us[3])));
   }
   // Short prefills, both paths (the recurrent / chunked threshold, docs/HOST_COST.md "KDA path
   // threshold"): GPU time per call with no host in it, as bench/host_cost.py's gpu_us.

@@ -20,15 +20,17 @@
 //     D = U - W S;  O = Qt S + Aqk D;  S <- Diag(exp(Gamma_C)) S + Kh^T D, the products on tensor
 //     cores with tf32 operands rounded once where they are produced (kTf32Passes: 1 = plain tf32,
 //     the default; 3 = 3xTF32, about fp32; kda_tf32_mma.cuh), S in fp32 registers, and the next
-//     chunk's block prefetched into a second shared-memory stage (cp.async) during each step.
+//     chunks' blocks prefetched into a ring of shared-memory stages (cp.async) during each step.
 // The state pass is one serial chain per (sequence, value head, V-tile): few heads and long
 // sequences leave SMs idle (splitting it is a later step, issue 4).
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
 
+#include <atomic>
 #include <cmath>
 #include <cstdint>
+#include <cstdlib>
 #include <type_traits>
 
 #include "core/cuda_runtime_shim.h"
@@ -94,9 +96,11 @@ __global__ void __launch_bounds__(kThreads, kPrepMinBlocks)
   chunk_prep<T, K>(p, seq_span(p, lo), first, hv, BlockDst<K>{blocks, l, p.HV, p.V});
 }
 
-// The state pass's shared-memory plan: two stages (chunk j + 1's block is copied in during chunk j).
-template <int K, int VT>
-using PassPlan = StatePlan<K, VT, 2>;
+// The state pass's shared-memory plan: NS stages (chunk j + NS - 1's block is copied in during
+// chunk j). NS = 2 is the double buffer; deeper rings give each copy NS - 1 steps to land
+// (kda_state_stages(): the measurement switch).
+template <int K, int VT, int NS = 2>
+using PassPlan = StatePlan<K, VT, NS>;
 
 // Issues the cp.async copies of chunk block `blk` (this CTA's V columns e0..e0+VT-1) into `stage`.
 // Each thread's pieces are fixed by tid and compile-time counts (no division, no per-copy 64-bit
@@ -104,7 +108,7 @@ using PassPlan = StatePlan<K, VT, 2>;
 template <int K, int VT>
 __device__ __forceinline__ void load_stage(float* stage, const float* blk, const ChunkLayout& l, int V,
                                            int e0, int tid) {
-  using P = PassPlan<K, VT>;
+  using P = PassPlan<K, VT>;  // the stage's layout does not depend on the stage count
   constexpr int kQuads = K / 4;           // 16-byte pieces per row of W / Qt / Kh
   constexpr int kPieces = kChunk * kQuads;  // per matrix
   static_assert(kPieces % kThreads == 0, "whole pieces per thread");
@@ -132,17 +136,19 @@ __device__ __forceinline__ void load_stage(float* stage, const float* blk, const
 }
 
 // The state pass, one CTA per (sequence, value head, V-tile of VT = 16 or 32 columns), sequential
-// over the chunks, with the next chunk's block copied into the other stage (cp.async) while this one
-// is computed: per chunk, kda_state_step.cuh's state_step (D = U - W S; O = Qt S + Aqk D;
-// S <- Diag(exp(Gamma_C)) S + Kh^T D, S in fp32 registers).
+// over the chunks, with the blocks of the next NS - 1 chunks copied into the other stages
+// (cp.async, one commit group per chunk) while this one is computed: per chunk, kda_state_step.cuh's
+// state_step (D = U - W S; O = Qt S + Aqk D; S <- Diag(exp(Gamma_C)) S + Kh^T D, S in fp32
+// registers). The stage count changes when each block lands, never the arithmetic: the results are
+// the same bits for every NS.
 // VT = 32 reads each chunk block's W / Qt / Kh (24 KiB at K = 128) once per 32 columns instead of
 // once per 16: half the L2 traffic and half the CTAs (launch_chunked_t picks it when there are
 // enough CTAs to fill the GPU).
 // VT = 32 runs 2 CTAs per SM (102 KiB of shared memory each at K = 128): at most 128 registers.
-template <class T, int K, int VT>
+template <class T, int K, int VT, int NS>
 __global__ void __launch_bounds__(kThreads, VT == 32 ? 2 : 1)
     kda_chunk_state_kernel(const DeviceParams p, const int64_t* chunk_offsets, const float* blocks, const ChunkLayout l) {
-  using P = PassPlan<K, VT>;
+  using P = PassPlan<K, VT, NS>;
   extern __shared__ __align__(16) float smem[];
   // blockIdx.x = sequence * (V / VT) + V-tile: the V / VT CTAs of one (sequence, value head) are
   // adjacent in launch order, so they run together and read each chunk block from L2 once it has
@@ -160,10 +166,26 @@ __global__ void __launch_bounds__(kThreads, VT == 32 ? 2 : 1)
 
   const int64_t c0 = chunk_offset(p, chunk_offsets, n), nc = chunk_offset(p, chunk_offsets, n + 1) - c0;
   const int64_t block_step = static_cast<int64_t>(p.HV) * l.block_floats;  // chunk c -> c + 1
-  const float* next_block = blocks + (c0 * p.HV + hv) * l.block_floats;   // chunk j + 1's, in the loop
-  if (nc > 0) load_stage<K, VT>(smem, next_block, l, p.V, e0, tid);
+  // The next chunk to copy in (index `issued`), its block and its stage: a ring of NS.
+  const float* next_block = blocks + (c0 * p.HV + hv) * l.block_floats;
+  int64_t issued = 0;
+  int next_stage = 0;
+  // One commit group per chunk slot, empty past the last chunk, so that "chunk j has landed" is
+  // always "at most NS - 2 groups pending" after the step that issued chunk j + NS - 1.
+  auto issue_next = [&]() {
+    if (issued < nc) {
+      load_stage<K, VT>(smem + next_stage * P::kStage, next_block, l, p.V, e0, tid);  // commits
+      next_block += block_step;
+    } else {
+      cp_async_commit();
+    }
+    ++issued;
+    next_stage = next_stage + 1 == NS ? 0 : next_stage + 1;
+  };
+#pragma unroll
+  for (int i = 0; i < NS - 1; ++i) issue_next();
   read_initial_state<K, VT, P>(p, rows.in, hv, e0, tid, S);
-  cp_async_wait_all();
+  cp_async_wait_pending<NS - 2>();  // chunk 0's block
   __syncthreads();
   StateTiles<P> s;
   tiles_from_initial_state<P>(S, s, warp, lane / 4, lane % 4);
@@ -173,20 +195,20 @@ __global__ void __launch_bounds__(kThreads, VT == 32 ? 2 : 1)
   T* orow = static_cast<T*>(p.out) + sq.batch * p.o_sb + hv * p.o_sh + (sq.bos + r) * p.o_st + e0 + e;
   const int64_t orow_step = kChunk * p.o_st;
   int64_t rows_left = sq.len - r;  // tokens of the sequence from this row of chunk j on
+  int stage = 0;
   for (int64_t j = 0; j < nc; ++j) {
-    const float* st = smem + (j & 1) * P::kStage;
-    // The other stage was last read before the previous chunk's final barrier.
-    if (j + 1 < nc) {
-      next_block += block_step;
-      load_stage<K, VT>(smem + ((j + 1) & 1) * P::kStage, next_block, l, p.V, e0, tid);
-    }
+    const float* st = smem + stage * P::kStage;
+    // Chunk j + NS - 1 goes to the stage chunk j - 1 used, whose last read preceded the previous
+    // chunk's final barrier.
+    issue_next();
     state_step<T, K, VT, P>(st, smem, s, orow, rows_left > 0, bad, tid);
     orow += orow_step;
     rows_left -= kChunk;
-    cp_async_wait_all();
-    __syncthreads();  // next stage landed; S, D and the partials may be reused
+    cp_async_wait_pending<NS - 2>();  // chunk j + 1's block
+    __syncthreads();  // it landed for every thread; S, D and the partials may be reused
+    stage = stage + 1 == NS ? 0 : stage + 1;
   }
-  // The loop's last barrier ended every read of the mirror.
+  // The loop's last barrier ended every read of the mirror. (Groups still pending are empty.)
   if (const StateRows rows_end = state_rows(p, n); rows_end.out >= 0) {
     store_final_state<K, VT, P>(p, rows_end.out, hv, e0, tid, S, s);
   }
@@ -194,11 +216,11 @@ __global__ void __launch_bounds__(kThreads, VT == 32 ? 2 : 1)
 
 // `dev`: the current device, asked once by the caller on this call (no runtime query here once the
 // attribute is set).
-template <class T, int K, int VT>
+template <class T, int K, int VT, int NS = 2>
 Status launch_state(const DeviceParams& p, const int64_t* offsets, const float* blocks, const ChunkLayout& l,
                     int dev, cudaStream_t stream) {
-  using P = PassPlan<K, VT>;
-  constexpr auto state_kernel = kda_chunk_state_kernel<T, K, VT>;
+  using P = PassPlan<K, VT, NS>;
+  constexpr auto state_kernel = kda_chunk_state_kernel<T, K, VT, NS>;
   GA_RETURN_IF_ERROR(cuda::set_max_dynamic_smem_once_on<state_kernel>(dev, P::kBytes));
   // x = sequence * (V / VT) + V-tile (the engine declines N * V / 16 >= 2^31).
   const dim3 grid(static_cast<unsigned>(p.N * (p.V / VT)), static_cast<unsigned>(p.HV));
@@ -240,10 +262,28 @@ Status launch_chunked_t(const DeviceParams& p, void* workspace, const ChunkLayou
   if (p.N * p.HV * (p.V / 16) > 2 * static_cast<int64_t>(sms)) {
     return launch_state<T, K, 32>(p, offsets, blocks, l, dev, stream);
   }
-  return launch_state<T, K, 16>(p, offsets, blocks, l, dev, stream);
+  // One CTA per SM at VT = 16 leaves room for a deeper ring (kda_state_stages()).
+  switch (kda_state_stages()) {
+    case 3: return launch_state<T, K, 16, 3>(p, offsets, blocks, l, dev, stream);
+    case 4: return launch_state<T, K, 16, 4>(p, offsets, blocks, l, dev, stream);
+    default: return launch_state<T, K, 16>(p, offsets, blocks, l, dev, stream);
+  }
 }
 
+std::atomic<int> g_state_stages{0};  // set_kda_state_stages: 0 = the environment's
+
 }  // namespace
+
+int kda_state_stages() {
+  static const int from_env = [] {
+    const char* e = std::getenv("GROUPATTN_KDA_STATE_STAGES");
+    return e != nullptr ? std::atoi(e) : 2;
+  }();
+  const int m = g_state_stages.load(std::memory_order_relaxed);
+  return m > 0 ? m : from_env;
+}
+
+void set_kda_state_stages(int stages) { g_state_stages.store(stages > 0 ? stages : 0); }
 
 Status launch_chunked(const DeviceParams& p, bool bf16, void* workspace, const ChunkLayout& layout,
                       cudaStream_t stream) {

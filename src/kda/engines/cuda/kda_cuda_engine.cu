@@ -222,6 +222,7 @@ size_t path_workspace_bytes(const Shape& s, KdaCudaPath path) {
 const KdaEngine& kda_cuda_engine() { return engine_instance(); }
 
 KdaCudaPath kda_cuda_auto_path(const KdaParams& p) { return auto_path(shape_of(p)); }
+void kda_cuda_set_state_stages(int stages) { kda_cuda::set_kda_state_stages(stages); }
 
 Status kda_cuda_run_path(const KdaParams& p, KdaCudaPath path, void* stream) {
   GA_RETURN_IF_ERROR(validate_kda(p));

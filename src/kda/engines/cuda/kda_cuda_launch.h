@@ -55,4 +55,11 @@ Status launch_chunked(const DeviceParams& p, bool bf16, void* workspace, const C
 // problems only (kda_cuda_path.h's use_fused_path).
 Status launch_chunked_fused(const DeviceParams& p, bool bf16, cudaStream_t stream);
 
+// Stages of the chunked state pass's copy ring at 16-column V-tiles (2: double buffer; 3 or 4: the
+// next two or three chunks' blocks in flight; any other value means 2). A measurement switch:
+// GROUPATTN_KDA_STATE_STAGES, read once; set_kda_state_stages(n) overrides it for tests (0: back
+// to the environment). Results are the same bits for every count (KdaCuda.StateStagesBitwise).
+int kda_state_stages();
+void set_kda_state_stages(int stages);
+
 }  // namespace groupattn::kda_cuda

@@ -23,8 +23,8 @@
 namespace groupattn::kda_cuda {
 
 // Shared-memory plan of the state step for head dim K, VT value columns per CTA and kStages chunk
-// stages (2 for the state pass, which copies chunk j + 1's block in during chunk j; 1 for the fused
-// kernel, whose prep of chunk j + 1 follows the step of chunk j). Floats; every tile 16-byte aligned
+// stages (2 to 4 for the state pass, which copies chunk j + kStages - 1's block in during chunk j;
+// 1 for the fused kernel, whose prep of chunk j + 1 follows the step of chunk j). Floats; every tile 16-byte aligned
 // (cp.async destinations, the prep's float4 stores). Row strides are padded so the mma fragment loads
 // hit 32 distinct banks: W / Qt rows are read as A (row g, column t) -> stride = 4 mod 32; Kh is read
 // transposed (row t, column g) -> stride = 8 mod 32; S and D are read as B (row t, column g) ->
@@ -55,7 +55,7 @@ struct StatePlan {
   // The S update: (K / 16) x kNt output tiles of m16n8, a warp taking kTilesPerWarp column tiles of
   // one 16-row tile (so they share its A fragments).
   static constexpr int kTilesPerWarp = K / 16 * kNt / kWarps;
-  static_assert(kStages == 1 || kStages == 2, "one stage, or two for a copy in flight");
+  static_assert(kStages >= 1 && kStages <= 4, "one stage, or up to three copies in flight");
   static_assert(kStage % 4 == 0 && kRowWQ % 4 == 0 && kRowKh % 4 == 0 && kQt % 4 == 0 && kKh % 4 == 0 &&
                     kU % 4 == 0 && kA % 4 == 0 && kEc % 4 == 0 && kS % 4 == 0,
                 "16-byte aligned tiles and rows");
