@@ -98,7 +98,7 @@ __global__ void __launch_bounds__(kThreads, kPrepMinBlocks)
 
 // The state pass's shared-memory plan: NS stages (chunk j + NS - 1's block is copied in during
 // chunk j). NS = 2 is the double buffer; deeper rings give each copy NS - 1 steps to land
-// (kda_state_stages(): the measurement switch).
+// (kda_state_stages(): 3 by default at 16-column V-tiles, a measurement switch).
 template <int K, int VT, int NS = 2>
 using PassPlan = StatePlan<K, VT, NS>;
 
@@ -263,10 +263,11 @@ Status launch_chunked_t(const DeviceParams& p, void* workspace, const ChunkLayou
     return launch_state<T, K, 32>(p, offsets, blocks, l, dev, stream);
   }
   // One CTA per SM at VT = 16 leaves room for a deeper ring (kda_state_stages()).
+  // Three stages (110 KiB at K = 128) still let two CTAs share an SM when the grid needs it.
   switch (kda_state_stages()) {
-    case 3: return launch_state<T, K, 16, 3>(p, offsets, blocks, l, dev, stream);
+    case 2: return launch_state<T, K, 16, 2>(p, offsets, blocks, l, dev, stream);
     case 4: return launch_state<T, K, 16, 4>(p, offsets, blocks, l, dev, stream);
-    default: return launch_state<T, K, 16>(p, offsets, blocks, l, dev, stream);
+    default: return launch_state<T, K, 16, 3>(p, offsets, blocks, l, dev, stream);
   }
 }
 
@@ -277,7 +278,7 @@ std::atomic<int> g_state_stages{0};  // set_kda_state_stages: 0 = the environmen
 int kda_state_stages() {
   static const int from_env = [] {
     const char* e = std::getenv("GROUPATTN_KDA_STATE_STAGES");
-    return e != nullptr ? std::atoi(e) : 2;
+    return e != nullptr ? std::atoi(e) : 3;
   }();
   const int m = g_state_stages.load(std::memory_order_relaxed);
   return m > 0 ? m : from_env;

@@ -21,7 +21,7 @@ Status kda_cuda_run_path(const KdaParams& p, KdaCudaPath path, void* stream);
 // kda_cuda_path.h), for tests.
 KdaCudaPath kda_cuda_auto_path(const KdaParams& p);
 // The chunked state pass's copy-ring stages at 16-column V-tiles (2, 3 or 4; 0: back to
-// GROUPATTN_KDA_STATE_STAGES / 2), for tests: every count gives the same bits.
+// GROUPATTN_KDA_STATE_STAGES, else 3), for tests: every count gives the same bits.
 void kda_cuda_set_state_stages(int stages);
 #endif
 
