@@ -795,6 +795,7 @@ TEST_F(KdaCuda, StateStagesBitwise) {
     r.c.layout = sh.layout;
     r.setup(510 + static_cast<uint64_t>(r.c.T), -1);
     HostTensor out[3] = {r.c.out, r.c.out, r.c.out}, st[3] = {r.c.final_state, r.c.final_state, r.c.final_state};
+    kda_cuda_set_state_cols(0);  // the K-quarter kernel, whose ring the stages size
     for (int i = 0; i < 3; ++i) {
       kda_cuda_set_state_stages(2 + i);
       r.dout->poison();
@@ -808,11 +809,50 @@ TEST_F(KdaCuda, StateStagesBitwise) {
     kda_cuda_set_state_stages(4);
     check_run(r, KdaCudaPath::kChunked, " 4 stages");
     kda_cuda_set_state_stages(0);
+    kda_cuda_set_state_cols(-1);
     const std::string label = describe(r.c, KdaCudaPath::kChunked, "");
     for (int i = 1; i < 3; ++i) {
       EXPECT_TRUE(bitwise_equal(out[0], out[i])) << label << ": out, " << 2 + i << " stages vs 2";
       EXPECT_TRUE(bitwise_equal(st[0], st[i])) << label << ": state, " << 2 + i << " stages vs 2";
     }
+  }
+}
+
+// The two state-pass kernels (kda_cuda_set_state_cols: the K-quarter kernel with three barriers a
+// step, and the column-owning one with one, kda_state_cols.cuh), each pinned, against the fp64
+// recurrence on the shapes that stress the column kernel's own code: both head dims, dtypes and
+// state layouts, lengths of 1, 2 and 19 chunks with a partial last one (the output rows it must
+// not store), varlen with empty sequences, GVA and a pool by index in place. Their outputs must
+// agree to well inside the budget.
+TEST_F(KdaCuda, StateKernelsAgree) {
+  struct Shape {
+    int64_t B, T, H, HV, K;
+    DType dtype;
+    std::vector<int64_t> cu;
+    KdaStateLayout layout;
+    int pool_extra;
+  };
+  const Shape shapes[] = {{1, 5, 2, 2, 128, DType::kBF16, {}, KdaStateLayout::kVFirst, -1},
+                          {2, 29, 2, 4, 128, DType::kF16, {}, KdaStateLayout::kKFirst, -1},
+                          {1, 300, 2, 2, 64, DType::kBF16, {}, KdaStateLayout::kVFirst, -1},
+                          {1, 300, 1, 3, 128, DType::kBF16, {}, KdaStateLayout::kKFirst, 2},
+                          {1, 0, 1, 2, 128, DType::kBF16, {0, 0, 9, 40, 40, 161}, KdaStateLayout::kVFirst, 3}};
+  for (const Shape& sh : shapes) {
+    KdaRun r;
+    r.c = base_case();
+    r.c.B = sh.B, r.c.T = sh.cu.empty() ? sh.T : sh.cu.back(), r.c.H = sh.H, r.c.HV = sh.HV, r.c.cu = sh.cu;
+    r.c.K = sh.K, r.c.V = sh.K, r.c.dtype = sh.dtype, r.c.layout = sh.layout;
+    r.setup(530 + static_cast<uint64_t>(r.c.T), sh.pool_extra);
+    HostTensor out[2] = {r.c.out, r.c.out};
+    for (int cols = 0; cols < 2; ++cols) {
+      kda_cuda_set_state_cols(cols);
+      check_run(r, KdaCudaPath::kChunked, cols ? " cols kernel" : " K-quarter kernel");
+      r.dout->download(&out[cols]);
+    }
+    kda_cuda_set_state_cols(-1);
+    const double d = rel_error(out[1].values(), out[0].values());
+    EXPECT_LT(d, 2e-3) << describe(r.c, KdaCudaPath::kChunked, "") << ": cols vs K-quarter kernel";
+    std::printf("[kda] cols vs K-quarter kernel: out %.2e\n", d);
   }
 }
 
@@ -1007,6 +1047,7 @@ TEST_F(KdaCuda, DISABLED_Timing) {
     r.setup(201, -1);
     const KdaParams p = r.device_params();
     double us[4];
+    kda_cuda_set_state_cols(0);
     for (int i = 0; i < 4; ++i) {
       kda_cuda_set_state_stages(i == 3 ? 2 : 2 + i);
       us[i] = graph_time_us(p, KdaCudaPath::kChunked);
@@ -1016,6 +1057,19 @@ TEST_F(KdaCuda, DISABLED_Timing) {
                 "4 / 2 %.3f\n",
                 static_cast<long long>(T), static_cast<long long>(H), us[0], us[1], us[2], us[3],
                 us[2] / (0.5 * (us[0] + us[3])));
+    // The column-owning kernel against the K-quarter one at 3 stages, alternated.
+    double kq[2], cols[2];
+    for (int i = 0; i < 2; ++i) {
+      kda_cuda_set_state_cols(0);
+      kq[i] = graph_time_us(p, KdaCudaPath::kChunked);
+      kda_cuda_set_state_cols(1);
+      cols[i] = graph_time_us(p, KdaCudaPath::kChunked);
+    }
+    kda_cuda_set_state_cols(-1);
+    std::printf("[kda-time] state kernel T=%lld H=HV=%lld lb=-5 (graph): K-quarter %.1f / %.1f us, cols %.1f / %.1f us; "
+                "cols / K-quarter %.3f\n",
+                static_cast<long long>(T), static_cast<long long>(H), kq[0], kq[1], cols[0], cols[1],
+                (cols[0] + cols[1]) / (kq[0] + kq[1]));
   }
   // Short prefills, both paths (the recurrent / chunked threshold, docs/HOST_COST.md "KDA path
   // threshold"): GPU time per call with no host in it, as bench/host_cost.py's gpu_us.

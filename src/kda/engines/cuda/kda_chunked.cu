@@ -39,6 +39,7 @@
 #include "kda/engines/cuda/kda_chunk_prep.cuh"
 #include "kda/engines/cuda/kda_cuda_common.cuh"
 #include "kda/engines/cuda/kda_cuda_launch.h"
+#include "kda/engines/cuda/kda_state_cols.cuh"
 #include "kda/engines/cuda/kda_state_step.cuh"
 #include "kda/engines/cuda/kda_tf32_mma.cuh"
 
@@ -214,6 +215,99 @@ __global__ void __launch_bounds__(kThreads, VT == 32 ? 2 : 1)
   }
 }
 
+// The state pass with one CTA barrier a step (kda_state_cols.cuh): one CTA of 2 warps per
+// (sequence, value head, 16 value columns), each warp owning 8 columns and all K rows of S; the
+// next NS - 1 chunks' blocks in flight as in kda_chunk_state_kernel.
+template <class T, int K, int NS>
+__global__ void __launch_bounds__(kColsThreads)
+    kda_chunk_state_cols_kernel(const DeviceParams p, const int64_t* chunk_offsets, const float* blocks,
+                                const ChunkLayout l) {
+  using P = ColsPlan<K, NS>;
+  extern __shared__ __align__(16) float smem[];
+  const int tiles = p.V / kColsVT;
+  const int64_t n = blockIdx.x / tiles;
+  const int hv = static_cast<int>(blockIdx.y);
+  const int e0 = static_cast<int>(blockIdx.x % tiles) * kColsVT;
+  const int tid = static_cast<int>(threadIdx.x), warp = tid / kWarp, lane = tid % kWarp;
+  const int g = lane / 4, t = lane % 4, c0 = 8 * warp;
+  float* Sm = smem + P::kMirrors + warp * P::kWarpFloats;
+  float* Dm = Sm + P::kDm;
+  const SeqSpan sq = seq_span(p, n);
+  const StateRows rows = state_rows(p, n);
+  const float bad = rows.bad ? NAN : 0.f;
+
+  const int64_t c0_chunk = chunk_offset(p, chunk_offsets, n), nc = chunk_offset(p, chunk_offsets, n + 1) - c0_chunk;
+  const int64_t block_step = static_cast<int64_t>(p.HV) * l.block_floats;
+  const float* next_block = blocks + (c0_chunk * p.HV + hv) * l.block_floats;
+  int64_t issued = 0;
+  int next_stage = 0;
+  auto issue_next = [&]() {  // one commit group per chunk slot, empty past the last chunk
+    if (issued < nc) {
+      cols_load_stage<K, NS>(smem + next_stage * P::kStage, next_block, l, p.V, e0, tid);
+      next_block += block_step;
+    } else {
+      cp_async_commit();
+    }
+    ++issued;
+    next_stage = next_stage + 1 == NS ? 0 : next_stage + 1;
+  };
+#pragma unroll
+  for (int i = 0; i < NS - 1; ++i) issue_next();
+
+  // S from the initial state (0 without one): this lane's rows 16 i + g (+ 8), columns 2 t (+ 1).
+  ColsState<K> S;
+#pragma unroll
+  for (int i = 0; i < K / 16; ++i) {
+#pragma unroll
+    for (int q = 0; q < 4; ++q) {
+      const int d = 16 * i + g + 8 * (q >> 1), e = e0 + c0 + 2 * t + (q & 1);
+      S.s[i][q] = rows.in >= 0 ? p.s_in[state_offset(p.v_first, p.si_sn, p.si_sh, p.si_sr, rows.in, hv, d, e)] : 0.f;
+    }
+  }
+  cols_mirror<K>(Sm, S, g, t);
+  cp_async_wait_pending<NS - 2>();  // chunk 0's block
+  __syncthreads();
+
+  T* orow = static_cast<T*>(p.out) + sq.batch * p.o_sb + hv * p.o_sh + (sq.bos + g) * p.o_st + e0 + c0 + 2 * t;
+  const int64_t orow_step = kChunk * p.o_st;
+  int64_t rows_left = sq.len;  // tokens of the sequence from chunk j's first row on
+  int stage = 0;
+  for (int64_t j = 0; j < nc; ++j) {
+    issue_next();  // into the stage chunk j - 1 used (both warps left it before the last barrier)
+    cols_step<T, K, NS>(smem + stage * P::kStage, Sm, Dm, S, orow, p.o_st, rows_left, bad, c0, g, t);
+    orow += orow_step;
+    rows_left -= kChunk;
+    cp_async_wait_pending<NS - 2>();  // chunk j + 1's block
+    __syncthreads();
+    stage = stage + 1 == NS ? 0 : stage + 1;
+  }
+  if (const StateRows rows_end = state_rows(p, n); rows_end.out >= 0) {
+#pragma unroll
+    for (int i = 0; i < K / 16; ++i) {
+#pragma unroll
+      for (int q = 0; q < 4; ++q) {
+        const int d = 16 * i + g + 8 * (q >> 1), e = e0 + c0 + 2 * t + (q & 1);
+        p.s_out[state_offset(p.v_first, p.so_sn, p.so_sh, p.so_sr, rows_end.out, hv, d, e)] = S.s[i][q];
+      }
+    }
+  }
+}
+
+template <class T, int K>
+Status launch_state_cols(const DeviceParams& p, const int64_t* offsets, const float* blocks, const ChunkLayout& l,
+                         int dev, cudaStream_t stream) {
+  constexpr int kNS = 3;
+  using P = ColsPlan<K, kNS>;
+  constexpr auto kernel = kda_chunk_state_cols_kernel<T, K, kNS>;
+  GA_RETURN_IF_ERROR(cuda::set_max_dynamic_smem_once_on<kernel>(dev, P::kBytes));
+  const dim3 grid(static_cast<unsigned>(p.N * (p.V / kColsVT)), static_cast<unsigned>(p.HV));
+  host_timing::mark("kda state launch plan (device properties, smem attribute)");
+  kernel<<<grid, kColsThreads, P::kBytes, stream>>>(p, offsets, blocks, l);
+  const Status launched = cuda::last_launch_status("kda_chunk_state_cols_kernel");
+  host_timing::mark("launch kda_chunk_state_cols_kernel");
+  return launched;
+}
+
 // `dev`: the current device, asked once by the caller on this call (no runtime query here once the
 // attribute is set).
 template <class T, int K, int VT, int NS = 2>
@@ -259,6 +353,7 @@ Status launch_chunked_t(const DeviceParams& p, void* workspace, const ChunkLayou
   // One cudaGetDevice for both the SM count and the state kernel's smem attribute (host cost, issue 11).
   int dev = 0, sms = 0, cc = 0;
   GA_RETURN_IF_ERROR(cuda_current_device(&dev, &sms, &cc));
+  if (kda_state_cols()) return launch_state_cols<T, K>(p, offsets, blocks, l, dev, stream);
   if (p.N * p.HV * (p.V / 16) > 2 * static_cast<int64_t>(sms)) {
     return launch_state<T, K, 32>(p, offsets, blocks, l, dev, stream);
   }
@@ -272,6 +367,7 @@ Status launch_chunked_t(const DeviceParams& p, void* workspace, const ChunkLayou
 }
 
 std::atomic<int> g_state_stages{0};  // set_kda_state_stages: 0 = the environment's
+std::atomic<int> g_state_cols{-1};   // set_kda_state_cols: -1 = the environment's
 
 }  // namespace
 
@@ -285,6 +381,17 @@ int kda_state_stages() {
 }
 
 void set_kda_state_stages(int stages) { g_state_stages.store(stages > 0 ? stages : 0); }
+
+bool kda_state_cols() {
+  static const bool from_env = [] {
+    const char* e = std::getenv("GROUPATTN_KDA_STATE_COLS");
+    return e == nullptr || std::atoi(e) != 0;
+  }();
+  const int m = g_state_cols.load(std::memory_order_relaxed);
+  return m < 0 ? from_env : m > 0;
+}
+
+void set_kda_state_cols(int mode) { g_state_cols.store(mode < 0 ? -1 : (mode > 0 ? 1 : 0)); }
 
 Status launch_chunked(const DeviceParams& p, bool bf16, void* workspace, const ChunkLayout& layout,
                       cudaStream_t stream) {

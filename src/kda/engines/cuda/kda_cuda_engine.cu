@@ -223,6 +223,7 @@ const KdaEngine& kda_cuda_engine() { return engine_instance(); }
 
 KdaCudaPath kda_cuda_auto_path(const KdaParams& p) { return auto_path(shape_of(p)); }
 void kda_cuda_set_state_stages(int stages) { kda_cuda::set_kda_state_stages(stages); }
+void kda_cuda_set_state_cols(int mode) { kda_cuda::set_kda_state_cols(mode); }
 
 Status kda_cuda_run_path(const KdaParams& p, KdaCudaPath path, void* stream) {
   GA_RETURN_IF_ERROR(validate_kda(p));

@@ -62,5 +62,11 @@ Status launch_chunked_fused(const DeviceParams& p, bool bf16, cudaStream_t strea
 // back to the environment). Results are the same bits for every count (KdaCuda.StateStagesBitwise).
 int kda_state_stages();
 void set_kda_state_stages(int stages);
+// Which state-pass kernel serves the chunked path: the column-owning one with one barrier a step
+// (kda_state_cols.cuh; true, the default) or the K-quarter one (kda_state_step.cuh, at the stages
+// above). A measurement switch: GROUPATTN_KDA_STATE_COLS=0 picks the K-quarter kernel; read once;
+// set_kda_state_cols(mode) overrides it for tests (-1: back to the environment, 0 off, 1 on).
+bool kda_state_cols();
+void set_kda_state_cols(int mode);
 
 }  // namespace groupattn::kda_cuda

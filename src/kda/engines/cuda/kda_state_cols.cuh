@@ -1,0 +1,202 @@
+// The 16-token state step with one CTA barrier a step: each warp owns 8 value columns and all K
+// rows of them (kda_state_step.cuh splits each product over 8 warps by K-quarter and pays three CTA
+// barriers and a shared round trip of the partial sums a step; docs/ENGINES.md "Session 14: a state
+// step without the partials").
+//
+// A CTA of kColsThreads (2 warps) owns value columns e0 .. e0 + 15 of one (sequence, value head);
+// warp w owns e0 + 8 w .. + 7 and holds S (K x 8) in fp32 registers as K / 16 m16n8 accumulator
+// tiles. Per 16-token chunk, from a shared-memory stage holding the chunk's prep (W, Qt [16][K],
+// Kh [16][K], the CTA's U [16][16], Aqk [16][16], exp(Gamma_C) [K]), each warp alone computes
+//   D = U - W S;  O = Qt S + Aqk D;  S <- Diag(exp(Gamma_C)) S + Kh^T D
+// for its columns: W S and Qt S with S from the warp's own shared mirror (tf32, the B operand),
+// D through the warp's own shared slice (fp32) to the B layout, Aqk D in 3xTF32 (about fp32, as the
+// CUDA-core sum it replaces: the output's accuracy is unchanged), Kh^T D in plain tf32 as before.
+// Only __syncwarp orders a warp's mirrors; the CTA barrier is the copy ring's (a stage is refilled
+// after both warps have left it).
+//
+// Fragment loads as float4: in W S and Qt S the k index of each pair of k8 steps is permuted so
+// that lane (g, t) takes physical columns 16 p + 4 t .. + 3 (k step 2 p: logical t -> 4 t,
+// t + 4 -> 4 t + 1; step 2 p + 1: t -> 4 t + 2, t + 4 -> 4 t + 3) of both A (W or Qt rows g and
+// g + 8) and B (S rows, the mirror's column g) -- a product's sum over k does not depend on the
+// order of k. W / Qt rows are K + 16 floats apart (a quarter-warp's 8 float4 reads hit 8 distinct
+// bank quads); the S mirror is [8 columns][K] with the bank quads of each column XOR-swizzled so
+// that both its scalar stores (from the accumulator layout) and its float4 loads are
+// conflict-free (s_pos below).
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <cstdint>
+
+#include "kda/engines/cuda/kda_chunk_prep.cuh"
+#include "kda/engines/cuda/kda_cuda_common.cuh"
+#include "kda/engines/cuda/kda_cuda_launch.h"
+#include "kda/engines/cuda/kda_tf32_mma.cuh"
+
+namespace groupattn::kda_cuda {
+
+inline constexpr int kColsVT = 16;              // value columns per CTA
+inline constexpr int kColsWarps = kColsVT / 8;  // one warp per 8 columns
+inline constexpr int kColsThreads = kColsWarps * kWarp;
+
+// Shared memory (floats): NS stages, then each warp's S mirror [8][K] and D [16][8].
+template <int K, int NS>
+struct ColsPlan {
+  static constexpr int kRowWQ = K + 16;        // W, Qt rows: float4 loads by rows g, g + 8
+  static constexpr int kRowKh = K + 8;         // Kh read transposed (row t, column g): 8 t + g banks
+  static constexpr int kRowA = kChunk + 4;     // Aqk read as A (row g, column t): 20 g + t banks
+  static constexpr int kW = 0;
+  static constexpr int kQt = kW + kChunk * kRowWQ;
+  static constexpr int kKh = kQt + kChunk * kRowWQ;
+  static constexpr int kU = kKh + kChunk * kRowKh;  // [16][kColsVT]
+  static constexpr int kA = kU + kChunk * kColsVT;
+  static constexpr int kEc = kA + kChunk * kRowA;
+  static constexpr int kStage = kEc + K;
+  static constexpr int kMirrors = NS * kStage;
+  static constexpr int kDm = 8 * K;                    // inside a warp's slice, after S
+  static constexpr int kWarpFloats = kDm + kChunk * 8;  // D [16][8]: B reads (row t, column g)
+  static constexpr int kFloats = kMirrors + kColsWarps * kWarpFloats;
+  static constexpr int kBytes = kFloats * static_cast<int>(sizeof(float));
+  static_assert(NS >= 2 && NS <= 4, "a copy in flight during each step");
+  static_assert(kRowWQ % 32 == 16 && kRowKh % 32 == 8 && kRowA % 32 == 20, "conflict-free fragment loads");
+  static_assert(kStage % 4 == 0 && kQt % 4 == 0 && kKh % 4 == 0 && kU % 4 == 0 && kA % 4 == 0 && kEc % 4 == 0 &&
+                    kWarpFloats % 4 == 0,
+                "16-byte aligned tiles and rows");
+  static_assert(K % 32 == 0, "the S mirror's swizzle spans 8 bank quads of each column");
+};
+
+// Position of S[d][n] (n < 8, this warp's columns) in the warp's mirror: column n's K floats, bank
+// quad (d / 4) XOR h(n) with h(n) = (n & 6) ^ 4 (n & 1). Stores: lanes (g, t) write column 2 t (or
+// 2 t + 1) at d = 16 i + g: h spreads the four t over distinct quads. Loads: lanes (g, t) read the
+// quad of d = 16 p + 4 t in column g: the two g of a quarter-warp differ in h's bit 2.
+template <int K>
+__device__ __forceinline__ int s_pos(int n, int d) {
+  const int h = (n & 6) ^ ((n & 1) << 2);
+  return n * K + ((((d >> 2) ^ h)) << 2) + (d & 3);
+}
+
+// Copies chunk block `blk` (this CTA's columns e0 .. e0 + 15 of U) into `stage` (cp.async, one
+// commit group). K / 4 16-byte pieces per row of W, Qt, Kh; one piece of U and one of Aqk per thread.
+template <int K, int NS>
+__device__ __forceinline__ void cols_load_stage(float* stage, const float* blk, const ChunkLayout& l, int V, int e0,
+                                                int tid) {
+  using P = ColsPlan<K, NS>;
+  constexpr int kQuads = K / 4, kPieces = kChunk * kQuads;
+  static_assert(kPieces % kColsThreads == 0 && kChunk * kColsVT / 4 == kColsThreads &&
+                    kChunk * kChunk / 4 == kColsThreads && kQuads <= kColsThreads,
+                "whole pieces per thread");
+#pragma unroll
+  for (int it = 0; it < kPieces / kColsThreads; ++it) {
+    const int i = tid + it * kColsThreads, r = i / kQuads, c4 = i % kQuads * 4;
+    cp_async16(stage + P::kW + r * P::kRowWQ + c4, blk + l.w + r * K + c4);
+    cp_async16(stage + P::kQt + r * P::kRowWQ + c4, blk + l.qt + r * K + c4);
+    cp_async16(stage + P::kKh + r * P::kRowKh + c4, blk + l.kh + r * K + c4);
+  }
+  const int r = tid / 4, c4 = tid % 4 * 4;
+  cp_async16(stage + P::kU + r * kColsVT + c4, blk + l.u + r * V + e0 + c4);
+  cp_async16(stage + P::kA + r * P::kRowA + c4, blk + l.aqk + r * kChunk + c4);
+  if (tid < kQuads) cp_async16(stage + P::kEc + tid * 4, blk + l.ec + tid * 4);
+  cp_async_commit();
+}
+
+template <int K>
+struct ColsState {
+  float s[K / 16][4];  // tile i: S rows 16 i + g (+ 8), columns 2 t (+ 1) of the warp's 8
+};
+
+// The warp's S mirror (tf32-rounded stored operands) from its fp32 tiles.
+template <int K>
+__device__ __forceinline__ void cols_mirror(float* Sm, const ColsState<K>& st, int g, int t) {
+#pragma unroll
+  for (int i = 0; i < K / 16; ++i) {
+#pragma unroll
+    for (int q = 0; q < 4; ++q) Sm[s_pos<K>(2 * t + (q & 1), 16 * i + g + 8 * (q >> 1))] = mma_operand(st.s[i][q]);
+  }
+}
+
+// One chunk's step for this warp from stage `st`. Entry: the stage is complete and the warp's S
+// mirror holds S (both since a barrier / __syncwarp). Exit: S updated in registers and mirrored
+// (the caller's next barrier orders the mirror's stores before the next step's loads).
+// orow: this lane's output row g of the chunk at its first column; rows_here: the chunk's real
+// tokens (rows >= it are padding and not stored).
+template <class T, int K, int NS>
+__device__ __forceinline__ void cols_step(const float* st, float* Sm, float* Dm, ColsState<K>& S, T* orow,
+                                          int64_t o_st, int64_t rows_here, float bad, int c0, int g, int t) {
+  using P = ColsPlan<K, NS>;
+  // W S and Qt S (1xTF32 on stored operands): two accumulators each, one per k step of a pair.
+  Acc ws[2], qs[2];
+#pragma unroll
+  for (int pp = 0; pp < K / 16; ++pp) {
+    const int col = 16 * pp + 4 * t;
+    const float4 w0 = *reinterpret_cast<const float4*>(st + P::kW + g * P::kRowWQ + col);
+    const float4 w1 = *reinterpret_cast<const float4*>(st + P::kW + (g + 8) * P::kRowWQ + col);
+    const float4 q0 = *reinterpret_cast<const float4*>(st + P::kQt + g * P::kRowWQ + col);
+    const float4 q1 = *reinterpret_cast<const float4*>(st + P::kQt + (g + 8) * P::kRowWQ + col);
+    const float4 sb = *reinterpret_cast<const float4*>(Sm + s_pos<K>(g, col));
+    const Tf32Split<2> b0 = fragment<2>({sb.x, sb.y}), b1 = fragment<2>({sb.z, sb.w});
+    ws[0].mma(fragment<4>({w0.x, w1.x, w0.y, w1.y}), b0);
+    ws[1].mma(fragment<4>({w0.z, w1.z, w0.w, w1.w}), b1);
+    qs[0].mma(fragment<4>({q0.x, q1.x, q0.y, q1.y}), b0);
+    qs[1].mma(fragment<4>({q0.z, q1.z, q0.w, q1.w}), b1);
+  }
+  // D = U - W S at rows g, g + 8 and columns 2 t, 2 t + 1 (fp32), to the warp's slice.
+  float dv[4];
+#pragma unroll
+  for (int q = 0; q < 4; ++q) {
+    const int row = g + 8 * (q >> 1), col = 2 * t + (q & 1);
+    dv[q] = st[P::kU + row * kColsVT + c0 + col] - (ws[0].sum(q) + ws[1].sum(q));
+  }
+  *reinterpret_cast<float2*>(Dm + g * 8 + 2 * t) = make_float2(dv[0], dv[1]);
+  *reinterpret_cast<float2*>(Dm + (g + 8) * 8 + 2 * t) = make_float2(dv[2], dv[3]);
+  __syncwarp();
+  // D as B fragments (row = token t / t + 4 of each k step, column g): fp32 for Aqk D, tf32 for Kh^T D.
+  float db[2][2];
+#pragma unroll
+  for (int kk = 0; kk < 2; ++kk) db[kk][0] = Dm[(8 * kk + t) * 8 + g], db[kk][1] = Dm[(8 * kk + t + 4) * 8 + g];
+
+  // O = Qt S + Aqk D; Aqk is lower triangular (s <= r): the entries above the diagonal are masked
+  // (the prep does not define them).
+  Tf32Acc<3> ad;
+#pragma unroll
+  for (int kk = 0; kk < 2; ++kk) {
+    const int s0 = 8 * kk + t, s1 = s0 + 4;
+    const float* a = st + P::kA;
+    const float av[4] = {s0 <= g ? a[g * P::kRowA + s0] : 0.f, s0 <= g + 8 ? a[(g + 8) * P::kRowA + s0] : 0.f,
+                         s1 <= g ? a[g * P::kRowA + s1] : 0.f, s1 <= g + 8 ? a[(g + 8) * P::kRowA + s1] : 0.f};
+    ad.mma(split_fragment<3>(av), split_fragment<3>(db[kk]));
+  }
+  float o[4];
+#pragma unroll
+  for (int q = 0; q < 4; ++q) o[q] = (qs[0].sum(q) + qs[1].sum(q)) + ad.sum(q) + bad;
+  if (g < rows_here) orow[0] = from_float<T>(o[0]), orow[1] = from_float<T>(o[1]);
+  if (g + 8 < rows_here) orow[8 * o_st] = from_float<T>(o[2]), orow[8 * o_st + 1] = from_float<T>(o[3]);
+
+  // S <- Diag(exp(Gamma_C)) S + Kh^T D (A = Kh^T: A[d][r] = Kh[r][d]; D rounded to tf32 here).
+  Tf32Split<2> bk[2];
+#pragma unroll
+  for (int kk = 0; kk < 2; ++kk) bk[kk] = fragment<2>({mma_operand(db[kk][0]), mma_operand(db[kk][1])});
+  const float* kh = st + P::kKh;
+#pragma unroll
+  for (int i = 0; i < K / 16; ++i) {
+    const int m0 = 16 * i;
+    const float ea = st[P::kEc + m0 + g], eb = st[P::kEc + m0 + g + 8];
+    Acc acc;
+    acc.hh[0] = ea * S.s[i][0];
+    acc.hh[1] = ea * S.s[i][1];
+    acc.hh[2] = eb * S.s[i][2];
+    acc.hh[3] = eb * S.s[i][3];
+#pragma unroll
+    for (int kk = 0; kk < 2; ++kk) {
+      const int r0 = 8 * kk + t;
+      acc.mma(fragment<4>({kh[r0 * P::kRowKh + m0 + g], kh[r0 * P::kRowKh + m0 + g + 8],
+                           kh[(r0 + 4) * P::kRowKh + m0 + g], kh[(r0 + 4) * P::kRowKh + m0 + g + 8]}),
+              bk[kk]);
+    }
+#pragma unroll
+    for (int q = 0; q < 4; ++q) S.s[i][q] = acc.sum(q);
+  }
+  __syncwarp();  // every lane's reads of the old mirror are done
+  cols_mirror<K>(Sm, S, g, t);
+}
+
+}  // namespace groupattn::kda_cuda
