@@ -241,9 +241,10 @@ __global__ void __launch_bounds__(kColsThreads)
   const float* next_block = blocks + (c0_chunk * p.HV + hv) * l.block_floats;
   int64_t issued = 0;
   int next_stage = 0;
+  const ColsCopyLane<K, NS> copy_lane(tid, p.V, e0);
   auto issue_next = [&]() {  // one commit group per chunk slot, empty past the last chunk
     if (issued < nc) {
-      cols_load_stage<K, NS>(smem + next_stage * P::kStage, next_block, l, p.V, e0, tid);
+      cols_load_stage<K, NS>(smem + next_stage * P::kStage, next_block, l, copy_lane, tid);
       next_block += block_step;
     } else {
       cp_async_commit();
@@ -264,7 +265,8 @@ __global__ void __launch_bounds__(kColsThreads)
       S.s[i][q] = rows.in >= 0 ? p.s_in[state_offset(p.v_first, p.si_sn, p.si_sh, p.si_sr, rows.in, hv, d, e)] : 0.f;
     }
   }
-  cols_mirror<K>(Sm, S, g, t);
+  const MirrorBases<K> mb(g, t);
+  cols_mirror<K>(Sm, S, mb);
   cp_async_wait_pending<NS - 2>();  // chunk 0's block
   __syncthreads();
 
@@ -274,7 +276,7 @@ __global__ void __launch_bounds__(kColsThreads)
   int stage = 0;
   for (int64_t j = 0; j < nc; ++j) {
     issue_next();  // into the stage chunk j - 1 used (both warps left it before the last barrier)
-    cols_step<T, K, NS>(smem + stage * P::kStage, Sm, Dm, S, orow, p.o_st, rows_left, bad, c0, g, t);
+    cols_step<T, K, NS>(smem + stage * P::kStage, Sm, Dm, S, mb, orow, p.o_st, rows_left, bad, c0, g, t);
     orow += orow_step;
     rows_left -= kChunk;
     cp_async_wait_pending<NS - 2>();  // chunk j + 1's block

@@ -75,27 +75,74 @@ __device__ __forceinline__ int s_pos(int n, int d) {
   return n * K + ((((d >> 2) ^ h)) << 2) + (d & 3);
 }
 
-// Copies chunk block `blk` (this CTA's columns e0 .. e0 + 15 of U) into `stage` (cp.async, one
-// commit group). K / 4 16-byte pieces per row of W, Qt, Kh; one piece of U and one of Aqk per thread.
-template <int K, int NS>
-__device__ __forceinline__ void cols_load_stage(float* stage, const float* blk, const ChunkLayout& l, int V, int e0,
-                                                int tid) {
-  using P = ColsPlan<K, NS>;
-  constexpr int kQuads = K / 4, kPieces = kChunk * kQuads;
-  static_assert(kPieces % kColsThreads == 0 && kChunk * kColsVT / 4 == kColsThreads &&
-                    kChunk * kChunk / 4 == kColsThreads && kQuads <= kColsThreads,
-                "whole pieces per thread");
+// The mirror positions a lane uses, once per kernel: with d = 16 i + x (x < 16), s_pos(n, d) =
+// s_pos(n, x + 16 (i & 1)) + 16 (i & ~1) -- the XOR touches the quad's low 3 bits only, i.e. d's
+// bits 2..4 -- so every position is one of two per-lane bases (even / odd i) plus a compile-time
+// offset: stores of q (rows g + 8 (q >> 1), column 2 t + (q & 1)) and loads (column g, the quad of
+// d = 4 t in pair p).
+template <int K>
+struct MirrorBases {
+  int st[2][4];  // [i & 1][q]
+  int ld[2];     // [p & 1]
+  __device__ __forceinline__ MirrorBases(int g, int t) {
 #pragma unroll
-  for (int it = 0; it < kPieces / kColsThreads; ++it) {
-    const int i = tid + it * kColsThreads, r = i / kQuads, c4 = i % kQuads * 4;
-    cp_async16(stage + P::kW + r * P::kRowWQ + c4, blk + l.w + r * K + c4);
-    cp_async16(stage + P::kQt + r * P::kRowWQ + c4, blk + l.qt + r * K + c4);
-    cp_async16(stage + P::kKh + r * P::kRowKh + c4, blk + l.kh + r * K + c4);
+    for (int odd = 0; odd < 2; ++odd) {
+#pragma unroll
+      for (int q = 0; q < 4; ++q) st[odd][q] = s_pos<K>(2 * t + (q & 1), 16 * odd + g + 8 * (q >> 1));
+      ld[odd] = s_pos<K>(g, 16 * odd + 4 * t);
+    }
   }
-  const int r = tid / 4, c4 = tid % 4 * 4;
-  cp_async16(stage + P::kU + r * kColsVT + c4, blk + l.u + r * V + e0 + c4);
-  cp_async16(stage + P::kA + r * P::kRowA + c4, blk + l.aqk + r * kChunk + c4);
-  if (tid < kQuads) cp_async16(stage + P::kEc + tid * 4, blk + l.ec + tid * 4);
+  __device__ __forceinline__ int store(int i, int q) const { return st[i & 1][q] + 16 * (i & ~1); }
+  __device__ __forceinline__ int load(int pp) const { return ld[pp & 1] + 16 * (pp & ~1); }
+};
+
+// Copies chunk block `blk` (this CTA's columns e0 .. e0 + 15 of U) into `stage` (cp.async, one
+// commit group). The rows of W, Qt, Kh go as 16-byte pieces, thread tid taking rows tid / 32 + 2 it
+// at column 4 (tid % 32): every piece's shared and global offsets are the thread's base plus a
+// compile-time step (no per-copy address arithmetic beyond one add); one piece of U and one of Aqk
+// per thread, exp(Gamma_C) by the first K / 4.
+template <int K, int NS>
+struct ColsCopyLane {
+  int s_wq, s_kh, g_row;  // shared offsets in W / Qt and in Kh of the first row's piece; its global offset
+  int s_u, s_a, g_u, g_a;
+  __device__ __forceinline__ ColsCopyLane(int tid, int V, int e0) {
+    using P = ColsPlan<K, NS>;
+    constexpr int kQuads = K / 4;
+    const int r = tid / kQuads, c4 = tid % kQuads * 4;
+    s_wq = r * P::kRowWQ + c4;
+    s_kh = r * P::kRowKh + c4;
+    g_row = r * K + c4;
+    const int ru = tid / 4, cu = tid % 4 * 4;
+    s_u = ru * kColsVT + cu;
+    s_a = ru * P::kRowA + cu;
+    g_u = ru * V + e0 + cu;
+    g_a = ru * kChunk + cu;
+  }
+};
+
+template <int K, int NS>
+__device__ __forceinline__ void cols_load_stage(float* stage, const float* blk, const ChunkLayout& l,
+                                                const ColsCopyLane<K, NS>& c, int tid) {
+  using P = ColsPlan<K, NS>;
+  constexpr int kQuads = K / 4, kRowsPerIt = kColsThreads / kQuads;
+  static_assert(kColsThreads % kQuads == 0 && kChunk % kRowsPerIt == 0 &&
+                    kChunk * kColsVT / 4 == kColsThreads && kChunk * kChunk / 4 == kColsThreads,
+                "whole pieces per thread");
+  const float *w = blk + l.w + c.g_row, *qt = blk + l.qt + c.g_row, *kh = blk + l.kh + c.g_row;
+  // Shared byte addresses: the stage's converted once, the rest compile-time offsets from two bases.
+  const uint32_t s0 = static_cast<uint32_t>(__cvta_generic_to_shared(stage));
+  const uint32_t swq = s0 + 4u * static_cast<uint32_t>(c.s_wq), skh = s0 + 4u * static_cast<uint32_t>(c.s_kh);
+  constexpr uint32_t kF = sizeof(float);
+#pragma unroll
+  for (int it = 0; it < kChunk / kRowsPerIt; ++it) {
+    const int rs = it * kRowsPerIt;  // rows past the thread's first
+    cp_async16_shared(swq + kF * (P::kW + rs * P::kRowWQ), w + rs * K);
+    cp_async16_shared(swq + kF * (P::kQt + rs * P::kRowWQ), qt + rs * K);
+    cp_async16_shared(skh + kF * (P::kKh + rs * P::kRowKh), kh + rs * K);
+  }
+  cp_async16_shared(s0 + kF * (P::kU + c.s_u), blk + l.u + c.g_u);
+  cp_async16_shared(s0 + kF * (P::kA + c.s_a), blk + l.aqk + c.g_a);
+  if (tid < kQuads) cp_async16_shared(s0 + kF * (P::kEc + tid * 4), blk + l.ec + tid * 4);
   cp_async_commit();
 }
 
@@ -106,11 +153,11 @@ struct ColsState {
 
 // The warp's S mirror (tf32-rounded stored operands) from its fp32 tiles.
 template <int K>
-__device__ __forceinline__ void cols_mirror(float* Sm, const ColsState<K>& st, int g, int t) {
+__device__ __forceinline__ void cols_mirror(float* Sm, const ColsState<K>& st, const MirrorBases<K>& mb) {
 #pragma unroll
   for (int i = 0; i < K / 16; ++i) {
 #pragma unroll
-    for (int q = 0; q < 4; ++q) Sm[s_pos<K>(2 * t + (q & 1), 16 * i + g + 8 * (q >> 1))] = mma_operand(st.s[i][q]);
+    for (int q = 0; q < 4; ++q) Sm[mb.store(i, q)] = mma_operand(st.s[i][q]);
   }
 }
 
@@ -120,8 +167,9 @@ __device__ __forceinline__ void cols_mirror(float* Sm, const ColsState<K>& st, i
 // orow: this lane's output row g of the chunk at its first column; rows_here: the chunk's real
 // tokens (rows >= it are padding and not stored).
 template <class T, int K, int NS>
-__device__ __forceinline__ void cols_step(const float* st, float* Sm, float* Dm, ColsState<K>& S, T* orow,
-                                          int64_t o_st, int64_t rows_here, float bad, int c0, int g, int t) {
+__device__ __forceinline__ void cols_step(const float* st, float* Sm, float* Dm, ColsState<K>& S,
+                                          const MirrorBases<K>& mb, T* orow, int64_t o_st, int64_t rows_here,
+                                          float bad, int c0, int g, int t) {
   using P = ColsPlan<K, NS>;
   // W S and Qt S (1xTF32 on stored operands): two accumulators each, one per k step of a pair.
   Acc ws[2], qs[2];
@@ -132,7 +180,7 @@ __device__ __forceinline__ void cols_step(const float* st, float* Sm, float* Dm,
     const float4 w1 = *reinterpret_cast<const float4*>(st + P::kW + (g + 8) * P::kRowWQ + col);
     const float4 q0 = *reinterpret_cast<const float4*>(st + P::kQt + g * P::kRowWQ + col);
     const float4 q1 = *reinterpret_cast<const float4*>(st + P::kQt + (g + 8) * P::kRowWQ + col);
-    const float4 sb = *reinterpret_cast<const float4*>(Sm + s_pos<K>(g, col));
+    const float4 sb = *reinterpret_cast<const float4*>(Sm + mb.load(pp));
     const Tf32Split<2> b0 = fragment<2>({sb.x, sb.y}), b1 = fragment<2>({sb.z, sb.w});
     ws[0].mma(fragment<4>({w0.x, w1.x, w0.y, w1.y}), b0);
     ws[1].mma(fragment<4>({w0.z, w1.z, w0.w, w1.w}), b1);
@@ -155,7 +203,7 @@ __device__ __forceinline__ void cols_step(const float* st, float* Sm, float* Dm,
   for (int kk = 0; kk < 2; ++kk) db[kk][0] = Dm[(8 * kk + t) * 8 + g], db[kk][1] = Dm[(8 * kk + t + 4) * 8 + g];
 
   // O = Qt S + Aqk D; Aqk is lower triangular (s <= r): the entries above the diagonal are masked
-  // (the prep does not define them).
+  // (the prep does not define them). 3xTF32 by truncated splits (split_trunc: ~2^-20 relative).
   Tf32Acc<3> ad;
 #pragma unroll
   for (int kk = 0; kk < 2; ++kk) {
@@ -163,7 +211,7 @@ __device__ __forceinline__ void cols_step(const float* st, float* Sm, float* Dm,
     const float* a = st + P::kA;
     const float av[4] = {s0 <= g ? a[g * P::kRowA + s0] : 0.f, s0 <= g + 8 ? a[(g + 8) * P::kRowA + s0] : 0.f,
                          s1 <= g ? a[g * P::kRowA + s1] : 0.f, s1 <= g + 8 ? a[(g + 8) * P::kRowA + s1] : 0.f};
-    ad.mma(split_fragment<3>(av), split_fragment<3>(db[kk]));
+    ad.mma(split_trunc(av), split_trunc(db[kk]));
   }
   float o[4];
 #pragma unroll
@@ -196,7 +244,7 @@ __device__ __forceinline__ void cols_step(const float* st, float* Sm, float* Dm,
     for (int q = 0; q < 4; ++q) S.s[i][q] = acc.sum(q);
   }
   __syncwarp();  // every lane's reads of the old mirror are done
-  cols_mirror<K>(Sm, S, g, t);
+  cols_mirror<K>(Sm, S, mb);
 }
 
 }  // namespace groupattn::kda_cuda
