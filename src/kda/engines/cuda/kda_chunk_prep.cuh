@@ -171,10 +171,7 @@ __device__ __forceinline__ Tf32Split<N> split_trunc(const float (&x)[N]) {
 // from it: w(r), qt(r), kh(r) of row r (K floats each), u(r) (value columns u0() .. u0() + u_cols()
 // - 1, u_cols a multiple of 8: a fused CTA computes only its own V-tile's), aqk() (16 x 16
 // contiguous), ec() (K floats); w_row() and u_row() are w(r + 1) - w(r) and u(r + 1) - u(r);
-// every row 16-byte aligned. Dst::kPairRows: W and Qt are stored in row pairs instead of rows,
-// element (r, c) at w(0) + (r % 8) 2K + 2c + r / 8 (rows g and g + 8 interleaved by element, so an
-// m16n8k8 A fragment -- (g, c), (g + 8, c), (g, c + 1), (g + 8, c + 1) under a k permutation -- is
-// 16 contiguous bytes; kda_cuda_launch.h's ChunkLayout). (Offsets from one base rather than six
+// every row 16-byte aligned. (Offsets from one base rather than six
 // pointers: the prep kernel runs at <= 51 registers, and the offsets are kernel parameters or
 // compile-time constants.)
 template <class T, int K, class Dst>
@@ -373,13 +370,7 @@ __device__ __forceinline__ void chunk_prep(const DeviceParams& p, const SeqSpan&
       kh[i] = mma_operand(kx[i] * exp_nonpos(gc[i] - gr[i]));
       kx[i] = br * kx[i] * er;
     }
-    if constexpr (Dst::kPairRows) {  // element (r, c) at (r % 8) 2K + 2c + r / 8 (Dst's note)
-      float* q0 = blk + dst.qt(0) + (r % 8) * 2 * K + r / 8 + 2 * d0;
-#pragma unroll
-      for (int i = 0; i < kPer; ++i) q0[2 * i] = qt[i];
-    } else {
-      store4(blk + dst.qt(r) + d0, qt);
-    }
+    store4(blk + dst.qt(r) + d0, qt);
     store4(blk + dst.kh(r) + d0, kh);
     store4(&ks[r][d0], kx);  // own slice only
   }
@@ -418,12 +409,8 @@ __device__ __forceinline__ void chunk_prep(const DeviceParams& p, const SeqSpan&
 #pragma unroll
         for (int q = 0; q < 4; ++q) c[q] = mma_operand(c[q]);
       }
-      if (Dst::kPairRows && is_w) {  // (g, c), (g + 8, c), (g, c + 1), (g + 8, c + 1): one float4
-        *reinterpret_cast<float4*>(blk + dst.w(0) + g * 2 * K + 2 * (n0 + 2 * t)) = make_float4(c[0], c[2], c[1], c[3]);
-      } else {
-        *reinterpret_cast<float2*>(out) = make_float2(c[0], c[1]);
-        *reinterpret_cast<float2*>(out + 8 * stride) = make_float2(c[2], c[3]);
-      }
+      *reinterpret_cast<float2*>(out) = make_float2(c[0], c[1]);
+      *reinterpret_cast<float2*>(out + 8 * stride) = make_float2(c[2], c[3]);
     }
   }
 }

@@ -63,7 +63,6 @@ struct BlockDst {
   float* blocks;
   const ChunkLayout& l;  // the kernel's parameter
   int HV, V;
-  static constexpr bool kPairRows = true;  // W / Qt in row pairs (ChunkLayout)
   __device__ __forceinline__ float* base() const {
     return blocks + (static_cast<int64_t>(blockIdx.x) * HV + blockIdx.y) * l.block_floats;
   }
@@ -102,7 +101,7 @@ __global__ void __launch_bounds__(kThreads, kPrepMinBlocks)
 // chunk j). NS = 2 is the double buffer; deeper rings give each copy NS - 1 steps to land
 // (kda_state_stages(): 3 by default at 16-column V-tiles, a measurement switch).
 template <int K, int VT, int NS = 2>
-using PassPlan = StatePlan<K, VT, NS, /*kPairs=*/true>;
+using PassPlan = StatePlan<K, VT, NS>;
 
 // Issues the cp.async copies of chunk block `blk` (this CTA's V columns e0..e0+VT-1) into `stage`.
 // Each thread's pieces are fixed by tid and compile-time counts (no division, no per-copy 64-bit
@@ -111,17 +110,15 @@ template <int K, int VT>
 __device__ __forceinline__ void load_stage(float* stage, const float* blk, const ChunkLayout& l, int V,
                                            int e0, int tid) {
   using P = PassPlan<K, VT>;  // the stage's layout does not depend on the stage count
-  constexpr int kQuads = K / 4;           // 16-byte pieces per row of Kh (per half pair row of W / Qt)
+  constexpr int kQuads = K / 4;           // 16-byte pieces per row of W / Qt / Kh
   constexpr int kPieces = kChunk * kQuads;  // per matrix
   static_assert(kPieces % kThreads == 0, "whole pieces per thread");
   const float *w = blk + l.w, *qt = blk + l.qt, *kh = blk + l.kh;
 #pragma unroll
   for (int it = 0; it < kPieces / kThreads; ++it) {
     const int i = tid + it * kThreads, r = i / kQuads, c4 = i % kQuads * 4;
-    // W / Qt: pair row r / 2, its half r % 2 (the pair row is 2K contiguous floats).
-    const int pr = r / 2, pc = (r % 2) * K + c4;
-    cp_async16(stage + P::kW + pr * P::kRowPair + pc, w + pr * 2 * K + pc);
-    cp_async16(stage + P::kQt + pr * P::kRowPair + pc, qt + pr * 2 * K + pc);
+    cp_async16(stage + P::kW + r * P::kRowWQ + c4, w + r * K + c4);
+    cp_async16(stage + P::kQt + r * P::kRowWQ + c4, qt + r * K + c4);
     cp_async16(stage + P::kKh + r * P::kRowKh + c4, kh + r * K + c4);
   }
   constexpr int kUPieces = kChunk * VT / 4, kAPieces = kChunk * kChunk / 4;

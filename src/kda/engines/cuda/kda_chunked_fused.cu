@@ -49,7 +49,6 @@ struct StageDst {
   float* stage;
   int e0;
   using P = FusedPlan<K>;
-  static constexpr bool kPairRows = false;  // state_step's fused plan reads W / Qt by rows
   __device__ __forceinline__ float* base() const { return stage; }
   __device__ __forceinline__ int w(int r) const { return P::kW + r * P::kRowWQ; }
   __device__ __forceinline__ int qt(int r) const { return P::kQt + r * P::kRowWQ; }

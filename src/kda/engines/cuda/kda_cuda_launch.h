@@ -15,9 +15,7 @@ namespace groupattn::kda_cuda {
 // Workspace of the chunked path, carved from the caller's buffer:
 //   chunk_offsets int64 [N + 1]                  first chunk index of each sequence
 //   chunk blocks  fp32  [max_chunks, HV, block]  one prep result per (chunk, value head)
-// with block = W [16,K] | Qt [16,K] | Kh [16,K] | U [16,V] | Aqk [16,16] | exp(Gamma_C) [K], W and Qt
-// in row pairs: element (r, c) at (r % 8) 2K + 2c + r / 8 (rows g and g + 8 interleaved, so the
-// state pass's A fragments are contiguous; kda_chunk_prep.cuh), the others row-major.
+// with block = W [16,K] | Qt [16,K] | Kh [16,K] | U [16,V] | Aqk [16,16] | exp(Gamma_C) [K].
 struct ChunkLayout {
   int64_t max_chunks = 0;    // upper bound on sum_n ceil(len_n / 16)
   int64_t block_floats = 0;  // floats per (chunk, value head)

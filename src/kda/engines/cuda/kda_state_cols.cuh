@@ -16,13 +16,12 @@
 //
 // Fragment loads as float4: in W S and Qt S the k index of each pair of k8 steps is permuted so
 // that lane (g, t) takes physical columns 16 p + 4 t .. + 3 (k step 2 p: logical t -> 4 t,
-// t + 4 -> 4 t + 1; step 2 p + 1: t -> 4 t + 2, t + 4 -> 4 t + 3) of both A and B -- a product's sum
-// over k does not depend on the order of k. A (W or Qt) comes in row pairs (ChunkLayout: rows g and
-// g + 8 interleaved by element), so each k step's A fragment (g, c), (g + 8, c), (g, c + 1),
-// (g + 8, c + 1) is one float4, in the register order mma wants; pair rows are 2K + 4 floats apart
-// (a quarter-warp's 8 float4 reads hit 8 distinct bank quads). B (S) comes from the warp's mirror,
-// [8 columns][K] with the bank quads of each column XOR-swizzled so that both its scalar stores
-// (from the accumulator layout) and its float4 loads are conflict-free (s_pos below).
+// t + 4 -> 4 t + 1; step 2 p + 1: t -> 4 t + 2, t + 4 -> 4 t + 3) of both A (W or Qt rows g and
+// g + 8) and B (S rows, the mirror's column g) -- a product's sum over k does not depend on the
+// order of k. W / Qt rows are K + 16 floats apart (a quarter-warp's 8 float4 reads hit 8 distinct
+// bank quads); the S mirror is [8 columns][K] with the bank quads of each column XOR-swizzled so
+// that both its scalar stores (from the accumulator layout) and its float4 loads are
+// conflict-free (s_pos below).
 #pragma once
 
 #include <cuda_runtime.h>
@@ -43,12 +42,12 @@ inline constexpr int kColsThreads = kColsWarps * kWarp;
 // Shared memory (floats): NS stages, then each warp's S mirror [8][K] and D [16][8].
 template <int K, int NS>
 struct ColsPlan {
-  static constexpr int kRowPair = 2 * K + 4;   // W, Qt pair rows (ChunkLayout): float4 A fragments
+  static constexpr int kRowWQ = K + 16;        // W, Qt rows: float4 loads by rows g, g + 8
   static constexpr int kRowKh = K + 8;         // Kh read transposed (row t, column g): 8 t + g banks
   static constexpr int kRowA = kChunk + 4;     // Aqk read as A (row g, column t): 20 g + t banks
   static constexpr int kW = 0;
-  static constexpr int kQt = kW + 8 * kRowPair;
-  static constexpr int kKh = kQt + 8 * kRowPair;
+  static constexpr int kQt = kW + kChunk * kRowWQ;
+  static constexpr int kKh = kQt + kChunk * kRowWQ;
   static constexpr int kU = kKh + kChunk * kRowKh;  // [16][kColsVT]
   static constexpr int kA = kU + kChunk * kColsVT;
   static constexpr int kEc = kA + kChunk * kRowA;
@@ -59,7 +58,7 @@ struct ColsPlan {
   static constexpr int kFloats = kMirrors + kColsWarps * kWarpFloats;
   static constexpr int kBytes = kFloats * static_cast<int>(sizeof(float));
   static_assert(NS >= 2 && NS <= 4, "a copy in flight during each step");
-  static_assert(kRowPair % 8 == 4 && kRowKh % 32 == 8 && kRowA % 32 == 20, "conflict-free fragment loads");
+  static_assert(kRowWQ % 32 == 16 && kRowKh % 32 == 8 && kRowA % 32 == 20, "conflict-free fragment loads");
   static_assert(kStage % 4 == 0 && kQt % 4 == 0 && kKh % 4 == 0 && kU % 4 == 0 && kA % 4 == 0 && kEc % 4 == 0 &&
                     kWarpFloats % 4 == 0,
                 "16-byte aligned tiles and rows");
@@ -98,22 +97,21 @@ struct MirrorBases {
 };
 
 // Copies chunk block `blk` (this CTA's columns e0 .. e0 + 15 of U) into `stage` (cp.async, one
-// commit group). W / Qt pair rows (2K floats) and Kh rows (K floats) go as 16-byte pieces, each
-// thread's pieces at its base offsets plus compile-time steps (no per-copy address arithmetic beyond
-// one add); one piece of U and one of Aqk per thread, exp(Gamma_C) by the first K / 4.
+// commit group). The rows of W, Qt, Kh go as 16-byte pieces, thread tid taking rows tid / 32 + 2 it
+// at column 4 (tid % 32): every piece's shared and global offsets are the thread's base plus a
+// compile-time step (no per-copy address arithmetic beyond one add); one piece of U and one of Aqk
+// per thread, exp(Gamma_C) by the first K / 4.
 template <int K, int NS>
 struct ColsCopyLane {
-  static constexpr int kPairQuads = 2 * K / 4, kRowQuads = K / 4;
-  int s_wq, g_wq, s_kh, g_kh;  // first pieces of W / Qt (pair row tid / kPairQuads) and of Kh
+  int s_wq, s_kh, g_row;  // shared offsets in W / Qt and in Kh of the first row's piece; its global offset
   int s_u, s_a, g_u, g_a;
   __device__ __forceinline__ ColsCopyLane(int tid, int V, int e0) {
     using P = ColsPlan<K, NS>;
-    const int pr = tid / kPairQuads, pc = tid % kPairQuads * 4;
-    s_wq = pr * P::kRowPair + pc;
-    g_wq = pr * 2 * K + pc;
-    const int r = tid / kRowQuads, c4 = tid % kRowQuads * 4;
+    constexpr int kQuads = K / 4;
+    const int r = tid / kQuads, c4 = tid % kQuads * 4;
+    s_wq = r * P::kRowWQ + c4;
     s_kh = r * P::kRowKh + c4;
-    g_kh = r * K + c4;
+    g_row = r * K + c4;
     const int ru = tid / 4, cu = tid % 4 * 4;
     s_u = ru * kColsVT + cu;
     s_a = ru * P::kRowA + cu;
@@ -126,30 +124,25 @@ template <int K, int NS>
 __device__ __forceinline__ void cols_load_stage(float* stage, const float* blk, const ChunkLayout& l,
                                                 const ColsCopyLane<K, NS>& c, int tid) {
   using P = ColsPlan<K, NS>;
-  using L = ColsCopyLane<K, NS>;
-  constexpr int kPairsPerIt = kColsThreads / L::kPairQuads, kRowsPerIt = kColsThreads / L::kRowQuads;
-  static_assert(kColsThreads % L::kPairQuads == 0 && kColsThreads % L::kRowQuads == 0 && 8 % kPairsPerIt == 0 &&
+  constexpr int kQuads = K / 4, kRowsPerIt = kColsThreads / kQuads;
+  static_assert(kColsThreads % kQuads == 0 && kChunk % kRowsPerIt == 0 &&
                     kChunk * kColsVT / 4 == kColsThreads && kChunk * kChunk / 4 == kColsThreads,
                 "whole pieces per thread");
-  const float *w = blk + l.w + c.g_wq, *qt = blk + l.qt + c.g_wq, *kh = blk + l.kh + c.g_kh;
+  const float *w = blk + l.w + c.g_row, *qt = blk + l.qt + c.g_row, *kh = blk + l.kh + c.g_row;
   // Shared byte addresses: the stage's converted once, the rest compile-time offsets from two bases.
   const uint32_t s0 = static_cast<uint32_t>(__cvta_generic_to_shared(stage));
   const uint32_t swq = s0 + 4u * static_cast<uint32_t>(c.s_wq), skh = s0 + 4u * static_cast<uint32_t>(c.s_kh);
   constexpr uint32_t kF = sizeof(float);
 #pragma unroll
-  for (int it = 0; it < 8 / kPairsPerIt; ++it) {
-    const int ps = it * kPairsPerIt;  // pair rows past the thread's first
-    cp_async16_shared(swq + kF * (P::kW + ps * P::kRowPair), w + ps * 2 * K);
-    cp_async16_shared(swq + kF * (P::kQt + ps * P::kRowPair), qt + ps * 2 * K);
-  }
-#pragma unroll
   for (int it = 0; it < kChunk / kRowsPerIt; ++it) {
     const int rs = it * kRowsPerIt;  // rows past the thread's first
+    cp_async16_shared(swq + kF * (P::kW + rs * P::kRowWQ), w + rs * K);
+    cp_async16_shared(swq + kF * (P::kQt + rs * P::kRowWQ), qt + rs * K);
     cp_async16_shared(skh + kF * (P::kKh + rs * P::kRowKh), kh + rs * K);
   }
   cp_async16_shared(s0 + kF * (P::kU + c.s_u), blk + l.u + c.g_u);
   cp_async16_shared(s0 + kF * (P::kA + c.s_a), blk + l.aqk + c.g_a);
-  if (tid < L::kRowQuads) cp_async16_shared(s0 + kF * (P::kEc + tid * 4), blk + l.ec + tid * 4);
+  if (tid < kQuads) cp_async16_shared(s0 + kF * (P::kEc + tid * 4), blk + l.ec + tid * 4);
   cp_async_commit();
 }
 
@@ -180,21 +173,19 @@ __device__ __forceinline__ void cols_step(const float* st, float* Sm, float* Dm,
   using P = ColsPlan<K, NS>;
   // W S and Qt S (1xTF32 on stored operands): two accumulators each, one per k step of a pair.
   Acc ws[2], qs[2];
-  const float* wrow = st + P::kW + g * P::kRowPair + 8 * t;  // pair row g, column 4 t (x2 floats)
-  const float* qrow = st + P::kQt + g * P::kRowPair + 8 * t;
 #pragma unroll
   for (int pp = 0; pp < K / 16; ++pp) {
-    // k step 2 pp: columns 16 pp + 4 t, + 1; step 2 pp + 1: + 2, + 3 (each a float4 of the pair row).
-    const float4 w0 = *reinterpret_cast<const float4*>(wrow + 32 * pp);
-    const float4 w1 = *reinterpret_cast<const float4*>(wrow + 32 * pp + 4);
-    const float4 q0 = *reinterpret_cast<const float4*>(qrow + 32 * pp);
-    const float4 q1 = *reinterpret_cast<const float4*>(qrow + 32 * pp + 4);
+    const int col = 16 * pp + 4 * t;
+    const float4 w0 = *reinterpret_cast<const float4*>(st + P::kW + g * P::kRowWQ + col);
+    const float4 w1 = *reinterpret_cast<const float4*>(st + P::kW + (g + 8) * P::kRowWQ + col);
+    const float4 q0 = *reinterpret_cast<const float4*>(st + P::kQt + g * P::kRowWQ + col);
+    const float4 q1 = *reinterpret_cast<const float4*>(st + P::kQt + (g + 8) * P::kRowWQ + col);
     const float4 sb = *reinterpret_cast<const float4*>(Sm + mb.load(pp));
     const Tf32Split<2> b0 = fragment<2>({sb.x, sb.y}), b1 = fragment<2>({sb.z, sb.w});
-    ws[0].mma(fragment<4>({w0.x, w0.y, w0.z, w0.w}), b0);
-    ws[1].mma(fragment<4>({w1.x, w1.y, w1.z, w1.w}), b1);
-    qs[0].mma(fragment<4>({q0.x, q0.y, q0.z, q0.w}), b0);
-    qs[1].mma(fragment<4>({q1.x, q1.y, q1.z, q1.w}), b1);
+    ws[0].mma(fragment<4>({w0.x, w1.x, w0.y, w1.y}), b0);
+    ws[1].mma(fragment<4>({w0.z, w1.z, w0.w, w1.w}), b1);
+    qs[0].mma(fragment<4>({q0.x, q1.x, q0.y, q1.y}), b0);
+    qs[1].mma(fragment<4>({q0.z, q1.z, q0.w, q1.w}), b1);
   }
   // D = U - W S at rows g, g + 8 and columns 2 t, 2 t + 1 (fp32), to the warp's slice.
   float dv[4];

@@ -29,16 +29,10 @@ namespace groupattn::kda_cuda {
 // hit 32 distinct banks: W / Qt rows are read as A (row g, column t) -> stride = 4 mod 32; Kh is read
 // transposed (row t, column g) -> stride = 8 mod 32; S and D are read as B (row t, column g) ->
 // stride VT + 8 (24 or 40: t * stride + g spans the 32 banks).
-// kPairs: W and Qt come in row pairs (ChunkLayout: element (r, c) of pair r % 8 at 2c + r / 8), as
-// the two-kernel path's workspace holds them; a pair row is kRowPair floats (2K + 8: the A
-// fragment's two float2 loads of a half-warp hit 32 distinct banks), the same region size as 16
-// rows of kRowWQ. Otherwise (the fused kernel's own stage) rows of kRowWQ.
-template <int K, int VT, int kStages, bool kPairs = false>
+template <int K, int VT, int kStages>
 struct StatePlan {
-  static constexpr bool kPairRows = kPairs;
   static constexpr int kQuarters = 4;                   // phase 1 splits K over 4 warps per product
   static constexpr int kRowWQ = K + 4;                  // W, Qt row stride
-  static constexpr int kRowPair = 2 * K + 8;            // W, Qt pair-row stride (kPairs)
   static constexpr int kRowKh = K + 8;                  // Kh row stride
   static constexpr int kRowS = VT + 8;                  // S [K][VT], D and the partial products [16][VT]
   static constexpr int kNt = VT / 8;                    // n8 column tiles per CTA
@@ -65,10 +59,8 @@ struct StatePlan {
   static_assert(kStage % 4 == 0 && kRowWQ % 4 == 0 && kRowKh % 4 == 0 && kQt % 4 == 0 && kKh % 4 == 0 &&
                     kU % 4 == 0 && kA % 4 == 0 && kEc % 4 == 0 && kS % 4 == 0,
                 "16-byte aligned tiles and rows");
-  static_assert(kRowWQ % 32 == 4 && kRowPair % 32 == 8 && kRowKh % 32 == 8 &&
-                    (kRowS % 32 == 24 || kRowS % 32 == 8),
+  static_assert(kRowWQ % 32 == 4 && kRowKh % 32 == 8 && (kRowS % 32 == 24 || kRowS % 32 == 8),
                 "conflict-free fragment loads");
-  static_assert(8 * kRowPair == kChunk * kRowWQ, "row pairs fill the rows' region");
   static_assert(kTilesPerWarp >= 1 && kTilesPerWarp <= kNt && kNt % kTilesPerWarp == 0 &&
                     K / 16 * kNt % kWarps == 0,
                 "S-update tiles split evenly over the warps, within one 16-row tile");
@@ -180,15 +172,8 @@ __device__ __forceinline__ void state_step(const float* st, float* smem, StateTi
 #pragma unroll
     for (int kk = 0; kk < K / P::kQuarters; kk += 8) {
       const int k0 = kq * (K / P::kQuarters) + kk;
-      float a[4];
-      if constexpr (P::kPairRows) {  // (g, k), (g + 8, k) adjacent: two float2 loads
-        const float2 lo = *reinterpret_cast<const float2*>(A + g * P::kRowPair + 2 * (k0 + t));
-        const float2 hi = *reinterpret_cast<const float2*>(A + g * P::kRowPair + 2 * (k0 + t + 4));
-        a[0] = lo.x, a[1] = lo.y, a[2] = hi.x, a[3] = hi.y;
-      } else {
-        a[0] = A[g * P::kRowWQ + k0 + t], a[1] = A[(g + 8) * P::kRowWQ + k0 + t];
-        a[2] = A[g * P::kRowWQ + k0 + t + 4], a[3] = A[(g + 8) * P::kRowWQ + k0 + t + 4];
-      }
+      const float a[4] = {A[g * P::kRowWQ + k0 + t], A[(g + 8) * P::kRowWQ + k0 + t],
+                          A[g * P::kRowWQ + k0 + t + 4], A[(g + 8) * P::kRowWQ + k0 + t + 4]};
       const Tf32Split<4> as = fragment(a);
 #pragma unroll
       for (int nt = 0; nt < P::kNt; ++nt) {
