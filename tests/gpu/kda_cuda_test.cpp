@@ -1040,7 +1040,7 @@ TEST_F(KdaCuda, DISABLED_Timing) {
   }
   // The state pass's copy ring (docs/ENGINES.md "Session 14: a deeper copy ring"): the chunked path
   // at 2, 3, 4, then 2 stages again (drift check), same problem and process.
-  for (auto [T, H] : {std::pair<int64_t, int64_t>{1024, 4}, {2048, 12}, {4096, 16}, {8192, 16}, {8192, 24}}) {
+  for (auto [T, H] : {std::pair<int64_t, int64_t>{1024, 4}, {2048, 12}, {4096, 16}, {8192, 16}, {8192, 24}, {8192, 32}}) {
     KdaRun r;
     r.c = base_case();
     r.c.B = 1, r.c.T = T, r.c.H = H, r.c.HV = H;

@@ -355,8 +355,9 @@ Status launch_chunked_t(const DeviceParams& p, void* workspace, const ChunkLayou
   // One cudaGetDevice for both the SM count and the state kernel's smem attribute (host cost, issue 11).
   int dev = 0, sms = 0, cc = 0;
   GA_RETURN_IF_ERROR(cuda_current_device(&dev, &sms, &cc));
-  if (kda_state_cols()) return launch_state_cols<T, K>(p, offsets, blocks, l, dev, stream);
-  if (p.N * p.HV * (p.V / 16) > 2 * static_cast<int64_t>(sms)) {
+  const int64_t ctas16 = p.N * p.HV * (p.V / 16);
+  if (use_state_cols(ctas16, sms)) return launch_state_cols<T, K>(p, offsets, blocks, l, dev, stream);
+  if (ctas16 > 2 * static_cast<int64_t>(sms)) {
     return launch_state<T, K, 32>(p, offsets, blocks, l, dev, stream);
   }
   // One CTA per SM at VT = 16 leaves room for a deeper ring (kda_state_stages()).
@@ -384,13 +385,15 @@ int kda_state_stages() {
 
 void set_kda_state_stages(int stages) { g_state_stages.store(stages > 0 ? stages : 0); }
 
-bool kda_state_cols() {
-  static const bool from_env = [] {
+bool use_state_cols(int64_t ctas16, int64_t sms) {
+  static const int from_env = [] {
     const char* e = std::getenv("GROUPATTN_KDA_STATE_COLS");
-    return e == nullptr || std::atoi(e) != 0;
+    return e == nullptr ? -1 : (std::atoi(e) != 0 ? 1 : 0);
   }();
   const int m = g_state_cols.load(std::memory_order_relaxed);
-  return m < 0 ? from_env : m > 0;
+  const int mode = m >= 0 ? m : from_env;
+  if (mode >= 0) return mode > 0;
+  return ctas16 > sms && ctas16 <= 2 * sms;
 }
 
 void set_kda_state_cols(int mode) { g_state_cols.store(mode < 0 ? -1 : (mode > 0 ? 1 : 0)); }

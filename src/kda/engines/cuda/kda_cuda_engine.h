@@ -23,8 +23,8 @@ KdaCudaPath kda_cuda_auto_path(const KdaParams& p);
 // The chunked state pass's copy-ring stages at 16-column V-tiles (2, 3 or 4; 0: back to
 // GROUPATTN_KDA_STATE_STAGES, else 3), for tests: every count gives the same bits.
 void kda_cuda_set_state_stages(int stages);
-// The chunked state pass's kernel (-1: GROUPATTN_KDA_STATE_COLS, else the column-owning one; 0: the
-// K-quarter kernel; 1: the column-owning kernel), for tests.
+// The chunked state pass's kernel (-1: GROUPATTN_KDA_STATE_COLS, else automatic by grid size; 0:
+// the K-quarter kernel; 1: the column-owning kernel), for tests.
 void kda_cuda_set_state_cols(int mode);
 #endif
 

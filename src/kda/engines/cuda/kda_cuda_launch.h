@@ -62,11 +62,14 @@ Status launch_chunked_fused(const DeviceParams& p, bool bf16, cudaStream_t strea
 // back to the environment). Results are the same bits for every count (KdaCuda.StateStagesBitwise).
 int kda_state_stages();
 void set_kda_state_stages(int stages);
-// Which state-pass kernel serves the chunked path: the column-owning one with one barrier a step
-// (kda_state_cols.cuh; true, the default) or the K-quarter one (kda_state_step.cuh, at the stages
-// above). A measurement switch: GROUPATTN_KDA_STATE_COLS=0 picks the K-quarter kernel; read once;
-// set_kda_state_cols(mode) overrides it for tests (-1: back to the environment, 0 off, 1 on).
-bool kda_state_cols();
+// Whether the column-owning state kernel (kda_state_cols.cuh, one barrier a step) serves a chunked
+// problem of ctas16 = N x HV x V / 16 sixteen-column CTAs on `sms` SMs, instead of the K-quarter one
+// (kda_state_step.cuh, at the stages above). Automatic: where the 16-column grid needs two CTAs on
+// some SMs (sms < ctas16 <= 2 sms; measured -13 % at T 8192 H 24, and 5-8 % slower at one CTA an SM:
+// docs/ENGINES.md "Session 14: a state step without the partials"). A measurement switch:
+// GROUPATTN_KDA_STATE_COLS=0 / 1 never / always; read once; set_kda_state_cols(mode) overrides it
+// for tests (-1: back to the environment / automatic, 0 never, 1 always).
+bool use_state_cols(int64_t ctas16, int64_t sms);
 void set_kda_state_cols(int mode);
 
 }  // namespace groupattn::kda_cuda
