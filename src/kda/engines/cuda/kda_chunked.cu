@@ -22,7 +22,8 @@
 //     the default; 3 = 3xTF32, about fp32; kda_tf32_mma.cuh), S in fp32 registers, and the next
 //     chunks' blocks prefetched into a ring of shared-memory stages (cp.async) during each step.
 // The state pass is one serial chain per (sequence, value head, V-tile): few heads and long
-// sequences leave SMs idle (splitting it is a later step, issue 4).
+// sequences leave SMs idle (splitting it is a later step, issue 4). Grids beyond one 16-column CTA
+// an SM run the column-owning state kernel instead (kda_state_cols.cuh, one barrier a step).
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
@@ -350,8 +351,10 @@ Status launch_chunked_t(const DeviceParams& p, void* workspace, const ChunkLayou
   GA_RETURN_IF_ERROR((launch_prep_t<T, K>(p, workspace, l, stream)));
   auto* offsets = static_cast<int64_t*>(workspace);
   auto* blocks = reinterpret_cast<float*>(static_cast<char*>(workspace) + l.offsets_bytes);
-  // V-tiles of 32 columns when the 16-column grid would not fit on the GPU at once (2 CTAs per SM):
-  // then halving the CTAs costs no parallelism and halves the waves and the W / Qt / Kh traffic.
+  // Grids beyond one 16-column CTA an SM: the column-owning kernel (use_state_cols). The K-quarter
+  // kernel serves the rest, and (GROUPATTN_KDA_STATE_COLS=0) the larger grids at V-tiles of 32
+  // columns when the 16-column grid would not fit two CTAs an SM: halving the CTAs then costs no
+  // parallelism and halves the waves and the W / Qt / Kh traffic.
   // One cudaGetDevice for both the SM count and the state kernel's smem attribute (host cost, issue 11).
   int dev = 0, sms = 0, cc = 0;
   GA_RETURN_IF_ERROR(cuda_current_device(&dev, &sms, &cc));
@@ -393,7 +396,7 @@ bool use_state_cols(int64_t ctas16, int64_t sms) {
   const int m = g_state_cols.load(std::memory_order_relaxed);
   const int mode = m >= 0 ? m : from_env;
   if (mode >= 0) return mode > 0;
-  return ctas16 > sms && ctas16 <= 2 * sms;
+  return ctas16 > sms;
 }
 
 void set_kda_state_cols(int mode) { g_state_cols.store(mode < 0 ? -1 : (mode > 0 ? 1 : 0)); }

@@ -64,9 +64,10 @@ int kda_state_stages();
 void set_kda_state_stages(int stages);
 // Whether the column-owning state kernel (kda_state_cols.cuh, one barrier a step) serves a chunked
 // problem of ctas16 = N x HV x V / 16 sixteen-column CTAs on `sms` SMs, instead of the K-quarter one
-// (kda_state_step.cuh, at the stages above). Automatic: where the 16-column grid needs two CTAs on
-// some SMs (sms < ctas16 <= 2 sms; measured -13 % at T 8192 H 24, and 5-8 % slower at one CTA an SM:
-// docs/ENGINES.md "Session 14: a state step without the partials"). A measurement switch:
+// (kda_state_step.cuh, at the stages above). Automatic: where the 16-column grid does not fit one
+// CTA an SM (ctas16 > sms; measured -16 % at T 8192 H 24 and H 32, -1.4 % at 8 x 2048 H 16 against
+// the K-quarter kernel's 32-column tiles, and 9-11 % slower at one CTA an SM: docs/ENGINES.md
+// "Session 14: a state step without the partials"). A measurement switch:
 // GROUPATTN_KDA_STATE_COLS=0 / 1 never / always; read once; set_kda_state_cols(mode) overrides it
 // for tests (-1: back to the environment / automatic, 0 never, 1 always).
 bool use_state_cols(int64_t ctas16, int64_t sms);
