@@ -104,6 +104,33 @@ __global__ void __launch_bounds__(kThreads, kPrepMinBlocks)
 template <int K, int VT, int NS = 2>
 using PassPlan = StatePlan<K, VT, NS>;
 
+// The state kernels' copy ring: the chunk blocks of one (sequence, value head), in order, into NS
+// stages. One commit group per chunk slot (empty past the last chunk), so that "chunk j has landed"
+// is always "at most NS - 2 groups pending" after the step that issued chunk j + NS - 1.
+template <int NS>
+struct CopyRing {
+  const float* next_block;  // the next chunk to copy in, chunk `issued` of the sequence
+  int64_t block_step, issued = 0, chunks;
+  int next_stage = 0;
+  __device__ __forceinline__ CopyRing(const float* blocks, int64_t first_chunk, int64_t nc, int HV, int hv,
+                                      const ChunkLayout& l)
+      : next_block(blocks + (first_chunk * HV + hv) * l.block_floats),
+        block_step(static_cast<int64_t>(HV) * l.block_floats),
+        chunks(nc) {}
+  // load(stage, block) issues the copies of one block and commits them.
+  template <class Load>
+  __device__ __forceinline__ void issue(Load&& load) {
+    if (issued < chunks) {
+      load(next_stage, next_block);
+      next_block += block_step;
+    } else {
+      cp_async_commit();
+    }
+    ++issued;
+    next_stage = next_stage + 1 == NS ? 0 : next_stage + 1;
+  }
+};
+
 // Issues the cp.async copies of chunk block `blk` (this CTA's V columns e0..e0+VT-1) into `stage`.
 // Each thread's pieces are fixed by tid and compile-time counts (no division, no per-copy 64-bit
 // block arithmetic): K / 32 pieces of each of W, Qt, Kh for K = 128 (2 x 3), 1 x 3 for K = 64.
@@ -167,22 +194,9 @@ __global__ void __launch_bounds__(kThreads, VT == 32 ? 2 : 1)
   float* S = smem + P::kS;
 
   const int64_t c0 = chunk_offset(p, chunk_offsets, n), nc = chunk_offset(p, chunk_offsets, n + 1) - c0;
-  const int64_t block_step = static_cast<int64_t>(p.HV) * l.block_floats;  // chunk c -> c + 1
-  // The next chunk to copy in (index `issued`), its block and its stage: a ring of NS.
-  const float* next_block = blocks + (c0 * p.HV + hv) * l.block_floats;
-  int64_t issued = 0;
-  int next_stage = 0;
-  // One commit group per chunk slot, empty past the last chunk, so that "chunk j has landed" is
-  // always "at most NS - 2 groups pending" after the step that issued chunk j + NS - 1.
+  CopyRing<NS> ring(blocks, c0, nc, p.HV, hv, l);
   auto issue_next = [&]() {
-    if (issued < nc) {
-      load_stage<K, VT>(smem + next_stage * P::kStage, next_block, l, p.V, e0, tid);  // commits
-      next_block += block_step;
-    } else {
-      cp_async_commit();
-    }
-    ++issued;
-    next_stage = next_stage + 1 == NS ? 0 : next_stage + 1;
+    ring.issue([&](int stage, const float* blk) { load_stage<K, VT>(smem + stage * P::kStage, blk, l, p.V, e0, tid); });
   };
 #pragma unroll
   for (int i = 0; i < NS - 1; ++i) issue_next();
@@ -238,20 +252,12 @@ __global__ void __launch_bounds__(kColsThreads)
   const float bad = rows.bad ? NAN : 0.f;
 
   const int64_t c0_chunk = chunk_offset(p, chunk_offsets, n), nc = chunk_offset(p, chunk_offsets, n + 1) - c0_chunk;
-  const int64_t block_step = static_cast<int64_t>(p.HV) * l.block_floats;
-  const float* next_block = blocks + (c0_chunk * p.HV + hv) * l.block_floats;
-  int64_t issued = 0;
-  int next_stage = 0;
+  CopyRing<NS> ring(blocks, c0_chunk, nc, p.HV, hv, l);
   const ColsCopyLane<K, NS> copy_lane(tid, p.V, e0);
-  auto issue_next = [&]() {  // one commit group per chunk slot, empty past the last chunk
-    if (issued < nc) {
-      cols_load_stage<K, NS>(smem + next_stage * P::kStage, next_block, l, copy_lane, tid);
-      next_block += block_step;
-    } else {
-      cp_async_commit();
-    }
-    ++issued;
-    next_stage = next_stage + 1 == NS ? 0 : next_stage + 1;
+  auto issue_next = [&]() {
+    ring.issue([&](int stage, const float* blk) {
+      cols_load_stage<K, NS>(smem + stage * P::kStage, blk, l, copy_lane, tid);
+    });
   };
 #pragma unroll
   for (int i = 0; i < NS - 1; ++i) issue_next();
