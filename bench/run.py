@@ -84,6 +84,35 @@ def _budgets(spec, suites):
     return out
 
 
+def check_resumable(prior, digest, quick, path):
+    """Raises ValueError (naming the file and what would be accepted) unless `prior`, a results dict,
+    was measured on the source tree `digest` with the same --quick setting: its entries then measured
+    this tree's code, and may stand beside the ones a resumed run adds."""
+    theirs = prior.get("provenance", {}).get("tree_digest")
+    if theirs != digest:
+        raise ValueError(f"--resume: {path} was measured on source tree {theirs}, this tree is {digest} "
+                         "(accepted: a results file of this tree; `python bench/run.py --tree-digest` prints it)")
+    if bool(prior.get("quick")) != bool(quick):
+        raise ValueError(f"--resume: {path} has quick={bool(prior.get('quick'))}, this run quick={bool(quick)} "
+                         "(accepted: the same --quick setting)")
+
+
+def resumable_entries(prior, suite):
+    """The configurations of `suite` that `prior` measured (timing present, no errors), keyed by
+    their config as run.py compares them; failed or unreached ones run again."""
+    out = {}
+    for e in prior.get("suites", {}).get(suite, {}).get("entries", []):
+        if e.get("timing") and not e.get("errors"):
+            out[json.dumps(e["config"], sort_keys=True)] = e
+    return out
+
+
+def _resume_source(prior, path):
+    p = prior.get("provenance", {})
+    return {"file": os.path.basename(path), "git_commit": p.get("git_commit"), "date_utc": p.get("date_utc"),
+            "tree_digest": p.get("tree_digest")}
+
+
 def _write(path, data):
     tmp = path + ".tmp"
     with open(tmp, "w") as f:
@@ -111,6 +140,11 @@ def main(argv=None):
                     help="print the source-tree digest a results file would record, and exit (no torch needed)")
     ap.add_argument("--list", action="store_true",
                     help="print the configurations in the order they would run, and exit (no torch needed)")
+    ap.add_argument("--resume", default=None, metavar="JSON",
+                    help="a results file of an earlier call on this same source tree (its tree digest) and "
+                         "--quick setting: its measured configurations are kept as they are (each marked "
+                         "resumed_from) and only the rest run, so a suite longer than one device call "
+                         "completes over several")
     args = ap.parse_args(argv)
     if args.list:
         import matrices
@@ -126,6 +160,18 @@ def main(argv=None):
 
         print(tree_digest(ROOT))
         return 0
+
+    prior = None
+    if args.resume:
+        from treedigest import tree_digest
+
+        try:
+            with open(args.resume) as f:
+                prior = json.load(f)
+            check_resumable(prior, tree_digest(ROOT), args.quick, args.resume)
+        except (OSError, ValueError) as e:
+            print(f"bench/run.py: {e}", file=sys.stderr)
+            return 2
 
     import torch
 
@@ -153,6 +199,8 @@ def main(argv=None):
                          "attention_rel_tol": S.refs.ATTN_REL_TOL, "kda_rel_tol": S.refs.KDA_REL_TOL}}
     data["provenance"] = H.provenance(ROOT, ["bench/run.py"] + (argv if argv is not None else sys.argv[1:]))
     data["provenance"]["clocks_before"] = H.nvidia_smi()
+    if prior is not None:
+        data["provenance"]["resumed_from"] = _resume_source(prior, args.resume)
     fla_fn, fla_ver = S.load_fla()
     data["provenance"]["peers"]["fla"] = fla_ver if fla_fn is not None else None
     data["provenance"]["peers"]["fla_status"] = "loaded" if fla_fn is not None else fla_ver
@@ -172,7 +220,7 @@ def main(argv=None):
     data["suites"] = {}
     signal.signal(signal.SIGTERM, _on_sigterm)
     try:
-        _run_suites(args, suites, budgets, data, out, torch, H, matrices, S)
+        _run_suites(args, suites, budgets, data, out, torch, H, matrices, S, prior)
     except Stop:
         data["stopped"] = "SIGTERM (timeout or BENCH_DEADLINE) during the run; configurations not reached are listed as not run"
         for suite in suites:
@@ -191,8 +239,9 @@ def main(argv=None):
     return 0
 
 
-def _run_suites(args, suites, budgets, data, out, torch, H, matrices, S):
+def _run_suites(args, suites, budgets, data, out, torch, H, matrices, S, prior=None):
     for suite in suites:
+        kept = resumable_entries(prior, suite) if prior is not None else {}
         op = "kda" if suite == "kda" else "attention"
         engines = args.engines.split(",") if args.engines else S.our_engines(op)
         cfgs = _ordered(suite, matrices.SUITES[suite](args.quick))
@@ -207,6 +256,13 @@ def _run_suites(args, suites, budgets, data, out, torch, H, matrices, S):
         ts = time.time()
         for cfg in cfgs:
             label = _label(suite, cfg)
+            if json.dumps(cfg, sort_keys=True) in kept:
+                e = dict(kept[json.dumps(cfg, sort_keys=True)])
+                e["resumed_from"] = data["provenance"]["resumed_from"]
+                entries.append(e)
+                _write(out, data)
+                bar.step("resumed " + label)
+                continue
             if budgets.get(suite) is not None and time.time() - ts > budgets[suite] * 60:
                 data["suites"][suite]["not_run"].append({"config": cfg, "label": label,
                                                          "reason": f"suite time budget ({budgets[suite]} min) spent"})

@@ -55,6 +55,26 @@ def test_budget_spec():
     assert run._budgets("prefill=1.5,kda=3", ["prefill", "kda"]) == {"prefill": 1.5, "kda": 3.0}
 
 
+def test_resume_keeps_measured_entries_of_the_same_tree():
+    cfg_a, cfg_b, cfg_c = ({"T": 1024, "H": 4, "N": 1, "gate": g} for g in ("lower_bound", "softplus", "x"))
+    prior = {"quick": False, "provenance": {"tree_digest": "d1", "git_commit": "abc"},
+             "suites": {"kda": {"entries": [
+                 {"config": cfg_a, "timing": {"fla": {}}},
+                 {"config": cfg_b, "timing": {"fla": {}}, "errors": {"_config": "RuntimeError"}},
+                 {"config": cfg_c}]}}}
+    run.check_resumable(prior, "d1", False, "prior.json")
+    kept = run.resumable_entries(prior, "kda")
+    assert list(kept) == [json.dumps(cfg_a, sort_keys=True)]  # failed and unmeasured ones run again
+    assert run.resumable_entries(prior, "prefill") == {}
+    for digest, quick, word in (("d2", False, "source tree d1"), ("d1", True, "quick=False")):
+        try:
+            run.check_resumable(prior, digest, quick, "prior.json")
+        except ValueError as e:
+            assert "prior.json" in str(e) and word in str(e) and "accepted" in str(e), str(e)
+        else:
+            raise AssertionError("a results file of another tree or --quick setting was accepted")
+
+
 def _ms(med, lo, hi):
     return {"median": med, "p20": lo, "p80": hi, "min": lo, "max": hi, "n": 5}
 
