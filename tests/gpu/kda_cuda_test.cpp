@@ -818,8 +818,8 @@ TEST_F(KdaCuda, StateStagesBitwise) {
   }
 }
 
-// The two state-pass kernels (kda_cuda_set_state_cols: the K-quarter kernel with three barriers a
-// step, and the column-owning one with one, kda_state_cols.cuh), each pinned, against the fp64
+// The state-pass kernels (kda_cuda_set_state_cols: the K-quarter kernel with three barriers a
+// step, the column-owning one with one, kda_state_cols.cuh, and its K-halves form), each pinned, against the fp64
 // recurrence on the shapes that stress the column kernel's own code: both head dims, dtypes and
 // state layouts, lengths of 1, 2 and 19 chunks with a partial last one (the output rows it must
 // not store), varlen with empty sequences, GVA and a pool by index in place. Their outputs must
@@ -843,16 +843,19 @@ TEST_F(KdaCuda, StateKernelsAgree) {
     r.c.B = sh.B, r.c.T = sh.cu.empty() ? sh.T : sh.cu.back(), r.c.H = sh.H, r.c.HV = sh.HV, r.c.cu = sh.cu;
     r.c.K = sh.K, r.c.V = sh.K, r.c.dtype = sh.dtype, r.c.layout = sh.layout;
     r.setup(530 + static_cast<uint64_t>(r.c.T), sh.pool_extra);
-    HostTensor out[2] = {r.c.out, r.c.out};
-    for (int cols = 0; cols < 2; ++cols) {
+    const char* names[3] = {" K-quarter kernel", " cols kernel", " cols kernel, K halves"};
+    HostTensor out[3] = {r.c.out, r.c.out, r.c.out};
+    for (int cols = 0; cols < 3; ++cols) {
       kda_cuda_set_state_cols(cols);
-      check_run(r, KdaCudaPath::kChunked, cols ? " cols kernel" : " K-quarter kernel");
+      check_run(r, KdaCudaPath::kChunked, names[cols]);
       r.dout->download(&out[cols]);
     }
     kda_cuda_set_state_cols(-1);
-    const double d = rel_error(out[1].values(), out[0].values());
-    EXPECT_LT(d, 2e-3) << describe(r.c, KdaCudaPath::kChunked, "") << ": cols vs K-quarter kernel";
-    std::printf("[kda] cols vs K-quarter kernel: out %.2e\n", d);
+    for (int cols = 1; cols < 3; ++cols) {
+      const double d = rel_error(out[cols].values(), out[0].values());
+      EXPECT_LT(d, 2e-3) << describe(r.c, KdaCudaPath::kChunked, "") << ":" << names[cols] << " vs K-quarter";
+      std::printf("[kda]%s vs K-quarter kernel: out %.2e\n", names[cols], d);
+    }
   }
 }
 
@@ -1057,19 +1060,21 @@ TEST_F(KdaCuda, DISABLED_Timing) {
                 "4 / 2 %.3f\n",
                 static_cast<long long>(T), static_cast<long long>(H), us[0], us[1], us[2], us[3],
                 us[2] / (0.5 * (us[0] + us[3])));
-    // The column-owning kernel against the K-quarter one at 3 stages, alternated.
-    double kq[2], cols[2];
+    // The column-owning kernel (and its K-halves form) against the K-quarter one at 3 stages, alternated.
+    double kq[2], cols[2], halves[2];
     for (int i = 0; i < 2; ++i) {
       kda_cuda_set_state_cols(0);
       kq[i] = graph_time_us(p, KdaCudaPath::kChunked);
       kda_cuda_set_state_cols(1);
       cols[i] = graph_time_us(p, KdaCudaPath::kChunked);
+      kda_cuda_set_state_cols(2);
+      halves[i] = graph_time_us(p, KdaCudaPath::kChunked);
     }
     kda_cuda_set_state_cols(-1);
-    std::printf("[kda-time] state kernel T=%lld H=HV=%lld lb=-5 (graph): K-quarter %.1f / %.1f us, cols %.1f / %.1f us; "
-                "cols / K-quarter %.3f\n",
-                static_cast<long long>(T), static_cast<long long>(H), kq[0], kq[1], cols[0], cols[1],
-                (cols[0] + cols[1]) / (kq[0] + kq[1]));
+    std::printf("[kda-time] state kernel T=%lld H=HV=%lld lb=-5 (graph): K-quarter %.1f / %.1f us, cols %.1f / %.1f us, "
+                "cols K-halves %.1f / %.1f us; cols / K-quarter %.3f, K-halves / K-quarter %.3f\n",
+                static_cast<long long>(T), static_cast<long long>(H), kq[0], kq[1], cols[0], cols[1], halves[0],
+                halves[1], (cols[0] + cols[1]) / (kq[0] + kq[1]), (halves[0] + halves[1]) / (kq[0] + kq[1]));
   }
   // Short prefills, both paths (the recurrent / chunked threshold, docs/HOST_COST.md "KDA path
   // threshold"): GPU time per call with no host in it, as bench/host_cost.py's gpu_us.

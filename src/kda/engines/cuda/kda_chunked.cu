@@ -28,6 +28,7 @@
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cmath>
 #include <cstdint>
@@ -230,60 +231,69 @@ __global__ void __launch_bounds__(kThreads, VT == 32 ? 2 : 1)
   }
 }
 
-// The state pass with one CTA barrier a step (kda_state_cols.cuh): one CTA of 2 warps per
-// (sequence, value head, 16 value columns), each warp owning 8 columns and all K rows of S; the
-// next NS - 1 chunks' blocks in flight as in kda_chunk_state_kernel.
-template <class T, int K, int NS>
-__global__ void __launch_bounds__(kColsThreads)
+// The state pass with one CTA barrier a step (kda_state_cols.cuh): one CTA of 2 KS warps per
+// (sequence, value head, 16 value columns), each warp owning 8 columns and K / KS rows of S (KS 2:
+// the two warps of a column group add their partial sums under a named barrier); the next NS - 1
+// chunks' blocks in flight as in kda_chunk_state_kernel.
+template <class T, int K, int NS, int KS>
+__global__ void __launch_bounds__(ColsPlan<K, NS, KS>::kThreads)
     kda_chunk_state_cols_kernel(const DeviceParams p, const int64_t* chunk_offsets, const float* blocks,
                                 const ChunkLayout l) {
-  using P = ColsPlan<K, NS>;
+  using P = ColsPlan<K, NS, KS>;
+  constexpr int KH = P::kKH;
   extern __shared__ __align__(16) float smem[];
   const int tiles = p.V / kColsVT;
   const int64_t n = blockIdx.x / tiles;
   const int hv = static_cast<int>(blockIdx.y);
   const int e0 = static_cast<int>(blockIdx.x % tiles) * kColsVT;
   const int tid = static_cast<int>(threadIdx.x), warp = tid / kWarp, lane = tid % kWarp;
-  const int g = lane / 4, t = lane % 4, c0 = 8 * warp;
-  float* Sm = smem + P::kMirrors + warp * P::kWarpFloats;
-  float* Dm = Sm + P::kDm;
+  const int g = lane / 4, t = lane % 4;
+  ColsWarp w;
+  w.c0 = 8 * (warp % 2);
+  w.half = KS == 1 ? 0 : warp / 2;  // (a constant 0 with KS 1: warp < 2)
+  w.k_lo = w.half * KH;
+  w.bar = 1 + warp % 2;  // named barriers 1, 2 (0 is __syncthreads)
+  w.Sm = smem + P::kMirrors + warp * P::kWarpFloats;
+  w.Dm = w.Sm + P::kDm;
+  w.X = w.Sm + P::kX;
+  w.Xpartner = smem + P::kMirrors + (warp ^ 2) * P::kWarpFloats + P::kX;  // (read only with KS 2)
   const SeqSpan sq = seq_span(p, n);
   const StateRows rows = state_rows(p, n);
   const float bad = rows.bad ? NAN : 0.f;
 
   const int64_t c0_chunk = chunk_offset(p, chunk_offsets, n), nc = chunk_offset(p, chunk_offsets, n + 1) - c0_chunk;
   CopyRing<NS> ring(blocks, c0_chunk, nc, p.HV, hv, l);
-  const ColsCopyLane<K, NS> copy_lane(tid, p.V, e0);
+  const ColsCopyLane<P> copy_lane(tid, p.V, e0);
   auto issue_next = [&]() {
     ring.issue([&](int stage, const float* blk) {
-      cols_load_stage<K, NS>(smem + stage * P::kStage, blk, l, copy_lane, tid);
+      cols_load_stage<P>(smem + stage * P::kStage, blk, l, copy_lane, tid);
     });
   };
 #pragma unroll
   for (int i = 0; i < NS - 1; ++i) issue_next();
 
-  // S from the initial state (0 without one): this lane's rows 16 i + g (+ 8), columns 2 t (+ 1).
-  ColsState<K> S;
+  // S from the initial state (0 without one): this lane's rows k_lo + 16 i + g (+ 8), columns 2 t (+ 1).
+  ColsState<KH> S;
 #pragma unroll
-  for (int i = 0; i < K / 16; ++i) {
+  for (int i = 0; i < KH / 16; ++i) {
 #pragma unroll
     for (int q = 0; q < 4; ++q) {
-      const int d = 16 * i + g + 8 * (q >> 1), e = e0 + c0 + 2 * t + (q & 1);
+      const int d = w.k_lo + 16 * i + g + 8 * (q >> 1), e = e0 + w.c0 + 2 * t + (q & 1);
       S.s[i][q] = rows.in >= 0 ? p.s_in[state_offset(p.v_first, p.si_sn, p.si_sh, p.si_sr, rows.in, hv, d, e)] : 0.f;
     }
   }
-  const MirrorBases<K> mb(g, t);
-  cols_mirror<K>(Sm, S, mb);
+  const MirrorBases<KH> mb(g, t);
+  cols_mirror<KH>(w.Sm, S, mb);
   cp_async_wait_pending<NS - 2>();  // chunk 0's block
   __syncthreads();
 
-  T* orow = static_cast<T*>(p.out) + sq.batch * p.o_sb + hv * p.o_sh + (sq.bos + g) * p.o_st + e0 + c0 + 2 * t;
+  T* orow = static_cast<T*>(p.out) + sq.batch * p.o_sb + hv * p.o_sh + (sq.bos + g) * p.o_st + e0 + w.c0 + 2 * t;
   const int64_t orow_step = kChunk * p.o_st;
   int64_t rows_left = sq.len;  // tokens of the sequence from chunk j's first row on
   int stage = 0;
   for (int64_t j = 0; j < nc; ++j) {
-    issue_next();  // into the stage chunk j - 1 used (both warps left it before the last barrier)
-    cols_step<T, K, NS>(smem + stage * P::kStage, Sm, Dm, S, mb, orow, p.o_st, rows_left, bad, c0, g, t);
+    issue_next();  // into the stage chunk j - 1 used (every warp left it before the last barrier)
+    cols_step<T, P>(smem + stage * P::kStage, w, S, mb, orow, p.o_st, rows_left, bad, g, t);
     orow += orow_step;
     rows_left -= kChunk;
     cp_async_wait_pending<NS - 2>();  // chunk j + 1's block
@@ -292,26 +302,27 @@ __global__ void __launch_bounds__(kColsThreads)
   }
   if (const StateRows rows_end = state_rows(p, n); rows_end.out >= 0) {
 #pragma unroll
-    for (int i = 0; i < K / 16; ++i) {
+    for (int i = 0; i < KH / 16; ++i) {
 #pragma unroll
       for (int q = 0; q < 4; ++q) {
-        const int d = 16 * i + g + 8 * (q >> 1), e = e0 + c0 + 2 * t + (q & 1);
+        const int d = w.k_lo + 16 * i + g + 8 * (q >> 1), e = e0 + w.c0 + 2 * t + (q & 1);
         p.s_out[state_offset(p.v_first, p.so_sn, p.so_sh, p.so_sr, rows_end.out, hv, d, e)] = S.s[i][q];
       }
     }
   }
 }
 
-template <class T, int K>
+// KS: 1 (2 warps a CTA) or 2 (4 warps, K in halves).
+template <class T, int K, int KS>
 Status launch_state_cols(const DeviceParams& p, const int64_t* offsets, const float* blocks, const ChunkLayout& l,
                          int dev, cudaStream_t stream) {
   constexpr int kNS = 3;
-  using P = ColsPlan<K, kNS>;
-  constexpr auto kernel = kda_chunk_state_cols_kernel<T, K, kNS>;
+  using P = ColsPlan<K, kNS, KS>;
+  constexpr auto kernel = kda_chunk_state_cols_kernel<T, K, kNS, KS>;
   GA_RETURN_IF_ERROR(cuda::set_max_dynamic_smem_once_on<kernel>(dev, P::kBytes));
   const dim3 grid(static_cast<unsigned>(p.N * (p.V / kColsVT)), static_cast<unsigned>(p.HV));
   host_timing::mark("kda state launch plan (device properties, smem attribute)");
-  kernel<<<grid, kColsThreads, P::kBytes, stream>>>(p, offsets, blocks, l);
+  kernel<<<grid, P::kThreads, P::kBytes, stream>>>(p, offsets, blocks, l);
   const Status launched = cuda::last_launch_status("kda_chunk_state_cols_kernel");
   host_timing::mark("launch kda_chunk_state_cols_kernel");
   return launched;
@@ -365,7 +376,11 @@ Status launch_chunked_t(const DeviceParams& p, void* workspace, const ChunkLayou
   int dev = 0, sms = 0, cc = 0;
   GA_RETURN_IF_ERROR(cuda_current_device(&dev, &sms, &cc));
   const int64_t ctas16 = p.N * p.HV * (p.V / 16);
-  if (use_state_cols(ctas16, sms)) return launch_state_cols<T, K>(p, offsets, blocks, l, dev, stream);
+  switch (state_cols_kind(ctas16, sms)) {
+    case 1: return launch_state_cols<T, K, 1>(p, offsets, blocks, l, dev, stream);
+    case 2: return launch_state_cols<T, K, 2>(p, offsets, blocks, l, dev, stream);
+    default: break;
+  }
   if (ctas16 > 2 * static_cast<int64_t>(sms)) {
     return launch_state<T, K, 32>(p, offsets, blocks, l, dev, stream);
   }
@@ -394,18 +409,18 @@ int kda_state_stages() {
 
 void set_kda_state_stages(int stages) { g_state_stages.store(stages > 0 ? stages : 0); }
 
-bool use_state_cols(int64_t ctas16, int64_t sms) {
+int state_cols_kind(int64_t ctas16, int64_t sms) {
   static const int from_env = [] {
     const char* e = std::getenv("GROUPATTN_KDA_STATE_COLS");
-    return e == nullptr ? -1 : (std::atoi(e) != 0 ? 1 : 0);
+    return e == nullptr ? -1 : std::min(std::max(std::atoi(e), 0), 2);
   }();
   const int m = g_state_cols.load(std::memory_order_relaxed);
   const int mode = m >= 0 ? m : from_env;
-  if (mode >= 0) return mode > 0;
-  return ctas16 > sms;
+  if (mode >= 0) return mode;
+  return ctas16 > sms ? 1 : 0;
 }
 
-void set_kda_state_cols(int mode) { g_state_cols.store(mode < 0 ? -1 : (mode > 0 ? 1 : 0)); }
+void set_kda_state_cols(int mode) { g_state_cols.store(mode < 0 ? -1 : std::min(mode, 2)); }
 
 Status launch_chunked(const DeviceParams& p, bool bf16, void* workspace, const ChunkLayout& layout,
                       cudaStream_t stream) {

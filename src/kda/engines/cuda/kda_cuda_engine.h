@@ -24,7 +24,8 @@ KdaCudaPath kda_cuda_auto_path(const KdaParams& p);
 // GROUPATTN_KDA_STATE_STAGES, else 3), for tests: every count gives the same bits.
 void kda_cuda_set_state_stages(int stages);
 // The chunked state pass's kernel (-1: GROUPATTN_KDA_STATE_COLS, else automatic by grid size; 0:
-// the K-quarter kernel; 1: the column-owning kernel), for tests.
+// the K-quarter kernel; 1: the column-owning kernel; 2: the column-owning kernel, K in halves),
+// for tests.
 void kda_cuda_set_state_cols(int mode);
 #endif
 

@@ -62,15 +62,16 @@ Status launch_chunked_fused(const DeviceParams& p, bool bf16, cudaStream_t strea
 // back to the environment). Results are the same bits for every count (KdaCuda.StateStagesBitwise).
 int kda_state_stages();
 void set_kda_state_stages(int stages);
-// Whether the column-owning state kernel (kda_state_cols.cuh, one barrier a step) serves a chunked
-// problem of ctas16 = N x HV x V / 16 sixteen-column CTAs on `sms` SMs, instead of the K-quarter one
-// (kda_state_step.cuh, at the stages above). Automatic: where the 16-column grid does not fit one
-// CTA an SM (ctas16 > sms; measured -16 % at T 8192 H 24 and H 32, -1.4 % at 8 x 2048 H 16 against
-// the K-quarter kernel's 32-column tiles, and 9-11 % slower at one CTA an SM: docs/ENGINES.md
-// "Session 14: a state step without the partials"). A measurement switch:
-// GROUPATTN_KDA_STATE_COLS=0 / 1 never / always; read once; set_kda_state_cols(mode) overrides it
-// for tests (-1: back to the environment / automatic, 0 never, 1 always).
-bool use_state_cols(int64_t ctas16, int64_t sms);
+// Which state kernel serves a chunked problem of ctas16 = N x HV x V / 16 sixteen-column CTAs on
+// `sms` SMs: 0 the K-quarter one (kda_state_step.cuh, at the stages above), 1 the column-owning one
+// (kda_state_cols.cuh, one barrier a step, 2 warps a CTA), 2 the column-owning one with K in halves
+// (4 warps a CTA, partial sums under a named barrier; measurement only so far). Automatic: 1 where
+// the 16-column grid does not fit one CTA an SM (ctas16 > sms; measured -16 % at T 8192 H 24 and
+// H 32, -1.4 % at 8 x 2048 H 16 against the K-quarter kernel's 32-column tiles, and 9-11 % slower
+// at one CTA an SM: docs/ENGINES.md "Session 14: a state step without the partials"), else 0. A
+// measurement switch: GROUPATTN_KDA_STATE_COLS=0 / 1 / 2 forces a kind; read once;
+// set_kda_state_cols(mode) overrides it for tests (-1: back to the environment / automatic).
+int state_cols_kind(int64_t ctas16, int64_t sms);
 void set_kda_state_cols(int mode);
 
 }  // namespace groupattn::kda_cuda

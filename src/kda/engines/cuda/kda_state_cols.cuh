@@ -3,7 +3,7 @@
 // barriers and a shared round trip of the partial sums a step; docs/ENGINES.md "Session 14: a state
 // step without the partials").
 //
-// A CTA of kColsThreads (2 warps) owns value columns e0 .. e0 + 15 of one (sequence, value head);
+// A CTA of 2 warps (ColsPlan, KS = 1) owns value columns e0 .. e0 + 15 of one (sequence, value head);
 // warp w owns e0 + 8 w .. + 7 and holds S (K x 8) in fp32 registers as K / 16 m16n8 accumulator
 // tiles. Per 16-token chunk, from a shared-memory stage holding the chunk's prep (W, Qt [16][K],
 // Kh [16][K], the CTA's U [16][16], Aqk [16][16], exp(Gamma_C) [K]), each warp alone computes
@@ -35,13 +35,19 @@
 
 namespace groupattn::kda_cuda {
 
-inline constexpr int kColsVT = 16;              // value columns per CTA
-inline constexpr int kColsWarps = kColsVT / 8;  // one warp per 8 columns
-inline constexpr int kColsThreads = kColsWarps * kWarp;
+inline constexpr int kColsVT = 16;  // value columns per CTA
 
-// Shared memory (floats): NS stages, then each warp's S mirror [8][K] and D [16][8].
-template <int K, int NS>
+// Shared memory (floats) and warps of the kernel for head dim K, NS stages and KS splits of K (1:
+// a warp owns all K rows of its 8 columns; 2: two warps share 8 columns, K / 2 rows each, and add
+// their partial W S / Qt S through shared memory under a 64-thread named barrier): NS stages, then
+// each warp's S mirror [8][K / KS], D [16][8] and (KS 2) its partial sums [8][32].
+template <int K, int NS, int KS = 1>
 struct ColsPlan {
+  static constexpr int kHeadDim = K;
+  static constexpr int kSplits = KS;
+  static constexpr int kKH = K / KS;              // S rows a warp owns
+  static constexpr int kWarps = 2 * KS;           // warp w: columns 8 (w % 2), rows kKH (w / 2) ..
+  static constexpr int kThreads = kWarps * kWarp;
   static constexpr int kRowWQ = K + 16;        // W, Qt rows: float4 loads by rows g, g + 8
   static constexpr int kRowKh = K + 8;         // Kh read transposed (row t, column g): 8 t + g banks
   static constexpr int kRowA = kChunk + 4;     // Aqk read as A (row g, column t): 20 g + t banks
@@ -53,16 +59,18 @@ struct ColsPlan {
   static constexpr int kEc = kA + kChunk * kRowA;
   static constexpr int kStage = kEc + K;
   static constexpr int kMirrors = NS * kStage;
-  static constexpr int kDm = 8 * K;                    // inside a warp's slice, after S
-  static constexpr int kWarpFloats = kDm + kChunk * 8;  // D [16][8]: B reads (row t, column g)
-  static constexpr int kFloats = kMirrors + kColsWarps * kWarpFloats;
+  static constexpr int kDm = 8 * kKH;                   // inside a warp's slice, after S
+  static constexpr int kX = kDm + kChunk * 8;            // D [16][8]: B reads (row t, column g)
+  static constexpr int kWarpFloats = kX + (KS > 1 ? 8 * kWarp : 0);  // partial sums [8][lane]
+  static constexpr int kFloats = kMirrors + kWarps * kWarpFloats;
   static constexpr int kBytes = kFloats * static_cast<int>(sizeof(float));
   static_assert(NS >= 2 && NS <= 4, "a copy in flight during each step");
   static_assert(kRowWQ % 32 == 16 && kRowKh % 32 == 8 && kRowA % 32 == 20, "conflict-free fragment loads");
   static_assert(kStage % 4 == 0 && kQt % 4 == 0 && kKh % 4 == 0 && kU % 4 == 0 && kA % 4 == 0 && kEc % 4 == 0 &&
                     kWarpFloats % 4 == 0,
                 "16-byte aligned tiles and rows");
-  static_assert(K % 32 == 0, "the S mirror's swizzle spans 8 bank quads of each column");
+  static_assert(KS == 1 || KS == 2, "all of K a warp, or halves");
+  static_assert(kKH % 32 == 0, "the S mirror's swizzle spans 8 bank quads of each column");
 };
 
 // Position of S[d][n] (n < 8, this warp's columns) in the warp's mirror: column n's K floats, bank
@@ -101,18 +109,19 @@ struct MirrorBases {
 // at column 4 (tid % 32): every piece's shared and global offsets are the thread's base plus a
 // compile-time step (no per-copy address arithmetic beyond one add); one piece of U and one of Aqk
 // per thread, exp(Gamma_C) by the first K / 4.
-template <int K, int NS>
+template <class P>
 struct ColsCopyLane {
+  static constexpr int K = P::kHeadDim;
   int s_wq, s_kh, g_row;  // shared offsets in W / Qt and in Kh of the first row's piece; its global offset
   int s_u, s_a, g_u, g_a;
   __device__ __forceinline__ ColsCopyLane(int tid, int V, int e0) {
-    using P = ColsPlan<K, NS>;
     constexpr int kQuads = K / 4;
     const int r = tid / kQuads, c4 = tid % kQuads * 4;
     s_wq = r * P::kRowWQ + c4;
     s_kh = r * P::kRowKh + c4;
     g_row = r * K + c4;
-    const int ru = tid / 4, cu = tid % 4 * 4;
+    // U by threads 0..63, Aqk by the last 64 (the same threads with 64 threads in all).
+    const int ru = tid % 64 / 4, cu = tid % 4 * 4;
     s_u = ru * kColsVT + cu;
     s_a = ru * P::kRowA + cu;
     g_u = ru * V + e0 + cu;
@@ -120,13 +129,13 @@ struct ColsCopyLane {
   }
 };
 
-template <int K, int NS>
+template <class P>
 __device__ __forceinline__ void cols_load_stage(float* stage, const float* blk, const ChunkLayout& l,
-                                                const ColsCopyLane<K, NS>& c, int tid) {
-  using P = ColsPlan<K, NS>;
-  constexpr int kQuads = K / 4, kRowsPerIt = kColsThreads / kQuads;
-  static_assert(kColsThreads % kQuads == 0 && kChunk % kRowsPerIt == 0 &&
-                    kChunk * kColsVT / 4 == kColsThreads && kChunk * kChunk / 4 == kColsThreads,
+                                                const ColsCopyLane<P>& c, int tid) {
+  constexpr int K = ColsCopyLane<P>::K;
+  constexpr int kQuads = K / 4, kRowsPerIt = P::kThreads / kQuads;
+  static_assert(P::kThreads % kQuads == 0 && kChunk % kRowsPerIt == 0 && kChunk * kColsVT / 4 == 64 &&
+                    kChunk * kChunk / 4 == 64 && P::kThreads >= 64,
                 "whole pieces per thread");
   const float *w = blk + l.w + c.g_row, *qt = blk + l.qt + c.g_row, *kh = blk + l.kh + c.g_row;
   // Shared byte addresses: the stage's converted once, the rest compile-time offsets from two bases.
@@ -140,8 +149,8 @@ __device__ __forceinline__ void cols_load_stage(float* stage, const float* blk, 
     cp_async16_shared(swq + kF * (P::kQt + rs * P::kRowWQ), qt + rs * K);
     cp_async16_shared(skh + kF * (P::kKh + rs * P::kRowKh), kh + rs * K);
   }
-  cp_async16_shared(s0 + kF * (P::kU + c.s_u), blk + l.u + c.g_u);
-  cp_async16_shared(s0 + kF * (P::kA + c.s_a), blk + l.aqk + c.g_a);
+  if (tid < 64) cp_async16_shared(s0 + kF * (P::kU + c.s_u), blk + l.u + c.g_u);
+  if (tid >= P::kThreads - 64) cp_async16_shared(s0 + kF * (P::kA + c.s_a), blk + l.aqk + c.g_a);
   if (tid < kQuads) cp_async16_shared(s0 + kF * (P::kEc + tid * 4), blk + l.ec + tid * 4);
   cp_async_commit();
 }
@@ -161,21 +170,37 @@ __device__ __forceinline__ void cols_mirror(float* Sm, const ColsState<K>& st, c
   }
 }
 
+// Where a warp works: its 8 columns (c0 in the CTA's 16), its rows k_lo .. k_lo + kKH - 1 of S, its
+// shared slice (S mirror, D, partial sums) and, with KS = 2, its partner's (the other half of K of
+// the same columns, named barrier 1 + column group) and which half it is.
+struct ColsWarp {
+  int c0, k_lo, half, bar;
+  float *Sm, *Dm, *X;
+  const float* Xpartner;
+};
+
 // One chunk's step for this warp from stage `st`. Entry: the stage is complete and the warp's S
 // mirror holds S (both since a barrier / __syncwarp). Exit: S updated in registers and mirrored
-// (the caller's next barrier orders the mirror's stores before the next step's loads).
+// (the caller's next barrier orders the mirror's stores before the next step's loads, and the
+// partner's reads of the partial sums before their next writes).
 // orow: this lane's output row g of the chunk at its first column; rows_here: the chunk's real
-// tokens (rows >= it are padding and not stored).
-template <class T, int K, int NS>
-__device__ __forceinline__ void cols_step(const float* st, float* Sm, float* Dm, ColsState<K>& S,
-                                          const MirrorBases<K>& mb, T* orow, int64_t o_st, int64_t rows_here,
-                                          float bad, int c0, int g, int t) {
-  using P = ColsPlan<K, NS>;
-  // W S and Qt S (1xTF32 on stored operands): two accumulators each, one per k step of a pair.
+// tokens (rows >= it are padding and not stored). With KS = 2 both warps of a column group compute
+// the same D and O from the same sums (partial of half 0 + partial of half 1, in that order); half
+// 0 stores O.
+template <class T, class P>
+__device__ __forceinline__ void cols_step(const float* st, const ColsWarp& w, ColsState<P::kKH>& S,
+                                          const MirrorBases<P::kKH>& mb, T* orow, int64_t o_st, int64_t rows_here,
+                                          float bad, int g, int t) {
+  constexpr int KH = P::kKH;
+  const int c0 = w.c0;
+  float* Sm = w.Sm;
+  float* Dm = w.Dm;
+  // W S and Qt S (1xTF32 on stored operands) over this warp's rows of S: two accumulators each, one
+  // per k step of a pair.
   Acc ws[2], qs[2];
 #pragma unroll
-  for (int pp = 0; pp < K / 16; ++pp) {
-    const int col = 16 * pp + 4 * t;
+  for (int pp = 0; pp < KH / 16; ++pp) {
+    const int col = w.k_lo + 16 * pp + 4 * t;
     const float4 w0 = *reinterpret_cast<const float4*>(st + P::kW + g * P::kRowWQ + col);
     const float4 w1 = *reinterpret_cast<const float4*>(st + P::kW + (g + 8) * P::kRowWQ + col);
     const float4 q0 = *reinterpret_cast<const float4*>(st + P::kQt + g * P::kRowWQ + col);
@@ -187,12 +212,32 @@ __device__ __forceinline__ void cols_step(const float* st, float* Sm, float* Dm,
     qs[0].mma(fragment<4>({q0.x, q1.x, q0.y, q1.y}), b0);
     qs[1].mma(fragment<4>({q0.z, q1.z, q0.w, q1.w}), b1);
   }
+  float wsum[4], qsum[4];
+#pragma unroll
+  for (int q = 0; q < 4; ++q) wsum[q] = ws[0].sum(q) + ws[1].sum(q), qsum[q] = qs[0].sum(q) + qs[1].sum(q);
+  if constexpr (P::kSplits == 2) {  // add the other half's partial sums, half 0's first in both warps
+    const int lane = 4 * g + t;
+#pragma unroll
+    for (int q = 0; q < 4; ++q) w.X[q * kWarp + lane] = wsum[q], w.X[(4 + q) * kWarp + lane] = qsum[q];
+    // Immediate barrier ids (a register id makes ptxas reserve all 16 of the CTA's barriers).
+    if (w.bar == 1) {
+      asm volatile("bar.sync 1, 64;\n" ::: "memory");
+    } else {
+      asm volatile("bar.sync 2, 64;\n" ::: "memory");
+    }
+#pragma unroll
+    for (int q = 0; q < 4; ++q) {
+      const float ow = w.Xpartner[q * kWarp + lane], oq = w.Xpartner[(4 + q) * kWarp + lane];
+      wsum[q] = w.half == 0 ? wsum[q] + ow : ow + wsum[q];
+      qsum[q] = w.half == 0 ? qsum[q] + oq : oq + qsum[q];
+    }
+  }
   // D = U - W S at rows g, g + 8 and columns 2 t, 2 t + 1 (fp32), to the warp's slice.
   float dv[4];
 #pragma unroll
   for (int q = 0; q < 4; ++q) {
     const int row = g + 8 * (q >> 1), col = 2 * t + (q & 1);
-    dv[q] = st[P::kU + row * kColsVT + c0 + col] - (ws[0].sum(q) + ws[1].sum(q));
+    dv[q] = st[P::kU + row * kColsVT + c0 + col] - wsum[q];
   }
   *reinterpret_cast<float2*>(Dm + g * 8 + 2 * t) = make_float2(dv[0], dv[1]);
   *reinterpret_cast<float2*>(Dm + (g + 8) * 8 + 2 * t) = make_float2(dv[2], dv[3]);
@@ -215,9 +260,11 @@ __device__ __forceinline__ void cols_step(const float* st, float* Sm, float* Dm,
   }
   float o[4];
 #pragma unroll
-  for (int q = 0; q < 4; ++q) o[q] = (qs[0].sum(q) + qs[1].sum(q)) + ad.sum(q) + bad;
-  if (g < rows_here) orow[0] = from_float<T>(o[0]), orow[1] = from_float<T>(o[1]);
-  if (g + 8 < rows_here) orow[8 * o_st] = from_float<T>(o[2]), orow[8 * o_st + 1] = from_float<T>(o[3]);
+  for (int q = 0; q < 4; ++q) o[q] = qsum[q] + ad.sum(q) + bad;
+  if (w.half == 0) {
+    if (g < rows_here) orow[0] = from_float<T>(o[0]), orow[1] = from_float<T>(o[1]);
+    if (g + 8 < rows_here) orow[8 * o_st] = from_float<T>(o[2]), orow[8 * o_st + 1] = from_float<T>(o[3]);
+  }
 
   // S <- Diag(exp(Gamma_C)) S + Kh^T D (A = Kh^T: A[d][r] = Kh[r][d]; D rounded to tf32 here).
   Tf32Split<2> bk[2];
@@ -225,8 +272,8 @@ __device__ __forceinline__ void cols_step(const float* st, float* Sm, float* Dm,
   for (int kk = 0; kk < 2; ++kk) bk[kk] = fragment<2>({mma_operand(db[kk][0]), mma_operand(db[kk][1])});
   const float* kh = st + P::kKh;
 #pragma unroll
-  for (int i = 0; i < K / 16; ++i) {
-    const int m0 = 16 * i;
+  for (int i = 0; i < KH / 16; ++i) {
+    const int m0 = w.k_lo + 16 * i;
     const float ea = st[P::kEc + m0 + g], eb = st[P::kEc + m0 + g + 8];
     Acc acc;
     acc.hh[0] = ea * S.s[i][0];
@@ -244,7 +291,7 @@ __device__ __forceinline__ void cols_step(const float* st, float* Sm, float* Dm,
     for (int q = 0; q < 4; ++q) S.s[i][q] = acc.sum(q);
   }
   __syncwarp();  // every lane's reads of the old mirror are done
-  cols_mirror<K>(Sm, S, mb);
+  cols_mirror<KH>(Sm, S, mb);
 }
 
 }  // namespace groupattn::kda_cuda
