@@ -106,8 +106,15 @@ template <int K, int VT, int NS = 2>
 using PassPlan = StatePlan<K, VT, NS>;
 
 // The state kernels' copy ring: the chunk blocks of one (sequence, value head), in order, into NS
-// stages. One commit group per chunk slot (empty past the last chunk), so that "chunk j has landed"
-// is always "at most NS - 2 groups pending" after the step that issued chunk j + NS - 1.
+// stages, with the protocol both kernels follow. `load(stage, block)` issues the copies of one block
+// and commits them; one commit group per chunk slot (empty past the last chunk), so that "chunk j
+// has landed" is always "at most NS - 2 groups pending" after the step that issued chunk j + NS - 1.
+//   start(load): the first NS - 1 blocks (before the kernel's own setup, which then calls
+//                wait_first() and a CTA barrier)
+//   each_chunk(load, step): per chunk j, the block of chunk j + NS - 1 into the stage chunk j - 1
+//                used (its last read preceded the previous barrier), step(stage of chunk j), then the
+//                wait for chunk j + 1's block and a CTA barrier (it landed for every thread, and the
+//                step's shared scratch may be reused)
 template <int NS>
 struct CopyRing {
   const float* next_block;  // the next chunk to copy in, chunk `issued` of the sequence
@@ -118,7 +125,25 @@ struct CopyRing {
       : next_block(blocks + (first_chunk * HV + hv) * l.block_floats),
         block_step(static_cast<int64_t>(HV) * l.block_floats),
         chunks(nc) {}
-  // load(stage, block) issues the copies of one block and commits them.
+  template <class Load>
+  __device__ __forceinline__ void start(Load&& load) {
+#pragma unroll
+    for (int i = 0; i < NS - 1; ++i) issue(load);
+  }
+  __device__ __forceinline__ static void wait_first() { cp_async_wait_pending<NS - 2>(); }  // chunk 0's block
+  template <class Load, class Step>
+  __device__ __forceinline__ void each_chunk(Load&& load, Step&& step) {
+    int stage = 0;
+    for (int64_t j = 0; j < chunks; ++j) {
+      issue(load);
+      step(stage);
+      cp_async_wait_pending<NS - 2>();  // chunk j + 1's block
+      __syncthreads();
+      stage = stage + 1 == NS ? 0 : stage + 1;
+    }
+  }
+
+ private:
   template <class Load>
   __device__ __forceinline__ void issue(Load&& load) {
     if (issued < chunks) {
@@ -196,13 +221,12 @@ __global__ void __launch_bounds__(kThreads, VT == 32 ? 2 : 1)
 
   const int64_t c0 = chunk_offset(p, chunk_offsets, n), nc = chunk_offset(p, chunk_offsets, n + 1) - c0;
   CopyRing<NS> ring(blocks, c0, nc, p.HV, hv, l);
-  auto issue_next = [&]() {
-    ring.issue([&](int stage, const float* blk) { load_stage<K, VT>(smem + stage * P::kStage, blk, l, p.V, e0, tid); });
+  const auto load = [&](int stage, const float* blk) {
+    load_stage<K, VT>(smem + stage * P::kStage, blk, l, p.V, e0, tid);
   };
-#pragma unroll
-  for (int i = 0; i < NS - 1; ++i) issue_next();
+  ring.start(load);
   read_initial_state<K, VT, P>(p, rows.in, hv, e0, tid, S);
-  cp_async_wait_pending<NS - 2>();  // chunk 0's block
+  ring.wait_first();
   __syncthreads();
   StateTiles<P> s;
   tiles_from_initial_state<P>(S, s, warp, lane / 4, lane % 4);
@@ -212,19 +236,11 @@ __global__ void __launch_bounds__(kThreads, VT == 32 ? 2 : 1)
   T* orow = static_cast<T*>(p.out) + sq.batch * p.o_sb + hv * p.o_sh + (sq.bos + r) * p.o_st + e0 + e;
   const int64_t orow_step = kChunk * p.o_st;
   int64_t rows_left = sq.len - r;  // tokens of the sequence from this row of chunk j on
-  int stage = 0;
-  for (int64_t j = 0; j < nc; ++j) {
-    const float* st = smem + stage * P::kStage;
-    // Chunk j + NS - 1 goes to the stage chunk j - 1 used, whose last read preceded the previous
-    // chunk's final barrier.
-    issue_next();
-    state_step<T, K, VT, P>(st, smem, s, orow, rows_left > 0, bad, tid);
+  ring.each_chunk(load, [&](int stage) {  // (S, D and the partials are reused after its barrier)
+    state_step<T, K, VT, P>(smem + stage * P::kStage, smem, s, orow, rows_left > 0, bad, tid);
     orow += orow_step;
     rows_left -= kChunk;
-    cp_async_wait_pending<NS - 2>();  // chunk j + 1's block
-    __syncthreads();  // it landed for every thread; S, D and the partials may be reused
-    stage = stage + 1 == NS ? 0 : stage + 1;
-  }
+  });
   // The loop's last barrier ended every read of the mirror. (Groups still pending are empty.)
   if (const StateRows rows_end = state_rows(p, n); rows_end.out >= 0) {
     store_final_state<K, VT, P>(p, rows_end.out, hv, e0, tid, S, s);
@@ -256,7 +272,7 @@ __global__ void __launch_bounds__(ColsPlan<K, NS, KS>::kThreads)
   w.Sm = smem + P::kMirrors + warp * P::kWarpFloats;
   w.Dm = w.Sm + P::kDm;
   w.X = w.Sm + P::kX;
-  w.Xpartner = smem + P::kMirrors + (warp ^ 2) * P::kWarpFloats + P::kX;  // (read only with KS 2)
+  w.Xpartner = KS == 2 ? smem + P::kMirrors + (warp ^ 2) * P::kWarpFloats + P::kX : nullptr;
   const SeqSpan sq = seq_span(p, n);
   const StateRows rows = state_rows(p, n);
   const float bad = rows.bad ? NAN : 0.f;
@@ -264,13 +280,10 @@ __global__ void __launch_bounds__(ColsPlan<K, NS, KS>::kThreads)
   const int64_t c0_chunk = chunk_offset(p, chunk_offsets, n), nc = chunk_offset(p, chunk_offsets, n + 1) - c0_chunk;
   CopyRing<NS> ring(blocks, c0_chunk, nc, p.HV, hv, l);
   const ColsCopyLane<P> copy_lane(tid, p.V, e0);
-  auto issue_next = [&]() {
-    ring.issue([&](int stage, const float* blk) {
-      cols_load_stage<P>(smem + stage * P::kStage, blk, l, copy_lane, tid);
-    });
+  const auto load = [&](int stage, const float* blk) {
+    cols_load_stage<P>(smem + stage * P::kStage, blk, l, copy_lane, tid);
   };
-#pragma unroll
-  for (int i = 0; i < NS - 1; ++i) issue_next();
+  ring.start(load);
 
   // S from the initial state (0 without one): this lane's rows k_lo + 16 i + g (+ 8), columns 2 t (+ 1).
   ColsState<KH> S;
@@ -284,22 +297,17 @@ __global__ void __launch_bounds__(ColsPlan<K, NS, KS>::kThreads)
   }
   const MirrorBases<KH> mb(g, t);
   cols_mirror<KH>(w.Sm, S, mb);
-  cp_async_wait_pending<NS - 2>();  // chunk 0's block
+  ring.wait_first();
   __syncthreads();
 
   T* orow = static_cast<T*>(p.out) + sq.batch * p.o_sb + hv * p.o_sh + (sq.bos + g) * p.o_st + e0 + w.c0 + 2 * t;
   const int64_t orow_step = kChunk * p.o_st;
   int64_t rows_left = sq.len;  // tokens of the sequence from chunk j's first row on
-  int stage = 0;
-  for (int64_t j = 0; j < nc; ++j) {
-    issue_next();  // into the stage chunk j - 1 used (every warp left it before the last barrier)
+  ring.each_chunk(load, [&](int stage) {
     cols_step<T, P>(smem + stage * P::kStage, w, S, mb, orow, p.o_st, rows_left, bad, g, t);
     orow += orow_step;
     rows_left -= kChunk;
-    cp_async_wait_pending<NS - 2>();  // chunk j + 1's block
-    __syncthreads();
-    stage = stage + 1 == NS ? 0 : stage + 1;
-  }
+  });
   if (const StateRows rows_end = state_rows(p, n); rows_end.out >= 0) {
 #pragma unroll
     for (int i = 0; i < KH / 16; ++i) {

@@ -56,8 +56,8 @@ Status launch_chunked(const DeviceParams& p, bool bf16, void* workspace, const C
 Status launch_chunked_fused(const DeviceParams& p, bool bf16, cudaStream_t stream);
 
 // Stages of the chunked state pass's copy ring at 16-column V-tiles (2: double buffer; 3 or 4: the
-// next two or three chunks' blocks in flight; any other value means 3, the default: 4.4-5.2 %
-// faster than 2 at T 2048-8192, docs/ENGINES.md "Session 14: a deeper copy ring"). A measurement
+// next two or three chunks' blocks in flight; any other value means 3, the default: 4.3-5.4 %
+// faster than 2 at T 2048-8192 over two calls, docs/ENGINES.md "Session 14: a deeper copy ring"). A measurement
 // switch: GROUPATTN_KDA_STATE_STAGES, read once; set_kda_state_stages(n) overrides it for tests (0:
 // back to the environment). Results are the same bits for every count (KdaCuda.StateStagesBitwise).
 int kda_state_stages();

@@ -105,10 +105,11 @@ struct MirrorBases {
 };
 
 // Copies chunk block `blk` (this CTA's columns e0 .. e0 + 15 of U) into `stage` (cp.async, one
-// commit group). The rows of W, Qt, Kh go as 16-byte pieces, thread tid taking rows tid / 32 + 2 it
-// at column 4 (tid % 32): every piece's shared and global offsets are the thread's base plus a
-// compile-time step (no per-copy address arithmetic beyond one add); one piece of U and one of Aqk
-// per thread, exp(Gamma_C) by the first K / 4.
+// commit group). The rows of W, Qt, Kh go as 16-byte pieces, thread tid taking row tid / (K / 4)
+// at column 4 (tid % (K / 4)) and every (threads / (K / 4))-th row after it: each piece's shared
+// and global offsets are the thread's base plus a compile-time step (no per-copy address arithmetic
+// beyond one add); one piece of U by each of the first 64 threads and one of Aqk by each of the
+// last 64, exp(Gamma_C) by the first K / 4.
 template <class P>
 struct ColsCopyLane {
   static constexpr int K = P::kHeadDim;
