@@ -484,9 +484,9 @@ bool decode_list_uniform_fast() {
 void set_decode_list_near_wave_mode(int mode) { g_list_near_wave_mode.store(clamp_mode(mode)); }
 
 // The work list for P / 2 < B <= P (ListPlan::near_wave, decode_work_list.h list_near_wave): off by
-// default (session 12, written without a GPU, UNVERIFIED: predicted 8/1 d128 B128 x 8K mixed 3257 ->
-// ~3700 contiguous, 2273 -> ~3350 page 64, 64/8 d128 B32 x 32K page 16 mixed 3055 -> ~3900, the
-// uniform twins -1.5 to -4 %; docs/DECODE_SM90.md section 25); GROUPATTN_SM90_DECODE_LIST_NEAR_WAVE=1
+// default (measured in session 13: the mixed-length rows +6.4 / +45 / +30 %, but the equal-length
+// page-64 row -7.0 %; session 14: that row 142.7 against 133 us, the producer's first load ~3.4 us
+// late; docs/DECODE_SM90.md sections 25 and 27); GROUPATTN_SM90_DECODE_LIST_NEAR_WAVE=1
 // turns it on. Read once. Exact either way (each plan against the fp64 reference).
 bool decode_list_near_wave() {
   static const bool from_env = env_switch("GROUPATTN_SM90_DECODE_LIST_NEAR_WAVE", false);
