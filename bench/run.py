@@ -256,8 +256,9 @@ def _run_suites(args, suites, budgets, data, out, torch, H, matrices, S, prior=N
         ts = time.time()
         for cfg in cfgs:
             label = _label(suite, cfg)
-            if json.dumps(cfg, sort_keys=True) in kept:
-                e = dict(kept[json.dumps(cfg, sort_keys=True)])
+            prior_entry = kept.get(json.dumps(cfg, sort_keys=True))
+            if prior_entry is not None:
+                e = dict(prior_entry)
                 e["resumed_from"] = data["provenance"]["resumed_from"]
                 entries.append(e)
                 _write(out, data)
