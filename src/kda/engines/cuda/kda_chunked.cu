@@ -376,10 +376,11 @@ Status launch_chunked_t(const DeviceParams& p, void* workspace, const ChunkLayou
   GA_RETURN_IF_ERROR((launch_prep_t<T, K>(p, workspace, l, stream)));
   auto* offsets = static_cast<int64_t*>(workspace);
   auto* blocks = reinterpret_cast<float*>(static_cast<char*>(workspace) + l.offsets_bytes);
-  // Grids beyond one 16-column CTA an SM: the column-owning kernel (use_state_cols). The K-quarter
-  // kernel serves the rest, and (GROUPATTN_KDA_STATE_COLS=0) the larger grids at V-tiles of 32
-  // columns when the 16-column grid would not fit two CTAs an SM: halving the CTAs then costs no
-  // parallelism and halves the waves and the W / Qt / Kh traffic.
+  // The column-owning kernel: 2 warps a CTA where the 16-column grid exceeds one CTA an SM, K in
+  // halves (4 warps) where it fits (state_cols_kind). The K-quarter kernel is the measured
+  // alternative (GROUPATTN_KDA_STATE_COLS=0), at V-tiles of 32 columns when the 16-column grid would
+  // not fit two CTAs an SM: halving the CTAs then costs no parallelism and halves the waves and the
+  // W / Qt / Kh traffic.
   // One cudaGetDevice for both the SM count and the state kernel's smem attribute (host cost, issue 11).
   int dev = 0, sms = 0, cc = 0;
   GA_RETURN_IF_ERROR(cuda_current_device(&dev, &sms, &cc));
@@ -425,7 +426,7 @@ int state_cols_kind(int64_t ctas16, int64_t sms) {
   const int m = g_state_cols.load(std::memory_order_relaxed);
   const int mode = m >= 0 ? m : from_env;
   if (mode >= 0) return mode;
-  return ctas16 > sms ? 1 : 0;
+  return ctas16 > sms ? 1 : 2;
 }
 
 void set_kda_state_cols(int mode) { g_state_cols.store(mode < 0 ? -1 : std::min(mode, 2)); }

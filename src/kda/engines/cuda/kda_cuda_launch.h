@@ -65,12 +65,13 @@ void set_kda_state_stages(int stages);
 // Which state kernel serves a chunked problem of ctas16 = N x HV x V / 16 sixteen-column CTAs on
 // `sms` SMs: 0 the K-quarter one (kda_state_step.cuh, at the stages above), 1 the column-owning one
 // (kda_state_cols.cuh, one barrier a step, 2 warps a CTA), 2 the column-owning one with K in halves
-// (4 warps a CTA, partial sums under a named barrier; measurement only so far). Automatic: 1 where
-// the 16-column grid does not fit one CTA an SM (ctas16 > sms; measured -16 % at T 8192 H 24 and
-// H 32, -1.4 % at 8 x 2048 H 16 against the K-quarter kernel's 32-column tiles, and 9-11 % slower
-// at one CTA an SM: docs/ENGINES.md "Session 14: a state step without the partials"), else 0. A
-// measurement switch: GROUPATTN_KDA_STATE_COLS=0 / 1 / 2 forces a kind; read once;
-// set_kda_state_cols(mode) overrides it for tests (-1: back to the environment / automatic).
+// (4 warps a CTA, partial sums under a named barrier). Automatic: 1 where the 16-column grid does
+// not fit one CTA an SM (ctas16 > sms; -14 to -15 % at T 8192 H 24 and H 32 against the K-quarter
+// kernel, where K in halves gives -9 %), else 2 (-3.0 to -5.1 % at T 1024-8192, H 4-16, against the
+// K-quarter kernel, where the 2-warp form is 10-13 % slower; session 15 call 1, docs/ENGINES.md
+// "Session 14: a state step without the partials"). Measured at K = 128 only. A measurement switch:
+// GROUPATTN_KDA_STATE_COLS=0 / 1 / 2 forces a kind; read once; set_kda_state_cols(mode) overrides
+// it for tests (-1: back to the environment / automatic).
 int state_cols_kind(int64_t ctas16, int64_t sms);
 void set_kda_state_cols(int mode);
 
