@@ -818,6 +818,57 @@ TEST_F(KdaCuda, StateStagesBitwise) {
   }
 }
 
+// The prep's two forms of the pair sums L and Aqk (kda_cuda_set_prep_pairs): the running-product
+// loop, and the products through the chunk's anchor token on tensor cores, taken by a chunk only where
+// every |Gamma_r - Gamma_anchor| <= 60 (kda_chunk_prep.cuh). Each pinned, on both chunked paths,
+// against the fp64 recurrence, for gates from weak to strong. Where some chunk is within the bound the
+// forms round differently, so the final states differ in some bit (the anchored form ran); log decays
+// of -9 to -12 a token put every 16-token chunk beyond it (|Gamma_0 - Gamma_7| >= 63), so both runs take
+// the loop and give the same bits.
+TEST_F(KdaCuda, PrepPairFormsAgree) {
+  struct Gate {
+    KdaGate gate;
+    float lb;
+    double lo, hi;
+    bool params;
+    const char* name;
+    bool every_chunk_far;
+  };
+  const Gate gates[] = {{KdaGate::kLowerBound, -5.f, -2.0, 6.0, true, " lb -5", false},
+                        {KdaGate::kLowerBound, -8.f, -2.0, 6.0, true, " lb -8", false},
+                        {KdaGate::kLowerBound, -1.f, -2.0, 6.0, true, " lb -1", false},
+                        {KdaGate::kSoftplus, -5.f, -4.0, 30.0, true, " softplus to -20 a token", false},
+                        {KdaGate::kLogDecay, -5.f, -0.5, 0.0, false, " log decay -0.5..0", false},
+                        {KdaGate::kLogDecay, -5.f, -12.0, -9.0, false, " log decay -12..-9", true}};
+  for (const Gate& gt : gates) {
+    for (KdaCudaPath path : kChunkedPaths) {
+      KdaRun r;
+      r.c = base_case();
+      r.c.gate = gt.gate, r.c.lower_bound = gt.lb, r.c.g_lo = gt.lo, r.c.g_hi = gt.hi;
+      r.c.with_A_log = gt.params, r.c.with_dt_bias = gt.params;
+      r.c.T = gt.every_chunk_far ? 64 : 77;
+      r.setup(560 + static_cast<uint64_t>(&gt - gates), -1);
+      HostTensor out[2] = {r.c.out, r.c.out}, st[2] = {r.c.final_state, r.c.final_state};
+      for (int m = 0; m < 2; ++m) {
+        kda_cuda_set_prep_pairs(m);
+        check_run(r, path, std::string(gt.name) + (m == 0 ? ", pair loop" : ", pairs anchored"));
+        r.dout->download(&out[m]);
+        r.dfinal->download(&st[m]);
+      }
+      kda_cuda_set_prep_pairs(-1);
+      const double d = rel_error(out[1].values(), out[0].values());
+      EXPECT_LT(d, 2e-3) << describe(r.c, path, gt.name) << ": anchored vs loop";
+      const bool same = bitwise_equal(st[0], st[1]);
+      if (gt.every_chunk_far) {
+        EXPECT_TRUE(same && bitwise_equal(out[0], out[1])) << describe(r.c, path, gt.name) << ": every chunk takes the loop";
+      } else {
+        EXPECT_FALSE(same) << describe(r.c, path, gt.name) << ": the anchored form never ran";
+      }
+      std::printf("[kda] prep pairs anchored vs loop%s: out %.2e, state bitwise %s\n", gt.name, d, same ? "yes" : "no");
+    }
+  }
+}
+
 // The state-pass kernels (kda_cuda_set_state_cols: the K-quarter kernel with three barriers a
 // step, the column-owning one with one, kda_state_cols.cuh, and its K-halves form), each pinned, against the fp64
 // recurrence on the shapes that stress the column kernel's own code: both head dims, dtypes and
@@ -1075,6 +1126,20 @@ TEST_F(KdaCuda, DISABLED_Timing) {
                 "cols K-halves %.1f / %.1f us; cols / K-quarter %.3f, K-halves / K-quarter %.3f\n",
                 static_cast<long long>(T), static_cast<long long>(H), kq[0], kq[1], cols[0], cols[1], halves[0],
                 halves[1], (cols[0] + cols[1]) / (kq[0] + kq[1]), (halves[0] + halves[1]) / (kq[0] + kq[1]));
+    // The prep's pair sums: the running-product loop against the anchored products, alternated
+    // (automatic state kernel).
+    double loop_us[2], anchored_us[2];
+    for (int i = 0; i < 2; ++i) {
+      kda_cuda_set_prep_pairs(0);
+      loop_us[i] = graph_time_us(p, KdaCudaPath::kChunked);
+      kda_cuda_set_prep_pairs(1);
+      anchored_us[i] = graph_time_us(p, KdaCudaPath::kChunked);
+    }
+    kda_cuda_set_prep_pairs(-1);
+    std::printf("[kda-time] prep pairs T=%lld H=HV=%lld lb=-5 (graph): loop %.1f / %.1f us, anchored %.1f / %.1f us; "
+                "anchored / loop %.3f\n",
+                static_cast<long long>(T), static_cast<long long>(H), loop_us[0], loop_us[1], anchored_us[0],
+                anchored_us[1], (anchored_us[0] + anchored_us[1]) / (loop_us[0] + loop_us[1]));
   }
   // Short prefills, both paths (the recurrent / chunked threshold, docs/HOST_COST.md "KDA path
   // threshold"): GPU time per call with no host in it, as bench/host_cost.py's gpu_us.

@@ -139,6 +139,42 @@ __device__ __forceinline__ float exp_nonpos(float x) {
   return y;
 }
 
+// exp(x) for |x| <= kPairAnchorBound (the anchored pair operands below): the same MUFU.EX2, which
+// neither overflows (2^87) nor flushes (2^-87) in that range.
+__device__ __forceinline__ float exp_anchored(float x) {
+  float y;
+  asm("ex2.approx.ftz.f32 %0, %1;\n" : "=f"(y) : "f"(x * kLog2e));
+  return y;
+}
+
+// The chunk's pair sums L (k.k) and Aqk (q.k) as tensor-core products through one anchor, the chunk's
+// token kAnchor: k_rd k_sd exp(Gamma_rd - Gamma_sd) = [k_rd exp(Gamma_rd - Gamma_ad)] [k_sd exp(Gamma_ad -
+// Gamma_sd)]. Exact only while both factors stay in range, so a chunk takes it only when every
+// |Gamma_rd - Gamma_ad| <= kPairAnchorBound (each half-chunk's decay, per channel) and every |k|, |q|
+// <= kPairValueBound: then no factor exceeds e^60 2^32 ~ 2^119 or drops below e^-60 |x| (a flushed
+// factor is a term below 2^-126 / e^-60 ~ 1e-12 of |x_s|). The lower bound -5 gate never exceeds 40 per
+// half-chunk, nor -7.5; stronger chunks, and any chunk when DeviceParams::pair_anchor_bound < 0 (the
+// switch), take the running-product loop. Pairs s > r give products up to e^120 (even inf), never
+// stored.
+inline constexpr int kAnchor = 7;
+inline constexpr float kPairValueBound = 4294967296.f;  // 2^32
+
+// Row r's outputs that both pair-sum forms store, from its slice of q, k, Gamma_r, Gamma_C and beta_r:
+// Qt = scale q exp(Gamma_r) and Kh = k exp(Gamma_C - Gamma_r) (tf32 mma operands), and
+// Diag(beta) K~ = beta k exp(Gamma_r) (kept in fp32 for W).
+template <int N>
+__device__ __forceinline__ void row_terms(const DeviceParams& p, const float (&q)[N], const float (&k)[N],
+                                          const float (&gr)[N], const float (&gc)[N], float br, float (&qt)[N],
+                                          float (&kh)[N], float (&bk)[N]) {
+#pragma unroll
+  for (int i = 0; i < N; ++i) {
+    const float er = exp_nonpos(gr[i]);
+    qt[i] = mma_operand(p.scale * q[i] * er);
+    kh[i] = mma_operand(k[i] * exp_nonpos(gc[i] - gr[i]));
+    bk[i] = br * k[i] * er;
+  }
+}
+
 // gate_from_biased (kda_cuda_common.cuh) without slow-path calls, for the prep: the lower-bound
 // gate's sigmoid as (x >= 0 ? 1 : e) / (1 + e) with e = exp(-|x|) <= 1 (no positive exponent) and a
 // fast division by 1 + e in [1, 2] (2 ulp); the softplus gate as there.
@@ -165,6 +201,127 @@ __device__ __forceinline__ Tf32Split<N> split_trunc(const float (&x)[N]) {
   return f;
 }
 
+// L and Aqk by the running-product loop (any gate; kPairAnchorBound's other form below). Warp w takes
+// rows w and 15 - w (17 pairs (r, s <= r) per warp, balanced); each lane owns kPerLane adjacent
+// channels and keeps row r's k and q in registers. The decay exp(Gamma_rd - Gamma_sd) = prod_{s < m
+// <= r} exp(g_md) is carried down s = r, r - 1, .., 0 as a running product of per-token decays <= 1
+// (one multiply per pair and channel instead of an exp): every factor is <= 1, so nothing can overflow
+// at any gate strength (a strong decay underflows to 0, the correct limit), and there is no reference
+// point. 15 roundings at most: ~1e-6 relative. The pairs go in groups of kGroup consecutive s, whose
+// 2 kGroup lane-partial sums (k.k and q.k) are summed over the warp at once by a reduce-scatter (each
+// xor step halves the values a lane carries): 9 shuffles per 4 pairs instead of 5 per pair, and no
+// shuffle chain per pair. ks, qs: raw k and q; dec1: exp(g). Writes the lower triangles only.
+template <int K>
+__device__ __forceinline__ void pair_sums_loop(const DeviceParams& p, const float (&ks)[kChunk][K],
+                                               const float (&qs)[kChunk][K], const float (&dec1)[kChunk][K],
+                                               const float (&bs)[kChunk], float (&L)[kChunk][kChunk],
+                                               float (&A)[kChunk][kChunk]) {
+  constexpr int kPerLane = K / kWarp;
+  const int tid = static_cast<int>(threadIdx.x), warp = tid / kWarp, lane = tid % kWarp;
+  static_assert(2 * kWarps == kChunk, "two rows per warp");
+  constexpr int kGroup = 4;  // 2 kGroup = 8 values: xor 16, 8, 4 scatter them, xor 2, 1 finish the sums
+  const int d0 = lane * kPerLane;
+  for (int half = 0; half < 2; ++half) {
+    const int r = half == 0 ? warp : kChunk - 1 - warp;
+    float kr[kPerLane], qr[kPerLane], decay[kPerLane];
+    load_lane<K>(&ks[r][d0], kr);
+    load_lane<K>(&qs[r][d0], qr);
+#pragma unroll
+    for (int i = 0; i < kPerLane; ++i) decay[i] = 1.f;  // exp(Gamma_r - Gamma_r)
+    const float br = bs[r];
+    for (int sb = r; sb >= 0; sb -= kGroup) {  // s = sb - j, j < kGroup
+      float x[2 * kGroup];  // x[j]: k_r . k_s, x[kGroup + j]: q_r . k_s (this lane's channels)
+#pragma unroll
+      for (int j = 0; j < kGroup; ++j) {
+        const int s = sb - j;
+        float kk = 0.f, qk = 0.f;
+        if (s >= 0) {  // warp-uniform
+          float kv[kPerLane];
+          load_lane<K>(&ks[s][d0], kv);
+#pragma unroll
+          for (int i = 0; i < kPerLane; ++i) {
+            const float kd = kv[i] * decay[i];  // k_sd exp(Gamma_rd - Gamma_sd)
+            kk += kr[i] * kd;
+            qk += qr[i] * kd;
+          }
+          if (s > 0) {  // exp(Gamma_r - Gamma_{s-1}) = exp(Gamma_r - Gamma_s) exp(g_s)
+            float a[kPerLane];
+            load_lane<K>(&dec1[s][d0], a);
+#pragma unroll
+            for (int i = 0; i < kPerLane; ++i) decay[i] *= a[i];
+          }
+        }
+        x[j] = kk;
+        x[kGroup + j] = qk;
+      }
+      // Reduce-scatter: at xor offset o the lanes with bit o set keep the upper half of their
+      // values and the others the lower half, each adding its partner's copy of what it keeps.
+#pragma unroll
+      for (int o = 16, n = kGroup; o >= 4; o /= 2, n /= 2) {
+        const bool upper = (lane & o) != 0;
+#pragma unroll
+        for (int i = 0; i < n; ++i) {
+          const float keep = upper ? x[n + i] : x[i], send = upper ? x[i] : x[n + i];
+          x[i] = keep + __shfl_xor_sync(0xffffffffu, send, o);
+        }
+      }
+      x[0] += __shfl_xor_sync(0xffffffffu, x[0], 2);
+      x[0] += __shfl_xor_sync(0xffffffffu, x[0], 1);
+      // Lane 4 v + u (u < 4) now holds value v (lane bits 4, 3, 2): kind v / kGroup, s = sb - v % kGroup.
+      const int v = lane / 4, s = sb - v % kGroup;
+      const bool is_l = v < kGroup;  // L (strictly lower: s < r) or Aqk (s <= r)
+      if (lane % 4 == 0 && s >= 0 && (!is_l || s < r)) (is_l ? L : A)[r][s] = (is_l ? br : p.scale) * x[0];
+    }
+  }
+}
+
+// L and Aqk through the anchor (kPairAnchorBound) on tensor cores, every entry written (the upper
+// triangles 0). Ak: k exp(Gamma_r - Gamma_a), Aq: q exp(Gamma_r - Gamma_a), Bk: k exp(Gamma_a - Gamma_r).
+template <int K>
+__device__ __forceinline__ void pair_sums_anchored(const DeviceParams& p, const float (&Ak)[kChunk][K],
+                                                   const float (&Aq)[kChunk][K], const float (&Bk)[kChunk][K],
+                                                   const float (&bs)[kChunk], float (&L)[kChunk][kChunk],
+                                                   float (&A)[kChunk][kChunk]) {
+  const int tid = static_cast<int>(threadIdx.x), warp = tid / kWarp, lane = tid % kWarp;
+  // 4 output tiles of m16n8 (L or Aqk x columns 0-7 or 8-15), each over K in two halves: warp w
+  // takes tile w % 4 and half w / 4, in 3xTF32 (split_trunc, about fp32). Lane (g, t) reads one
+  // float4 of 4 adjacent channels per row: within a pair of k8 steps, channel c0 + 4t + i is k
+  // index t (i = 0, 2) or t + 4 (i = 1, 3) of step i / 2, the same permutation for A and B.
+  const int g = lane / 4, t = lane % 4, tile = warp % 4, half = warp / 4;
+  const bool is_l = tile < 2;
+  const int n0 = 8 * (tile % 2);
+  const float(*X)[K] = is_l ? Ak : Aq;
+  Tf32Acc<3> acc;
+#pragma unroll
+  for (int j = 0; j < K / 32; ++j) {
+    const int c0 = half * (K / 2) + 16 * j;
+    const float4 a0 = *reinterpret_cast<const float4*>(&X[g][c0 + 4 * t]);
+    const float4 a1 = *reinterpret_cast<const float4*>(&X[g + 8][c0 + 4 * t]);
+    const float4 b = *reinterpret_cast<const float4*>(&Bk[n0 + g][c0 + 4 * t]);
+    const float xa0[4] = {a0.x, a1.x, a0.y, a1.y}, xb0[2] = {b.x, b.y};
+    acc.mma(split_trunc(xa0), split_trunc(xb0));
+    const float xa1[4] = {a0.z, a1.z, a0.w, a1.w}, xb1[2] = {b.z, b.w};
+    acc.mma(split_trunc(xa1), split_trunc(xb1));
+  }
+  // C fragment: rows g, g + 8, columns n0 + 2t, + 1. The upper half's raw sums go through the
+  // output array; the lower half adds them to its own (a fixed order), scales and masks.
+  float(*O)[kChunk] = is_l ? L : A;
+  const int rows[4] = {g, g, g + 8, g + 8}, cols[4] = {n0 + 2 * t, n0 + 2 * t + 1, n0 + 2 * t, n0 + 2 * t + 1};
+  if (half == 1) {
+#pragma unroll
+    for (int i = 0; i < 4; ++i) O[rows[i]][cols[i]] = acc.sum(i);
+  }
+  __syncthreads();
+  if (half == 0) {
+#pragma unroll
+    for (int i = 0; i < 4; ++i) {
+      const int r = rows[i], c = cols[i];
+      const float sum = acc.sum(i) + O[r][c];
+      O[r][c] = is_l ? (c < r ? bs[r] * sum : 0.f) : (c <= r ? p.scale * sum : 0.f);
+    }
+  }
+}
+
 // Where one chunk's prep writes its results, a policy type Dst: the chunk block in global memory for
 // the two-kernel path (kda_chunked.cu's BlockDst), the fused kernel's shared-memory stage
 // (kda_chunked_fused.cu). base() is asked once, where the results are stored; the float offsets
@@ -183,11 +340,11 @@ __device__ __forceinline__ void chunk_prep(const DeviceParams& p, const SeqSpan&
   const int C = static_cast<int>(sq.len - first < kChunk ? sq.len - first : kChunk);  // rows of this chunk
   const int h = hv / p.group;  // GVA: value head hv reads qk head hv / (HV / H)
   const int tid = static_cast<int>(threadIdx.x), warp = tid / kWarp, lane = tid % kWarp;
-  constexpr int kPerLane = K / kWarp;
 
   __shared__ __align__(16) float ks[kChunk][K], qs[kChunk][K], G[kChunk][K], vs[kChunk][kMaxV];
   __shared__ __align__(16) float dec1[kChunk][K];  // exp(g): the per-token decay, <= 1
   __shared__ __align__(16) float bs[kChunk], L[kChunk][kChunk], A[kChunk][kChunk], Tm[kChunk][kChunk];
+  __shared__ __align__(16) float Ga[2][K];  // Gamma at the anchor token and at the chunk's end
 
   const T* qb = static_cast<const T*>(p.q) + sq.batch * p.q_sb + h * p.q_sh;
   const T* kb = static_cast<const T*>(p.k) + sq.batch * p.k_sb + h * p.k_sh;
@@ -267,73 +424,87 @@ __device__ __forceinline__ void chunk_prep(const DeviceParams& p, const SeqSpan&
 
   if (tid < K) {  // Gamma: chunk-local cumsum; fp32 sums of g <= 0 stay non-increasing along r
     float acc = G[0][tid];
-    for (int r = 1; r < kChunk; ++r) G[r][tid] = acc += G[r][tid];
+    for (int r = 1; r < kChunk; ++r) {
+      G[r][tid] = acc += G[r][tid];
+      if (r == kAnchor) Ga[0][tid] = acc;
+    }
+    Ga[1][tid] = acc;
   }
   __syncthreads();
 
-  // L and Aqk: warp w takes rows w and 15 - w (17 pairs (r, s <= r) per warp, balanced); each lane
-  // owns kPerLane adjacent channels and keeps row r's k and q in registers. The decay
-  // exp(Gamma_rd - Gamma_sd) = prod_{s < m <= r} exp(g_md) is carried down s = r, r - 1, .., 0 as a
-  // running product of per-token decays <= 1 (one multiply per pair and channel instead of an exp):
-  // every factor is <= 1, so nothing can overflow at any gate strength (a strong decay underflows to
-  // 0, the correct limit), and there is no reference point. 15 roundings at most: ~1e-6 relative.
-  // The pairs go in groups of kGroup consecutive s, whose 2 kGroup lane-partial sums (k.k and q.k)
-  // are summed over the warp at once by a reduce-scatter (each xor step halves the values a lane
-  // carries): 9 shuffles per 4 pairs instead of 5 per pair, and no shuffle chain per pair.
-  static_assert(2 * kWarps == kChunk, "two rows per warp");
-  constexpr int kGroup = 4;  // 2 kGroup = 8 values: xor 16, 8, 4 scatter them, xor 2, 1 finish the sums
-  const int d0 = lane * kPerLane;
-  for (int half = 0; half < 2; ++half) {
-    const int r = half == 0 ? warp : kChunk - 1 - warp;
-    float kr[kPerLane], qr[kPerLane], decay[kPerLane];
-    load_lane<K>(&ks[r][d0], kr);
-    load_lane<K>(&qs[r][d0], qr);
+  // Which form the pair sums take (kPairAnchorBound): the test over this thread's slice, then one
+  // CTA-wide vote (a barrier, after which each thread may overwrite its own slices).
+  bool anchored;
+  {
+    const int rs = tid / S::kRowThreads, ds = tid % S::kRowThreads * kPer;  // this thread's slice
+    bool far = !(p.pair_anchor_bound >= 0.f);
 #pragma unroll
-    for (int i = 0; i < kPerLane; ++i) decay[i] = 1.f;  // exp(Gamma_r - Gamma_r)
-    const float br = bs[r];
-    for (int sb = r; sb >= 0; sb -= kGroup) {  // s = sb - j, j < kGroup
-      float x[2 * kGroup];  // x[j]: k_r . k_s, x[kGroup + j]: q_r . k_s (this lane's channels)
+    for (int j = 0; j < kPer; j += 4) {  // in float4 pieces: fewer live registers (51 at most)
+      float gr[4], ga[4], kx[4], qx[4];
+      load_elems<4>(&G[rs][ds + j], true, gr);
+      load_elems<4>(&Ga[0][ds + j], true, ga);
+      load_elems<4>(&ks[rs][ds + j], true, kx);
+      load_elems<4>(&qs[rs][ds + j], true, qx);
 #pragma unroll
-      for (int j = 0; j < kGroup; ++j) {
-        const int s = sb - j;
-        float kk = 0.f, qk = 0.f;
-        if (s >= 0) {  // warp-uniform
-          float kv[kPerLane];
-          load_lane<K>(&ks[s][d0], kv);
-#pragma unroll
-          for (int i = 0; i < kPerLane; ++i) {
-            const float kd = kv[i] * decay[i];  // k_sd exp(Gamma_rd - Gamma_sd)
-            kk += kr[i] * kd;
-            qk += qr[i] * kd;
-          }
-          if (s > 0) {  // exp(Gamma_r - Gamma_{s-1}) = exp(Gamma_r - Gamma_s) exp(g_s)
-            float a[kPerLane];
-            load_lane<K>(&dec1[s][d0], a);
-#pragma unroll
-            for (int i = 0; i < kPerLane; ++i) decay[i] *= a[i];
-          }
-        }
-        x[j] = kk;
-        x[kGroup + j] = qk;
+      for (int i = 0; i < 4; ++i) {  // NaN fails every test: such a chunk takes the loop, as before
+        far |= !(fabsf(gr[i] - ga[i]) <= p.pair_anchor_bound) || !(fabsf(kx[i]) <= kPairValueBound) ||
+               !(fabsf(qx[i]) <= kPairValueBound);
       }
-      // Reduce-scatter: at xor offset o the lanes with bit o set keep the upper half of their
-      // values and the others the lower half, each adding its partner's copy of what it keeps.
-#pragma unroll
-      for (int o = 16, n = kGroup; o >= 4; o /= 2, n /= 2) {
-        const bool upper = (lane & o) != 0;
-#pragma unroll
-        for (int i = 0; i < n; ++i) {
-          const float keep = upper ? x[n + i] : x[i], send = upper ? x[i] : x[n + i];
-          x[i] = keep + __shfl_xor_sync(0xffffffffu, send, o);
-        }
-      }
-      x[0] += __shfl_xor_sync(0xffffffffu, x[0], 2);
-      x[0] += __shfl_xor_sync(0xffffffffu, x[0], 1);
-      // Lane 4 v + u (u < 4) now holds value v (lane bits 4, 3, 2): kind v / kGroup, s = sb - v % kGroup.
-      const int v = lane / 4, s = sb - v % kGroup;
-      const bool is_l = v < kGroup;  // L (strictly lower: s < r) or Aqk (s <= r)
-      if (lane % 4 == 0 && s >= 0 && (!is_l || s < r)) (is_l ? L : A)[r][s] = (is_l ? br : p.scale) * x[0];
     }
+    anchored = !__syncthreads_or(far);
+  }
+  {
+    // This slice's stored rows Qt and Kh, both forms. Anchored: also Diag(beta) K~ over k in ks and
+    // the three product operands over the slices they came from (own slice only: no other thread
+    // reads them before the next barrier): qs <- q exp(Gamma_r - Gamma_a), G <- k exp(Gamma_r -
+    // Gamma_a), dec1 <- k exp(Gamma_a - Gamma_r).
+    const int rs = tid / S::kRowThreads, ds = tid % S::kRowThreads * kPer;
+    float* blk = dst.base();
+    const float br = bs[rs];
+#pragma unroll
+    for (int j = 0; j < kPer; j += 4) {  // in float4 pieces: fewer live registers
+      const int d = ds + j;
+      float gr[4], gc[4], kx[4], qx[4], qt[4], kh[4], bk[4];
+      load_elems<4>(&G[rs][d], true, gr);
+      load_elems<4>(&Ga[1][d], true, gc);  // padded rows keep Gamma, so Gamma_15 = Gamma_C
+      load_elems<4>(&ks[rs][d], true, kx);
+      load_elems<4>(&qs[rs][d], true, qx);
+      row_terms(p, qx, kx, gr, gc, br, qt, kh, bk);
+      store4(blk + dst.qt(rs) + d, qt);
+      store4(blk + dst.kh(rs) + d, kh);
+      if (anchored) {
+        store4(&ks[rs][d], bk);
+        float ga[4];
+        load_elems<4>(&Ga[0][d], true, ga);
+#pragma unroll
+        for (int i = 0; i < 4; ++i) {
+          const float f = gr[i] - ga[i];
+          const float up = exp_anchored(f), down = exp_anchored(-f);
+          qt[i] = qx[i] * up;
+          kh[i] = kx[i] * up;
+          bk[i] = kx[i] * down;
+        }
+        store4(&qs[rs][d], qt);
+        store4(&G[rs][d], kh);
+        store4(&dec1[rs][d], bk);
+      }
+    }
+  }
+  __syncthreads();
+  if (anchored) {
+    pair_sums_anchored<K>(p, G, qs, dec1, bs, L, A);
+  } else {
+    pair_sums_loop<K>(p, ks, qs, dec1, bs, L, A);
+    __syncthreads();
+    // Diag(beta) K~ over k in ks (own slice), once the loop has read every row of k.
+    const int rs = tid / S::kRowThreads, ds = tid % S::kRowThreads * kPer;
+    float gr[kPer], kx[kPer];
+    load_elems<kPer>(&G[rs][ds], true, gr);
+    load_elems<kPer>(&ks[rs][ds], true, kx);
+    const float br = bs[rs];
+#pragma unroll
+    for (int i = 0; i < kPer; ++i) kx[i] = br * kx[i] * exp_nonpos(gr[i]);
+    store4(&ks[rs][ds], kx);
   }
   __syncthreads();
 
@@ -355,26 +526,7 @@ __device__ __forceinline__ void chunk_prep(const DeviceParams& p, const SeqSpan&
   }
 
   float* blk = dst.base();  // this chunk's results
-  {  // Qt, Kh (stored mma operands) and Diag(beta) K~ (in place), this thread's slice.
-    const int r = tid / S::kRowThreads, d0 = tid % S::kRowThreads * kPer;
-    float gr[kPer], gc[kPer], kx[kPer], qx[kPer], qt[kPer], kh[kPer];
-    load_elems<kPer>(&G[r][d0], true, gr);
-    load_elems<kPer>(&G[kChunk - 1][d0], true, gc);  // padded rows keep Gamma, so Gamma_15 = Gamma_C
-    load_elems<kPer>(&ks[r][d0], true, kx);
-    load_elems<kPer>(&qs[r][d0], true, qx);
-    const float br = bs[r];
-#pragma unroll
-    for (int i = 0; i < kPer; ++i) {
-      const float er = exp_nonpos(gr[i]);
-      qt[i] = mma_operand(p.scale * qx[i] * er);
-      kh[i] = mma_operand(kx[i] * exp_nonpos(gc[i] - gr[i]));
-      kx[i] = br * kx[i] * er;
-    }
-    store4(blk + dst.qt(r) + d0, qt);
-    store4(blk + dst.kh(r) + d0, kh);
-    store4(&ks[r][d0], kx);  // own slice only
-  }
-  if (tid < K) blk[dst.ec() + tid] = exp_nonpos(G[kChunk - 1][tid]);
+  if (tid < K) blk[dst.ec() + tid] = exp_nonpos(Ga[1][tid]);
   if (tid < kChunk * kChunk) blk[dst.aqk() + tid] = A[tid / kChunk][tid % kChunk];
   __syncthreads();
 

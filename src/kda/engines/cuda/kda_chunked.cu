@@ -404,6 +404,7 @@ Status launch_chunked_t(const DeviceParams& p, void* workspace, const ChunkLayou
 
 std::atomic<int> g_state_stages{0};  // set_kda_state_stages: 0 = the environment's
 std::atomic<int> g_state_cols{-1};   // set_kda_state_cols: -1 = the environment's
+std::atomic<int> g_prep_pairs{-1};   // set_kda_prep_pairs: -1 = the environment's
 
 }  // namespace
 
@@ -430,6 +431,17 @@ int state_cols_kind(int64_t ctas16, int64_t sms) {
 }
 
 void set_kda_state_cols(int mode) { g_state_cols.store(mode < 0 ? -1 : std::min(mode, 2)); }
+
+bool kda_prep_anchored() {
+  static const int from_env = [] {
+    const char* e = std::getenv("GROUPATTN_KDA_PREP_PAIRS");
+    return e != nullptr && std::atoi(e) == 0 ? 0 : 1;
+  }();
+  const int m = g_prep_pairs.load(std::memory_order_relaxed);
+  return (m >= 0 ? m : from_env) != 0;
+}
+
+void set_kda_prep_pairs(int mode) { g_prep_pairs.store(mode < 0 ? -1 : (mode != 0 ? 1 : 0)); }
 
 Status launch_chunked(const DeviceParams& p, bool bf16, void* workspace, const ChunkLayout& layout,
                       cudaStream_t stream) {

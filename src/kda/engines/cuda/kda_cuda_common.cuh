@@ -19,6 +19,10 @@ inline constexpr int kWarp = 32;
 
 enum GateMode : int { kGateLogDecay = 0, kGateSoftplus = 1, kGateLowerBound = 2 };
 
+// The prep's pair sums go through one anchor on tensor cores where every |Gamma_r - Gamma_anchor| of a
+// chunk is at most this (kda_chunk_prep.cuh, "anchored"), else through the running-product loop.
+inline constexpr float kPairAnchorBound = 60.f;
+
 struct DeviceParams {
   const void *q = nullptr, *k = nullptr, *v = nullptr;  // [B,T,H,K], [B,T,H,K], [B,T,HV,V]
   const float *g = nullptr, *beta = nullptr;            // [B,T,HV,K], [B,T,HV]
@@ -46,6 +50,8 @@ struct DeviceParams {
   float scale = 1.f;
   bool l2norm = false, beta_sigmoid = false, neg_eig = false;
   bool v_first = true;
+  // kPairAnchorBound, or -1 to send every chunk through the loop (set_kda_prep_pairs: measurement).
+  float pair_anchor_bound = kPairAnchorBound;
 };
 
 // First 16-token chunk of sequence n (n = N: the chunk count): the chunk map's entry for varlen,

@@ -122,6 +122,7 @@ DeviceParams device_params(const KdaParams& p) {
   d.beta_sigmoid = p.use_beta_sigmoid;
   d.neg_eig = p.allow_neg_eigval;
   d.v_first = p.state_layout == KdaStateLayout::kVFirst;
+  d.pair_anchor_bound = kda_cuda::kda_prep_anchored() ? kda_cuda::kPairAnchorBound : -1.f;
   return d;
 }
 
@@ -224,6 +225,7 @@ const KdaEngine& kda_cuda_engine() { return engine_instance(); }
 KdaCudaPath kda_cuda_auto_path(const KdaParams& p) { return auto_path(shape_of(p)); }
 void kda_cuda_set_state_stages(int stages) { kda_cuda::set_kda_state_stages(stages); }
 void kda_cuda_set_state_cols(int mode) { kda_cuda::set_kda_state_cols(mode); }
+void kda_cuda_set_prep_pairs(int mode) { kda_cuda::set_kda_prep_pairs(mode); }
 
 Status kda_cuda_run_path(const KdaParams& p, KdaCudaPath path, void* stream) {
   GA_RETURN_IF_ERROR(validate_kda(p));

@@ -27,6 +27,9 @@ void kda_cuda_set_state_stages(int stages);
 // the K-quarter kernel; 1: the column-owning kernel; 2: the column-owning kernel, K in halves),
 // for tests.
 void kda_cuda_set_state_cols(int mode);
+// The chunked prep's pair sums (-1: GROUPATTN_KDA_PREP_PAIRS, else anchored where exact; 0: the
+// running-product loop for every chunk; 1: anchored where exact), for tests.
+void kda_cuda_set_prep_pairs(int mode);
 #endif
 
 }  // namespace groupattn

@@ -74,5 +74,11 @@ void set_kda_state_stages(int stages);
 // it for tests (-1: back to the environment / automatic).
 int state_cols_kind(int64_t ctas16, int64_t sms);
 void set_kda_state_cols(int mode);
+// Whether the prep takes its pair sums through the anchor on tensor cores where a chunk's decays allow
+// it exactly (kda_chunk_prep.cuh, kPairAnchorBound; the default), or through the running-product loop
+// for every chunk (0). A measurement switch: GROUPATTN_KDA_PREP_PAIRS=0 / 1, read once;
+// set_kda_prep_pairs(mode) overrides it for tests (-1: back to the environment).
+bool kda_prep_anchored();
+void set_kda_prep_pairs(int mode);
 
 }  // namespace groupattn::kda_cuda
