@@ -100,4 +100,17 @@ def kda_seqlens(T: int, N: int) -> List[int]:
     return [T // N] * N
 
 
+def label(suite: str, cfg: Dict) -> str:
+    """The configuration's name in results files, progress lines and reports."""
+    if suite == "prefill":
+        if cfg["kind"] == "varlen":
+            return f"{cfg['hq']}/{cfg['hkv']} d{cfg['d']} varlen{len(cfg['lengths'])} {'causal' if cfg['causal'] else 'full'}"
+        return f"{cfg['hq']}/{cfg['hkv']} d{cfg['d']} S{cfg['sq']} B{cfg['batch']} {'causal' if cfg['causal'] else 'full'}"
+    if suite == "decode":
+        lay = "contig" if cfg["page"] is None else f"page{cfg['page']}"
+        return (f"{cfg['hq']}/{cfg['hkv']} d{cfg['d']} B{cfg['batch']} L{cfg['kv_len']} n{cfg['new']} {lay}"
+                + (" mixed" if cfg["mixed"] else "") + (" fp8" if cfg.get("kv_dtype") else ""))
+    return f"T{cfg['T']} H{cfg['H']} N{cfg['N']} {cfg['gate']}"
+
+
 SUITES = {"prefill": prefill, "decode": decode, "kda": kda}

@@ -167,7 +167,20 @@ def _matrix(data, suite):
     s = data.get("suites", {}).get(suite) or {}
     out = [(e["config"], e, e.get("label", "?")) for e in s.get("entries", []) if "config" in e]
     out += [(x["config"], None, x.get("label", "?")) for x in s.get("not_run", [])]
-    return out
+    return out + [(c, None, matrices.label(suite, c)) for c in _unrecorded(data, suite)]
+
+
+def _unrecorded(data, suite):
+    """Configurations of the suite's matrix that the file neither timed nor lists as not run: a run
+    that ended without its stop record (killed, or SIGTERM outside the handler's reach) leaves only
+    its per-configuration checkpoints."""
+    s = data.get("suites", {}).get(suite)
+    pr = data.get("provenance")
+    if not s or suite not in matrices.SUITES or pr is None or pr.get("wall_seconds") is not None:
+        return []  # a finished run (its last write records wall_seconds) lists every configuration
+    seen = {json.dumps(x["config"], sort_keys=True) for x in s.get("entries", []) + s.get("not_run", [])
+            if "config" in x}
+    return [c for c in matrices.SUITES[suite](bool(data.get("quick"))) if json.dumps(c, sort_keys=True) not in seen]
 
 
 def _timed(e, *names):
@@ -699,6 +712,10 @@ def problems_section(data):
                     lines.append(f"- {suite} `{e.get('label')}` {n}: timed eagerly between events, not by graph "
                                  f"replay (capture failed: {t.get('capture_error')})")
         nr = s.get("not_run", [])
+        un = _unrecorded(data, suite)
+        if un:
+            lines.append(f"- {suite}: {len(un)} configurations of the matrix with no record in the file (the run "
+                         "ended without listing them as not run): " + ", ".join(f"`{matrices.label(suite, c)}`" for c in un))
         if nr:
             lines.append(f"- {suite}: {len(nr)} configurations not run ({nr[0]['reason']}): " +
                          ", ".join(f"`{x['label']}`" for x in nr[:12]) + (" ..." if len(nr) > 12 else ""))

@@ -28,18 +28,6 @@ sys.path.insert(0, HERE)
 os.environ.setdefault("FLA_DISABLE_BACKEND_DISPATCH", "1")
 
 
-def _label(suite, cfg):
-    if suite == "prefill":
-        if cfg["kind"] == "varlen":
-            return f"{cfg['hq']}/{cfg['hkv']} d{cfg['d']} varlen{len(cfg['lengths'])} {'causal' if cfg['causal'] else 'full'}"
-        return f"{cfg['hq']}/{cfg['hkv']} d{cfg['d']} S{cfg['sq']} B{cfg['batch']} {'causal' if cfg['causal'] else 'full'}"
-    if suite == "decode":
-        lay = "contig" if cfg["page"] is None else f"page{cfg['page']}"
-        return (f"{cfg['hq']}/{cfg['hkv']} d{cfg['d']} B{cfg['batch']} L{cfg['kv_len']} n{cfg['new']} {lay}"
-                + (" mixed" if cfg["mixed"] else "") + (" fp8" if cfg.get("kv_dtype") else ""))
-    return f"T{cfg['T']} H{cfg['H']} N{cfg['N']} {cfg['gate']}"
-
-
 def _decode_priority(cfg):
     # Under a time budget the first configurations run: single-token decode over every layout
     # (contiguous first: the peers' comparison), then mixed lengths, then fp8, then multi-token decode.
@@ -153,7 +141,7 @@ def main(argv=None):
             cfgs = _ordered(suite, matrices.SUITES[suite](args.quick))
             print(f"{suite}: {len(cfgs)} configurations")
             for c in cfgs:
-                print("  " + _label(suite, c))
+                print("  " + matrices.label(suite, c))
         return 0
     if args.tree_digest:
         from treedigest import tree_digest
@@ -229,7 +217,7 @@ def main(argv=None):
             done |= {json.dumps(x["config"], sort_keys=True) for x in s["not_run"]}
             for cfg in matrices.SUITES[suite](args.quick):
                 if json.dumps(cfg, sort_keys=True) not in done:
-                    s["not_run"].append({"config": cfg, "label": _label(suite, cfg), "reason": "stopped (SIGTERM/deadline)"})
+                    s["not_run"].append({"config": cfg, "label": matrices.label(suite, cfg), "reason": "stopped (SIGTERM/deadline)"})
         print("stopped by SIGTERM: writing what was measured", file=sys.stderr, flush=True)
 
     data["provenance"]["clocks_after"] = H.nvidia_smi()
@@ -255,7 +243,7 @@ def _run_suites(args, suites, budgets, data, out, torch, H, matrices, S, prior=N
         bar = H.Progress(len(cfgs), suite)
         ts = time.time()
         for cfg in cfgs:
-            label = _label(suite, cfg)
+            label = matrices.label(suite, cfg)
             prior_entry = kept.get(json.dumps(cfg, sort_keys=True))
             if prior_entry is not None:
                 e = dict(prior_entry)

@@ -296,6 +296,21 @@ def test_kda_goals_per_gate_and_wall():
     assert g[2]["verdict"] == "~"  # sp's wall times overlap: no verdict
 
 
+def test_report_counts_configurations_an_unfinished_run_never_listed():
+    # A run killed between checkpoints leaves entries but no stop record (no wall_seconds, no not_run):
+    # the matrix's other configurations count as not run; a finished run's file is taken as it is.
+    cfg = dict(T=4096, H=16, N=1, K=128, V=128, gate="lower_bound")
+    e = _entry(cfg, "T4096 H16 N1 lower_bound", {"groupattn:cuda": 1.0, "fla": 0.9})
+    data = {"provenance": {"clocks_after": None},
+            "suites": {"kda": {"engines": ["cuda"], "entries": [e], "not_run": []}}}
+    rows = report._matrix(data, "kda")
+    assert len(rows) == len(matrices.kda()) == 20
+    assert sum(1 for _, entry, _ in rows if entry is None) == 19
+    assert matrices.label("kda", cfg) in {lab for _, _, lab in rows}
+    data["provenance"]["wall_seconds"] = 10.0
+    assert len(report._matrix(data, "kda")) == 1
+
+
 def test_pins_expectations():
     dec1 = dict(hq=8, hkv=1, d=128, batch=1, kv_len=8192, new=1, page=None, splits=True)
     dec8 = dict(dec1, hq=64, hkv=8, new=8)
