@@ -1036,6 +1036,23 @@ double graph_time_us(const KdaParams& p, KdaCudaPath path) {
   return per_call[per_call.size() / 2];
 }
 
+// The chunked path's GPU time per call under each mode of a KDA switch (set: a kda_cuda_set_*), the
+// modes in turn twice so drift lands on every mode alike; then the switch back to `reset`.
+// us[m][round].
+template <size_t N>
+std::array<std::array<double, 2>, N> alternated_us(const KdaParams& p, void (*set)(int), const int (&modes)[N],
+                                                  int reset) {
+  std::array<std::array<double, 2>, N> us{};
+  for (int round = 0; round < 2; ++round) {
+    for (size_t m = 0; m < N; ++m) {
+      set(modes[m]);
+      us[m][static_cast<size_t>(round)] = graph_time_us(p, KdaCudaPath::kChunked);
+    }
+  }
+  set(reset);
+  return us;
+}
+
 TEST_F(KdaCuda, DISABLED_Timing) {
   // Decode: HV = 32, K = V = 128, a pool of N rows in place (256 rows: 512 MiB, 1024: 2 GiB);
   // T tokens per sequence. Rates count the state read + written; "all" adds q/k/v/g/beta/out.
@@ -1114,35 +1131,19 @@ TEST_F(KdaCuda, DISABLED_Timing) {
                 "4 / 2 %.3f\n",
                 static_cast<long long>(T), static_cast<long long>(H), us[0], us[1], us[2], us[3],
                 us[2] / (0.5 * (us[0] + us[3])));
-    // The column-owning kernel (and its K-halves form) against the K-quarter one at 3 stages, alternated.
-    double kq[2], cols[2], halves[2];
-    for (int i = 0; i < 2; ++i) {
-      kda_cuda_set_state_cols(0);
-      kq[i] = graph_time_us(p, KdaCudaPath::kChunked);
-      kda_cuda_set_state_cols(1);
-      cols[i] = graph_time_us(p, KdaCudaPath::kChunked);
-      kda_cuda_set_state_cols(2);
-      halves[i] = graph_time_us(p, KdaCudaPath::kChunked);
-    }
-    kda_cuda_set_state_cols(-1);
+    // The column-owning kernel (and its K-halves form) against the K-quarter one at 3 stages.
+    const auto sk = alternated_us(p, kda_cuda_set_state_cols, {0, 1, 2}, -1);
+    const auto sum = [](const std::array<double, 2>& x) { return x[0] + x[1]; };
     std::printf("[kda-time] state kernel T=%lld H=HV=%lld lb=-5 (graph): K-quarter %.1f / %.1f us, cols %.1f / %.1f us, "
                 "cols K-halves %.1f / %.1f us; cols / K-quarter %.3f, K-halves / K-quarter %.3f\n",
-                static_cast<long long>(T), static_cast<long long>(H), kq[0], kq[1], cols[0], cols[1], halves[0],
-                halves[1], (cols[0] + cols[1]) / (kq[0] + kq[1]), (halves[0] + halves[1]) / (kq[0] + kq[1]));
-    // The prep's pair sums: the running-product loop against the anchored products, alternated
-    // (automatic state kernel).
-    double loop_us[2], anchored_us[2];
-    for (int i = 0; i < 2; ++i) {
-      kda_cuda_set_prep_pairs(0);
-      loop_us[i] = graph_time_us(p, KdaCudaPath::kChunked);
-      kda_cuda_set_prep_pairs(1);
-      anchored_us[i] = graph_time_us(p, KdaCudaPath::kChunked);
-    }
-    kda_cuda_set_prep_pairs(-1);
+                static_cast<long long>(T), static_cast<long long>(H), sk[0][0], sk[0][1], sk[1][0], sk[1][1],
+                sk[2][0], sk[2][1], sum(sk[1]) / sum(sk[0]), sum(sk[2]) / sum(sk[0]));
+    // The prep's pair sums: the running-product loop against the anchored products (automatic state kernel).
+    const auto pp = alternated_us(p, kda_cuda_set_prep_pairs, {0, 1}, -1);
     std::printf("[kda-time] prep pairs T=%lld H=HV=%lld lb=-5 (graph): loop %.1f / %.1f us, anchored %.1f / %.1f us; "
                 "anchored / loop %.3f\n",
-                static_cast<long long>(T), static_cast<long long>(H), loop_us[0], loop_us[1], anchored_us[0],
-                anchored_us[1], (anchored_us[0] + anchored_us[1]) / (loop_us[0] + loop_us[1]));
+                static_cast<long long>(T), static_cast<long long>(H), pp[0][0], pp[0][1], pp[1][0], pp[1][1],
+                sum(pp[1]) / sum(pp[0]));
   }
   // Short prefills, both paths (the recurrent / chunked threshold, docs/HOST_COST.md "KDA path
   // threshold"): GPU time per call with no host in it, as bench/host_cost.py's gpu_us.

@@ -1,40 +1,17 @@
-// Measurement switches of the CUDA engines (an A/B inside one process): a value from the
-// environment, read once by each switch (a static in its function, so no getenv per call), that
-// tests override with a mode (-1 the environment, 0 off, 1 on) held in an atomic. The sm90 engine's
-// switches use the same helpers (sm90/mode_switch.h).
+// Measurement switches of the CUDA engines (an A/B inside one process): the shared helpers of
+// core/mode_switch.h (a value from the environment read once by each switch, overridden by tests
+// with a mode -1 the environment, 0 off, 1 on). The sm90 engine's switches use the same helpers
+// (sm90/mode_switch.h).
 #pragma once
 
-#include <atomic>
-#include <cstdlib>
+#include "core/mode_switch.h"
 
 namespace groupattn::cuda_engine {
 
-// Unset gives -1 (the switch's own default applies), else 1 where the variable's integer value != 0,
-// else 0.
-inline int env_mode(const char* name) {
-  const char* e = std::getenv(name);
-  return e == nullptr ? -1 : (std::atoi(e) != 0 ? 1 : 0);
-}
-
-// Unset gives `fallback`, else the variable's integer value != 0.
-inline bool env_switch(const char* name, bool fallback) {
-  const int m = env_mode(name);
-  return m < 0 ? fallback : m > 0;
-}
-
-inline bool switch_value(const std::atomic<int>& mode, bool from_env) {
-  const int m = mode.load(std::memory_order_relaxed);
-  return m < 0 ? from_env : m > 0;
-}
-
-// A switch whose default depends on the launch: the test's mode if set, else the environment's
-// (env_mode), else `fallback`.
-inline bool switch_value_or(const std::atomic<int>& mode, int from_env, bool fallback) {
-  const int m = mode.load(std::memory_order_relaxed);
-  const int chosen = m < 0 ? from_env : m;
-  return chosen < 0 ? fallback : chosen > 0;
-}
-
-inline int clamp_mode(int mode) { return mode < 0 ? -1 : (mode > 0 ? 1 : 0); }
+using switches::clamp_mode;
+using switches::env_mode;
+using switches::env_switch;
+using switches::switch_value;
+using switches::switch_value_or;
 
 }  // namespace groupattn::cuda_engine

@@ -37,6 +37,7 @@
 
 #include "core/cuda_runtime_shim.h"
 #include "core/host_timing.h"
+#include "core/mode_switch.h"
 #include "cuda/cuda_check.h"
 #include "kda/engines/cuda/kda_chunk_prep.cuh"
 #include "kda/engines/cuda/kda_cuda_common.cuh"
@@ -402,30 +403,26 @@ Status launch_chunked_t(const DeviceParams& p, void* workspace, const ChunkLayou
   }
 }
 
-std::atomic<int> g_state_stages{0};  // set_kda_state_stages: 0 = the environment's
-std::atomic<int> g_state_cols{-1};   // set_kda_state_cols: -1 = the environment's
-std::atomic<int> g_prep_pairs{-1};   // set_kda_prep_pairs: -1 = the environment's
+// The measurement switches' test overrides (-1: the environment's; core/mode_switch.h).
+std::atomic<int> g_state_stages{-1};
+std::atomic<int> g_state_cols{-1};
+std::atomic<int> g_prep_pairs{-1};
 
 }  // namespace
 
 int kda_state_stages() {
-  static const int from_env = [] {
-    const char* e = std::getenv("GROUPATTN_KDA_STATE_STAGES");
-    return e != nullptr ? std::atoi(e) : 3;
-  }();
-  const int m = g_state_stages.load(std::memory_order_relaxed);
-  return m > 0 ? m : from_env;
+  static const int from_env = switches::env_int("GROUPATTN_KDA_STATE_STAGES", 3);
+  return switches::switch_int(g_state_stages, from_env);
 }
 
-void set_kda_state_stages(int stages) { g_state_stages.store(stages > 0 ? stages : 0); }
+void set_kda_state_stages(int stages) { g_state_stages.store(stages > 0 ? stages : -1); }
 
 int state_cols_kind(int64_t ctas16, int64_t sms) {
   static const int from_env = [] {
-    const char* e = std::getenv("GROUPATTN_KDA_STATE_COLS");
-    return e == nullptr ? -1 : std::min(std::max(std::atoi(e), 0), 2);
+    const int e = switches::env_int("GROUPATTN_KDA_STATE_COLS", -1);
+    return e < 0 ? -1 : std::min(e, 2);
   }();
-  const int m = g_state_cols.load(std::memory_order_relaxed);
-  const int mode = m >= 0 ? m : from_env;
+  const int mode = switches::switch_int(g_state_cols, from_env);
   if (mode >= 0) return mode;
   return ctas16 > sms ? 1 : 2;
 }
@@ -433,15 +430,11 @@ int state_cols_kind(int64_t ctas16, int64_t sms) {
 void set_kda_state_cols(int mode) { g_state_cols.store(mode < 0 ? -1 : std::min(mode, 2)); }
 
 bool kda_prep_anchored() {
-  static const int from_env = [] {
-    const char* e = std::getenv("GROUPATTN_KDA_PREP_PAIRS");
-    return e != nullptr && std::atoi(e) == 0 ? 0 : 1;
-  }();
-  const int m = g_prep_pairs.load(std::memory_order_relaxed);
-  return (m >= 0 ? m : from_env) != 0;
+  static const bool from_env = switches::env_switch("GROUPATTN_KDA_PREP_PAIRS", true);
+  return switches::switch_value(g_prep_pairs, from_env);
 }
 
-void set_kda_prep_pairs(int mode) { g_prep_pairs.store(mode < 0 ? -1 : (mode != 0 ? 1 : 0)); }
+void set_kda_prep_pairs(int mode) { g_prep_pairs.store(switches::clamp_mode(mode)); }
 
 Status launch_chunked(const DeviceParams& p, bool bf16, void* workspace, const ChunkLayout& layout,
                       cudaStream_t stream) {
