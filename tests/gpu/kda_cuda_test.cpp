@@ -734,34 +734,50 @@ TEST_F(KdaCuda, EnginePublicEntry) {
   }
 }
 
+// A small chunked problem of the bitwise comparisons below: B sequences of T tokens (or the varlen
+// offsets cu), H / HV heads, a state layout; the base case otherwise.
+struct SmallShape {
+  int64_t B, T, H, HV;
+  std::vector<int64_t> cu;
+  KdaStateLayout layout;
+};
+
+void setup_small(KdaRun& r, const SmallShape& sh, uint64_t seed_base) {
+  r.c = base_case();
+  r.c.B = sh.B, r.c.T = sh.cu.empty() ? sh.T : sh.cu.back(), r.c.H = sh.H, r.c.HV = sh.HV, r.c.cu = sh.cu;
+  r.c.layout = sh.layout;
+  r.setup(seed_base + static_cast<uint64_t>(r.c.T), -1);
+}
+
+// r on `path` with its outputs poisoned first; O and the final state downloaded when it ran.
+Status run_pinned(KdaRun& r, KdaCudaPath path, HostTensor* out, HostTensor* state) {
+  r.dout->poison();
+  r.dfinal->poison();
+  const Status s = kda_cuda_run_path(r.device_params(), path, nullptr);
+  cuda_check(cudaDeviceSynchronize(), "cudaDeviceSynchronize");
+  if (s.ok()) {
+    r.dout->download(out);
+    r.dfinal->download(state);
+  }
+  return s;
+}
+
 // The fused kernel against the two-kernel path on the same problem: the same prep code and operands,
 // and the same state step at 16 columns per CTA (the two-kernel pass's tile on these small grids), so
 // the results should be bitwise equal; the bounds allow only for a different FMA contraction by the
 // compiler in the two kernels (fp32 state: 1e-5; bf16 output: a few roundings flipped, 1e-3).
 TEST_F(KdaCuda, FusedMatchesTwoKernelPath) {
-  struct Shape {
-    int64_t B, T, H, HV;
-    std::vector<int64_t> cu;
-    KdaStateLayout layout;
-  };
-  const Shape shapes[] = {{1, 64, 4, 4, {}, KdaStateLayout::kVFirst},
-                          {2, 37, 2, 4, {}, KdaStateLayout::kKFirst},
-                          {1, 0, 1, 3, {0, 0, 9, 40, 40, 61}, KdaStateLayout::kVFirst}};
-  for (const Shape& sh : shapes) {
+  const SmallShape shapes[] = {{1, 64, 4, 4, {}, KdaStateLayout::kVFirst},
+                               {2, 37, 2, 4, {}, KdaStateLayout::kKFirst},
+                               {1, 0, 1, 3, {0, 0, 9, 40, 40, 61}, KdaStateLayout::kVFirst}};
+  for (const SmallShape& sh : shapes) {
     KdaRun r;
-    r.c = base_case();
-    r.c.B = sh.B, r.c.T = sh.cu.empty() ? sh.T : sh.cu.back(), r.c.H = sh.H, r.c.HV = sh.HV, r.c.cu = sh.cu;
-    r.c.layout = sh.layout;
-    r.setup(420 + static_cast<uint64_t>(r.c.T), -1);
+    setup_small(r, sh, 420);
     HostTensor out[2] = {r.c.out, r.c.out}, st[2] = {r.c.final_state, r.c.final_state};
     const KdaCudaPath paths[2] = {KdaCudaPath::kChunked, KdaCudaPath::kChunkedFused};
     for (int i = 0; i < 2; ++i) {
-      r.dout->poison();
-      r.dfinal->poison();
-      ASSERT_TRUE(kda_cuda_run_path(r.device_params(), paths[i], nullptr).ok());
-      cuda_check(cudaDeviceSynchronize(), "cudaDeviceSynchronize");
-      r.dout->download(&out[i]);
-      r.dfinal->download(&st[i]);
+      const Status s = run_pinned(r, paths[i], &out[i], &st[i]);
+      ASSERT_TRUE(s.ok()) << s.to_string();
     }
     const double eo = rel_error(out[1].values(), out[0].values()), es = rel_error(st[1].values(), st[0].values());
     const std::string label = describe(r.c, KdaCudaPath::kChunkedFused, " vs chunked");
@@ -779,32 +795,19 @@ TEST_F(KdaCuda, FusedMatchesTwoKernelPath) {
 // bits. Lengths with fewer chunks than stages (1 and 2 chunks), a ring that wraps many times, and
 // varlen with empty sequences; the 4-stage run is also checked against the fp64 recurrence.
 TEST_F(KdaCuda, StateStagesBitwise) {
-  struct Shape {
-    int64_t B, T, H, HV;
-    std::vector<int64_t> cu;
-    KdaStateLayout layout;
-  };
-  const Shape shapes[] = {{1, 5, 2, 2, {}, KdaStateLayout::kVFirst},
-                          {2, 17, 2, 4, {}, KdaStateLayout::kKFirst},
-                          {1, 300, 2, 2, {}, KdaStateLayout::kVFirst},
-                          {1, 0, 1, 3, {0, 0, 9, 40, 40, 161}, KdaStateLayout::kKFirst}};
-  for (const Shape& sh : shapes) {
+  const SmallShape shapes[] = {{1, 5, 2, 2, {}, KdaStateLayout::kVFirst},
+                               {2, 17, 2, 4, {}, KdaStateLayout::kKFirst},
+                               {1, 300, 2, 2, {}, KdaStateLayout::kVFirst},
+                               {1, 0, 1, 3, {0, 0, 9, 40, 40, 161}, KdaStateLayout::kKFirst}};
+  for (const SmallShape& sh : shapes) {
     KdaRun r;
-    r.c = base_case();
-    r.c.B = sh.B, r.c.T = sh.cu.empty() ? sh.T : sh.cu.back(), r.c.H = sh.H, r.c.HV = sh.HV, r.c.cu = sh.cu;
-    r.c.layout = sh.layout;
-    r.setup(510 + static_cast<uint64_t>(r.c.T), -1);
+    setup_small(r, sh, 510);
     HostTensor out[3] = {r.c.out, r.c.out, r.c.out}, st[3] = {r.c.final_state, r.c.final_state, r.c.final_state};
     kda_cuda_set_state_cols(0);  // the K-quarter kernel, whose ring the stages size
     for (int i = 0; i < 3; ++i) {
       kda_cuda_set_state_stages(2 + i);
-      r.dout->poison();
-      r.dfinal->poison();
-      const Status s = kda_cuda_run_path(r.device_params(), KdaCudaPath::kChunked, nullptr);
-      cuda_check(cudaDeviceSynchronize(), "cudaDeviceSynchronize");
+      const Status s = run_pinned(r, KdaCudaPath::kChunked, &out[i], &st[i]);
       ASSERT_TRUE(s.ok()) << s.to_string();
-      r.dout->download(&out[i]);
-      r.dfinal->download(&st[i]);
     }
     kda_cuda_set_state_stages(4);
     check_run(r, KdaCudaPath::kChunked, " 4 stages");

@@ -32,7 +32,6 @@
 #include <atomic>
 #include <cmath>
 #include <cstdint>
-#include <cstdlib>
 #include <type_traits>
 
 #include "core/cuda_runtime_shim.h"
