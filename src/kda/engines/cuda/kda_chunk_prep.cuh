@@ -115,38 +115,6 @@ __device__ __forceinline__ void load_elems(const float* src, bool vec, float (&d
     for (int i = 0; i < N; ++i) dst[i] = src[i];
   }
 }
-// N adjacent elements from global memory into shared memory, as they are (the prep's staging):
-// cp.async in 8- or 16-byte pieces when `vec` (the caller checked the alignment), else plain loads
-// and stores of the N elements. The caller commits and waits.
-template <int N, class T>
-__device__ __forceinline__ void stage_elems(T* sdst, const T* gsrc, bool vec) {
-  constexpr int kBytes = N * static_cast<int>(sizeof(T));
-  static_assert(kBytes == 8 || kBytes % 16 == 0, "whole 8- or 16-byte pieces");
-  if (vec) {
-    const auto s = static_cast<unsigned>(__cvta_generic_to_shared(sdst));
-    if constexpr (kBytes == 8) {
-      asm volatile("cp.async.ca.shared.global [%0], [%1], 8;\n" ::"r"(s), "l"(gsrc) : "memory");
-    } else {
-#pragma unroll
-      for (int j = 0; j < kBytes / 16; ++j) {
-        cp_async16(reinterpret_cast<char*>(sdst) + 16 * j, reinterpret_cast<const char*>(gsrc) + 16 * j);
-      }
-    }
-  } else {
-#pragma unroll
-    for (int i = 0; i < N; ++i) sdst[i] = gsrc[i];
-  }
-}
-// N staged bf16/f16 elements (16-byte aligned for 8, 8-byte for 4) from shared memory as floats.
-template <int N, class T>
-__device__ __forceinline__ void load_raw(const T* src, float (&dst)[N]) {
-  static_assert(N == 4 || N == 8, "8 or 16 bytes of bf16/f16");
-  using Raw = std::conditional_t<N == 8, uint4, uint2>;
-  const Raw raw = *reinterpret_cast<const Raw*>(src);
-  const T* e = reinterpret_cast<const T*>(&raw);
-#pragma unroll
-  for (int i = 0; i < N; ++i) dst[i] = to_float(e[i]);
-}
 // N floats to 16-byte-aligned memory (shared or global) as float4s.
 template <int N>
 __device__ __forceinline__ void store4(float* dst, const float (&x)[N]) {
@@ -354,57 +322,6 @@ __device__ __forceinline__ void pair_sums_anchored(const DeviceParams& p, const 
   }
 }
 
-// Tm = (I + L)^-1, unit lower, by forward substitution on one warp: column s of Tm belongs to lanes s
-// (rows 0-7) and s + 16 (rows 8-15), x_r = -sum_{m<r} L[r][m] x_m for r > s (the terms m < s are
-// exact zeros, so the sum equals the one from m = s). Right-looking: once a group of 4 rows' x is
-// known it goes into every later row's sum (the lower half's x reach the upper half by a shuffle), so
-// the serial chain is a few FMAs and selects a row rather than row r's r FMAs (the left-looking chain
-// was ~300 dependent instructions on one warp while 7 waited at the next barrier: ~12 % of the prep's
-// warp samples, session 16 call 1). Each row still adds its terms in the order m = 0, 1, .., r - 1
-// from 0 by the same FMAs, so Tm is bitwise the left-looking result. L is read a column group of 4
-// at a time (one float4 a row and group; the halves read different rows). Rows split over the halves
-// keep 8 sums a lane: 16 with the loads of the rows below spilled at K = 64 (51 registers).
-__device__ __forceinline__ void forward_substitution(const float (&L)[kChunk][kChunk], float (&Tm)[kChunk][kChunk]) {
-  constexpr int kHalf = kChunk / 2;
-  const int lane = static_cast<int>(threadIdx.x) % kWarp;
-  const int s = lane % kChunk, hi = lane / kChunk, r0 = kHalf * hi;  // column; rows r0 .. r0 + 7
-  float acc[kHalf];
-#pragma unroll
-  for (int j = 0; j < kHalf; ++j) acc[j] = 0.f;
-#pragma unroll
-  for (int mg = 0; mg < kChunk; mg += 4) {
-    const int owner = mg / kHalf;  // the half whose rows these are
-    float x[4];
-#pragma unroll
-    for (int i = 0; i < 4; ++i) {  // the group's own rows: their terms from columns mg .. m - 1
-      const int m = mg + i, j = m - kHalf * owner;
-      if (i > 0 && hi == owner) {
-        const float4 l4 = *reinterpret_cast<const float4*>(&L[m][mg]);
-        const float lr[4] = {l4.x, l4.y, l4.z, l4.w};
-#pragma unroll
-        for (int q = 0; q < i; ++q) acc[j] += lr[q] * x[q];
-      }
-      x[i] = m == s ? 1.f : m < s ? 0.f : -acc[j];  // the owner half's value (the other's is unused)
-      if (hi == owner) Tm[m][s] = x[i];
-    }
-    if (owner == 0) {  // the upper half's rows need the lower half's x
-#pragma unroll
-      for (int i = 0; i < 4; ++i) x[i] = __shfl_sync(0xffffffffu, x[i], s);
-    }
-#pragma unroll
-    for (int j = 0; j < kHalf; ++j) {  // the rows below the group in this lane's half, the 4 terms in order
-      const int r = r0 + j;
-      if (r >= mg + 4) {
-        const float4 l4 = *reinterpret_cast<const float4*>(&L[r][mg]);
-        acc[j] += l4.x * x[0];
-        acc[j] += l4.y * x[1];
-        acc[j] += l4.z * x[2];
-        acc[j] += l4.w * x[3];
-      }
-    }
-  }
-}
-
 // Where one chunk's prep writes its results, a policy type Dst: the chunk block in global memory for
 // the two-kernel path (kda_chunked.cu's BlockDst), the fused kernel's shared-memory stage
 // (kda_chunked_fused.cu). base() is asked once, where the results are stored; the float offsets
@@ -426,15 +343,8 @@ __device__ __forceinline__ void chunk_prep(const DeviceParams& p, const SeqSpan&
 
   __shared__ __align__(16) float ks[kChunk][K], qs[kChunk][K], G[kChunk][K], vs[kChunk][kMaxV];
   __shared__ __align__(16) float dec1[kChunk][K];  // exp(g): the per-token decay, <= 1
-  __shared__ __align__(16) float bs[kChunk];
-  // L, A, Tm and Gamma at the anchor and the chunk's end (Ga) are first written after the first
-  // barrier: until then their space holds the raw v tile (see the staging below).
-  constexpr int kLateFloats = 3 * kChunk * kChunk + 2 * K, kRawVFloats = kChunk * kMaxV * sizeof(T) / 4;
-  __shared__ __align__(16) float late[kLateFloats > kRawVFloats ? kLateFloats : kRawVFloats];
-  float(&L)[kChunk][kChunk] = *reinterpret_cast<float(*)[kChunk][kChunk]>(late);
-  float(&A)[kChunk][kChunk] = *reinterpret_cast<float(*)[kChunk][kChunk]>(late + kChunk * kChunk);
-  float(&Tm)[kChunk][kChunk] = *reinterpret_cast<float(*)[kChunk][kChunk]>(late + 2 * kChunk * kChunk);
-  float(&Ga)[2][K] = *reinterpret_cast<float(*)[2][K]>(late + 3 * kChunk * kChunk);
+  __shared__ __align__(16) float bs[kChunk], L[kChunk][kChunk], A[kChunk][kChunk], Tm[kChunk][kChunk];
+  __shared__ __align__(16) float Ga[2][K];  // Gamma at the anchor token and at the chunk's end
 
   const T* qb = static_cast<const T*>(p.q) + sq.batch * p.q_sb + h * p.q_sh;
   const T* kb = static_cast<const T*>(p.k) + sq.batch * p.k_sb + h * p.k_sh;
@@ -449,44 +359,26 @@ __device__ __forceinline__ void chunk_prep(const DeviceParams& p, const SeqSpan&
                       (dtb == nullptr || aligned_to(dtb, 16));
   const bool vec_v = aligned_to(vb, kVBytes) && p.v_st % 4 == 0;
 
-  // The raw inputs first, every copy in flight at once (cp.async; plain loads for views the vectors
-  // do not fit), so the CTA waits for one memory round trip rather than the four dependent ones of
-  // loading each tensor where it is used (session 16 call 1: ~16 % of the prep's warp samples waited
-  // on those loads or at the barrier after them). Each thread stages exactly what it reads back
-  // before the first barrier -- its slice of k, q (raw, into vs), g (into G) and dt_bias (into
-  // dec1), and its pieces of v (into `late`) -- so its own wait suffices. Padded rows stage nothing.
-  const int rs = tid / S::kRowThreads, ds = tid % S::kRowThreads * kPer;  // this thread's slice
-  const bool live = rs < C;
-  const int64_t trow = t0 + rs;  // this slice's token
-  T* const rawk = reinterpret_cast<T*>(&vs[0][0]);  // [kChunk][K], then raw q: 4 K bytes of vs's 8 K
-  T* const rawq = rawk + kChunk * K;
-  T* const rawv = reinterpret_cast<T*>(late);  // [kChunk][UC]
-  static_assert(2 * K * sizeof(T) <= kMaxV * sizeof(float), "raw k and q fit in vs");
+  // v's columns u0 .. u0 + u_cols - 1 in pieces of 4 (u_cols = 64 or 128: 1 or 2 per thread; 16: a
+  // quarter of the threads) and beta, first: their 64-bit addresses are dead before the gate math
+  // (whose slow-path calls would make them spill).
   const int UC = dst.u_cols();
-  constexpr int kVPieces = kChunk * kMaxV / 4 / kThreads;  // v's pieces of 4 a thread, at most
-  if (live) {
-    stage_elems<kPer>(rawk + rs * K + ds, kb + trow * p.k_st + ds, vec_qk);
-    stage_elems<kPer>(rawq + rs * K + ds, qb + trow * p.q_st + ds, vec_qk);
-    stage_elems<kPer>(&G[rs][ds], gb + trow * p.g_st + ds, vec_qk);
+  for (int i = tid; i < kChunk * UC / 4; i += kThreads) {
+    const int r = i / (UC / 4), e = i % (UC / 4) * 4;
+    float x[4] = {0.f, 0.f, 0.f, 0.f};
+    if (r < C) load_elems<4>(vb + (t0 + r) * p.v_st + e, vec_v, x);
+    store4(&vs[r][e], x);
   }
-  if (dtb != nullptr) stage_elems<kPer>(&dec1[rs][ds], dtb + ds, vec_qk);
-#pragma unroll
-  for (int j = 0; j < kVPieces; ++j) {  // v's columns u0 .. u0 + UC - 1 in pieces of 4
-    const int i = tid + j * kThreads, r = i / (UC / 4), e = i % (UC / 4) * 4;
-    if (i < kChunk * UC / 4 && r < C) stage_elems<4>(rawv + r * UC + e, vb + (t0 + r) * p.v_st + e, vec_v);
-  }
-  cp_async_commit();
   if (tid < kChunk) {
     bs[tid] = tid < C ? effective_beta(p, p.beta[sq.batch * p.b_sb + (t0 + tid) * p.b_st + hv * p.b_sh]) : 0.f;
   }
-  const float eA = p.gate != kGateLogDecay && p.A_log != nullptr ? expf(p.A_log[hv]) : 1.f;
-  cp_async_wait_all();
-
-  {  // This thread's slice: k and q (l2-normalised), then the effective gate g and exp(g).
+  {  // Token tiles, this thread's slice: k and q (l2-normalised), then the effective gate g and exp(g).
+    const int r = tid / S::kRowThreads, d0 = tid % S::kRowThreads * kPer;
+    const int64_t t = t0 + r;
     float kx[kPer], qx[kPer];
-    if (live) {
-      load_raw<kPer>(rawk + rs * K + ds, kx);
-      load_raw<kPer>(rawq + rs * K + ds, qx);
+    if (r < C) {
+      load_elems<kPer>(kb + t * p.k_st + d0, vec_qk, kx);
+      load_elems<kPer>(qb + t * p.q_st + d0, vec_qk, qx);
     } else {  // padded rows: k = q = 0
 #pragma unroll
       for (int i = 0; i < kPer; ++i) kx[i] = qx[i] = 0.f;
@@ -499,15 +391,16 @@ __device__ __forceinline__ void chunk_prep(const DeviceParams& p, const SeqSpan&
 #pragma unroll
       for (int i = 0; i < kPer; ++i) kx[i] *= rk, qx[i] *= rq;
     }
-    store4(&ks[rs][ds], kx);
-    store4(&qs[rs][ds], qx);
+    store4(&ks[r][d0], kx);
+    store4(&qs[r][d0], qx);
     float gx[kPer];
-    if (live) {
-      load_elems<kPer>(&G[rs][ds], true, gx);
-      if (p.gate != kGateLogDecay) {  // effective_gate
+    if (r < C) {
+      load_elems<kPer>(gb + t * p.g_st + d0, vec_qk, gx);
+      if (p.gate != kGateLogDecay) {  // effective_gate, exp(A_log[hv]) once per thread
+        const float eA = p.A_log != nullptr ? expf(p.A_log[hv]) : 1.f;
         if (dtb != nullptr) {
           float dt[kPer];
-          load_elems<kPer>(&dec1[rs][ds], true, dt);
+          load_elems<kPer>(dtb + d0, vec_qk, dt);
 #pragma unroll
           for (int i = 0; i < kPer; ++i) gx[i] += dt[i];
         }
@@ -518,34 +411,16 @@ __device__ __forceinline__ void chunk_prep(const DeviceParams& p, const SeqSpan&
 #pragma unroll
       for (int i = 0; i < kPer; ++i) gx[i] = 0.f;
     }
-    store4(&G[rs][ds], gx);
+    store4(&G[r][d0], gx);
 #pragma unroll
     for (int i = 0; i < kPer; ++i) gx[i] = exp_nonpos(gx[i]);
-    store4(&dec1[rs][ds], gx);
-  }
-  // v's pieces into registers: their staging space becomes L, A, Tm and Ga after the barrier, and
-  // raw k and q's becomes vs.
-  float vx[kVPieces][4];
-#pragma unroll
-  for (int j = 0; j < kVPieces; ++j) {
-    const int i = tid + j * kThreads, r = i / (UC / 4), e = i % (UC / 4) * 4;
-    if (i < kChunk * UC / 4 && r < C) {
-      load_raw<4>(rawv + r * UC + e, vx[j]);
-    } else {  // padded rows: v = 0
-#pragma unroll
-      for (int q = 0; q < 4; ++q) vx[j][q] = 0.f;
-    }
-  }
-  __syncthreads();
-#pragma unroll
-  for (int j = 0; j < kVPieces; ++j) {
-    const int i = tid + j * kThreads, r = i / (UC / 4), e = i % (UC / 4) * 4;
-    if (i < kChunk * UC / 4) store4(&vs[r][e], vx[j]);
+    store4(&dec1[r][d0], gx);
   }
   if (tid < kChunk * kChunk) {
     L[tid / kChunk][tid % kChunk] = 0.f;
     A[tid / kChunk][tid % kChunk] = 0.f;
   }
+  __syncthreads();
 
   if (tid < K) {  // Gamma: chunk-local cumsum; fp32 sums of g <= 0 stay non-increasing along r
     float acc = G[0][tid];
@@ -633,7 +508,22 @@ __device__ __forceinline__ void chunk_prep(const DeviceParams& p, const SeqSpan&
   }
   __syncthreads();
 
-  if (warp == 0) forward_substitution(L, Tm);
+  // Tm = (I + L)^-1, unit lower, by forward substitution: lane s of warp 0 owns column s in
+  // registers, x_r = -sum_{m<r} L[r][m] x_m for r > s (the terms m < s are exact zeros, so the
+  // sum equals the one from m = s), L's rows broadcast from shared memory.
+  if (warp == 0 && lane < kChunk) {
+    const int s = lane;
+    float x[kChunk];
+#pragma unroll
+    for (int r = 0; r < kChunk; ++r) {
+      float lr[kChunk], acc = 0.f;
+      load_elems<kChunk>(&L[r][0], true, lr);
+#pragma unroll
+      for (int m = 0; m < r; ++m) acc += lr[m] * x[m];
+      x[r] = r == s ? 1.f : r < s ? 0.f : -acc;
+      Tm[r][s] = x[r];
+    }
+  }
 
   float* blk = dst.base();  // this chunk's results
   if (tid < K) blk[dst.ec() + tid] = exp_nonpos(Ga[1][tid]);
