@@ -41,7 +41,6 @@
 #include "kda/engines/cuda/kda_chunk_prep.cuh"
 #include "kda/engines/cuda/kda_cuda_common.cuh"
 #include "kda/engines/cuda/kda_cuda_launch.h"
-#include "kda/engines/cuda/kda_state_ahead.cuh"
 #include "kda/engines/cuda/kda_state_cols.cuh"
 #include "kda/engines/cuda/kda_state_step.cuh"
 #include "kda/engines/cuda/kda_tf32_mma.cuh"
@@ -321,113 +320,6 @@ __global__ void __launch_bounds__(ColsPlan<K, NS, KS>::kThreads)
   }
 }
 
-// The state pass with the next chunk's products one step ahead (kda_state_ahead.cuh): the K-halves
-// column kernel's CTAs and warps, chunks j and j + 1 resident during step j (block j + NS - 1 issued
-// at step j into chunk j - 1's stage, so each block has NS - 2 steps to land).
-template <class T, int K, int NS>
-__global__ void __launch_bounds__(AheadPlan<K, NS>::kThreads)
-    kda_chunk_state_ahead_kernel(const DeviceParams p, const int64_t* chunk_offsets, const float* blocks,
-                                 const ChunkLayout l) {
-  using P = AheadPlan<K, NS>;
-  constexpr int KH = P::kKH;
-  extern __shared__ __align__(16) float smem[];
-  const int tiles = p.V / kColsVT;
-  const int64_t n = blockIdx.x / tiles;
-  const int hv = static_cast<int>(blockIdx.y);
-  const int e0 = static_cast<int>(blockIdx.x % tiles) * kColsVT;
-  const int tid = static_cast<int>(threadIdx.x), warp = tid / kWarp, lane = tid % kWarp;
-  const int g = lane / 4, t = lane % 4;
-  ColsWarp w;
-  w.c0 = 8 * (warp % 2);
-  w.half = warp / 2;
-  w.k_lo = w.half * KH;
-  w.bar = 1 + warp % 2;  // named barriers 1, 2 (0 is __syncthreads)
-  w.Sm = smem + P::kMirrors + warp * P::kWarpFloats;
-  w.Dm = w.Sm + P::kDm;
-  w.X = w.Sm + P::kX;
-  w.Xpartner = smem + P::kMirrors + (warp ^ 2) * P::kWarpFloats + P::kX;
-  float* Mbuf = smem + P::kM;  // [2][16][kRowM]: M of chunks of even / odd index
-  const SeqSpan sq = seq_span(p, n);
-  const StateRows rows = state_rows(p, n);
-  const float bad = rows.bad ? NAN : 0.f;
-
-  const int64_t c0_chunk = chunk_offset(p, chunk_offsets, n), nc = chunk_offset(p, chunk_offsets, n + 1) - c0_chunk;
-  const float* blk0 = blocks + (c0_chunk * p.HV + hv) * l.block_floats;
-  const int64_t blk_step = static_cast<int64_t>(p.HV) * l.block_floats;
-  const ColsCopyLane<P> copy_lane(tid, p.V, e0);
-  const auto issue = [&](int64_t i) {  // chunk i's block into stage i % NS; an empty group past the end
-    if (i < nc) {
-      cols_load_stage<P>(smem + (i % NS) * P::kStage, blk0 + i * blk_step, l, copy_lane, tid);
-    } else {
-      cp_async_commit();
-    }
-  };
-#pragma unroll
-  for (int i = 0; i < NS - 1; ++i) issue(i);
-
-  // S from the initial state (0 without one), as in kda_chunk_state_cols_kernel.
-  ColsState<KH> S;
-#pragma unroll
-  for (int i = 0; i < KH / 16; ++i) {
-#pragma unroll
-    for (int q = 0; q < 4; ++q) {
-      const int d = w.k_lo + 16 * i + g + 8 * (q >> 1), e = e0 + w.c0 + 2 * t + (q & 1);
-      S.s[i][q] = rows.in >= 0 ? p.s_in[state_offset(p.v_first, p.si_sn, p.si_sh, p.si_sr, rows.in, hv, d, e)] : 0.f;
-    }
-  }
-  const MirrorBases<KH> mb(g, t);
-  cols_mirror<KH>(w.Sm, S, mb);
-  for (int i = tid; i < kChunk * P::kRowM; i += P::kThreads) Mbuf[i] = 0.f;  // M_0: no chunk before
-  cp_async_wait_pending<NS - 3>();  // chunks 0 and 1
-  __syncthreads();
-  AheadCarry carry;  // D_{-1} = 0
-  if (nc > 0) {  // X_0 = W_0 S_0 and Qt_0 S_0
-    ahead_products<P, false>(smem, smem, w.Sm, w.Sm, w, mb, carry, nullptr, g, t);
-    __syncthreads();  // the partner has read the partial sums before the first step rewrites them
-  }
-
-  T* orow = static_cast<T*>(p.out) + sq.batch * p.o_sb + hv * p.o_sh + (sq.bos + g) * p.o_st + e0 + w.c0 + 2 * t;
-  const int64_t orow_step = kChunk * p.o_st;
-  int64_t rows_left = sq.len;  // tokens of the sequence from chunk j's first row on
-  for (int64_t j = 0; j < nc; ++j) {
-    issue(j + NS - 1);  // into chunk j - 1's stage, free since the last barrier
-    const float* st = smem + (j % NS) * P::kStage;
-    const float* nx = j + 1 < nc ? smem + ((j + 1) % NS) * P::kStage : nullptr;
-    float* m_cur = Mbuf + (j & 1) * kChunk * P::kRowM;
-    float* m_next = Mbuf + ((j + 1) & 1) * kChunk * P::kRowM;
-    ahead_step<T, P>(st, nx, w, S, carry, mb, m_cur, m_next, orow, p.o_st, rows_left, bad, g, t);
-    orow += orow_step;
-    rows_left -= kChunk;
-    cp_async_wait_pending<NS - 3>();  // chunk j + 2's block
-    __syncthreads();
-  }
-  if (const StateRows rows_end = state_rows(p, n); rows_end.out >= 0) {
-#pragma unroll
-    for (int i = 0; i < KH / 16; ++i) {
-#pragma unroll
-      for (int q = 0; q < 4; ++q) {
-        const int d = w.k_lo + 16 * i + g + 8 * (q >> 1), e = e0 + w.c0 + 2 * t + (q & 1);
-        p.s_out[state_offset(p.v_first, p.so_sn, p.so_sh, p.so_sr, rows_end.out, hv, d, e)] = S.s[i][q];
-      }
-    }
-  }
-}
-
-template <class T, int K>
-Status launch_state_ahead(const DeviceParams& p, const int64_t* offsets, const float* blocks, const ChunkLayout& l,
-                          int dev, cudaStream_t stream) {
-  constexpr int kNS = 4;
-  using P = AheadPlan<K, kNS>;
-  constexpr auto kernel = kda_chunk_state_ahead_kernel<T, K, kNS>;
-  GA_RETURN_IF_ERROR(cuda::set_max_dynamic_smem_once_on<kernel>(dev, P::kBytes));
-  const dim3 grid(static_cast<unsigned>(p.N * (p.V / kColsVT)), static_cast<unsigned>(p.HV));
-  host_timing::mark("kda state launch plan (device properties, smem attribute)");
-  kernel<<<grid, P::kThreads, P::kBytes, stream>>>(p, offsets, blocks, l);
-  const Status launched = cuda::last_launch_status("kda_chunk_state_ahead_kernel");
-  host_timing::mark("launch kda_chunk_state_ahead_kernel");
-  return launched;
-}
-
 // KS: 1 (2 warps a CTA) or 2 (4 warps, K in halves).
 template <class T, int K, int KS>
 Status launch_state_cols(const DeviceParams& p, const int64_t* offsets, const float* blocks, const ChunkLayout& l,
@@ -496,7 +388,6 @@ Status launch_chunked_t(const DeviceParams& p, void* workspace, const ChunkLayou
   switch (state_cols_kind(ctas16, sms)) {
     case 1: return launch_state_cols<T, K, 1>(p, offsets, blocks, l, dev, stream);
     case 2: return launch_state_cols<T, K, 2>(p, offsets, blocks, l, dev, stream);
-    case 3: return launch_state_ahead<T, K>(p, offsets, blocks, l, dev, stream);
     default: break;
   }
   if (ctas16 > 2 * static_cast<int64_t>(sms)) {
@@ -528,14 +419,14 @@ void set_kda_state_stages(int stages) { g_state_stages.store(stages > 0 ? stages
 int state_cols_kind(int64_t ctas16, int64_t sms) {
   static const int from_env = [] {
     const int e = switches::env_int("GROUPATTN_KDA_STATE_COLS", -1);
-    return e < 0 ? -1 : std::min(e, 3);
+    return e < 0 ? -1 : std::min(e, 2);
   }();
   const int mode = switches::switch_int(g_state_cols, from_env);
   if (mode >= 0) return mode;
   return ctas16 > sms ? 1 : 2;
 }
 
-void set_kda_state_cols(int mode) { g_state_cols.store(mode < 0 ? -1 : std::min(mode, 3)); }
+void set_kda_state_cols(int mode) { g_state_cols.store(mode < 0 ? -1 : std::min(mode, 2)); }
 
 bool kda_prep_anchored() {
   static const bool from_env = switches::env_switch("GROUPATTN_KDA_PREP_PAIRS", true);
