@@ -42,7 +42,7 @@ __device__ __forceinline__ void load_lane(const float* src, float (&dst)[K / kWa
 // Precision of the state pass's tensor-core products: 1 = plain tf32 operands (default; simulated
 // relative RMS error ~3e-4..5e-4 vs the fp64 recurrence on output and state, weak decays and a
 // learned state included, against the 5e-3 budget), 3 = 3xTF32 (about fp32: ~2e-7).
-// With 1, every mma operand is rounded to tf32 (cvt.rna, NaN-safe) once where it is produced: W, Qt
+// With 1, every mma operand is rounded to tf32 (to_tf32: nearest, NaN-safe) once where it is produced: W, Qt
 // and Kh by the prep (instead of by each of the V / 16 state-pass CTAs at every step), the shared
 // mirrors of S and D by the state pass's phases that write them; the fragment loads then pass the
 // bits straight to mma.sync (the numerics are those of rounding at load, with no work there).
@@ -67,6 +67,22 @@ __device__ __forceinline__ Tf32Split<N> fragment(const float (&x)[N]) {
     Tf32Split<N> f;
 #pragma unroll
     for (int i = 0; i < N; ++i) f.hi[i] = __float_as_uint(x[i]), f.lo[i] = 0u;
+    return f;
+  }
+}
+
+// A fragment of stored operands loaded as raw bits (ldmatrix), as mma.sync registers: see fragment().
+template <int N>
+__device__ __forceinline__ Tf32Split<N> stored_fragment(const uint32_t (&r)[N]) {
+  if constexpr (kTf32Passes == 3) {
+    float x[N];
+#pragma unroll
+    for (int i = 0; i < N; ++i) x[i] = __uint_as_float(r[i]);
+    return split_fragment<3>(x);
+  } else {
+    Tf32Split<N> f;
+#pragma unroll
+    for (int i = 0; i < N; ++i) f.hi[i] = r[i], f.lo[i] = 0u;
     return f;
   }
 }
@@ -188,7 +204,7 @@ __device__ __forceinline__ float prep_gate(const DeviceParams& p, float xd, floa
 // x = hi + lo for 3xTF32 by truncation: hi keeps x's top 10 significand bits (exact, one LOP), lo is
 // x - hi (exact in fp32) truncated the same way, so both are valid tf32 whatever the tensor core does
 // with low bits. Products lose ~2^-20 relative (the rounded split: ~2^-22) at 3 instructions per
-// element instead of 9 (cvt.rna.tf32 is 4 SASS instructions on sm_90). NaN stays NaN.
+// element instead of 9 (cvt.rna.tf32 was 4 SASS instructions; to_tf32 is 1 on sm_90). NaN stays NaN.
 template <int N>
 __device__ __forceinline__ Tf32Split<N> split_trunc(const float (&x)[N]) {
   constexpr uint32_t kTf32Mask = 0xffffe000u;
