@@ -825,7 +825,9 @@ TEST_F(KdaCuda, StateStagesBitwise) {
 // loop, and the products through the chunk's anchor token on tensor cores, taken by a chunk only where
 // every |Gamma_r - Gamma_anchor| <= 60 (kda_chunk_prep.cuh). Each pinned, on both chunked paths,
 // against the fp64 recurrence, for gates from weak to strong. Where some chunk is within the bound the
-// forms round differently, so the final states differ in some bit (the anchored form ran); log decays
+// forms round differently, so the outputs or the final states differ in some bit (the anchored form
+// ran; at lb -8 only the outputs may: the last chunks, which the final state keeps, can all be
+// beyond the bound, and with nearest-even tf32 rounding they were, session 16 call 4); log decays
 // of -9 to -12 a token put every 16-token chunk beyond it (|Gamma_0 - Gamma_7| >= 63), and so does the
 // softplus gate at up to -20 a token on these inputs (some channel in every chunk; session 15 call 2),
 // so both runs take the loop and give the same bits.
@@ -865,10 +867,11 @@ TEST_F(KdaCuda, PrepPairFormsAgree) {
       const double d = rel_error(out[1].values(), out[0].values());
       EXPECT_LT(d, 2e-3) << describe(r.c, path, gt.name) << ": anchored vs loop";
       const bool same = bitwise_equal(st[0], st[1]);
+      const bool same_out = bitwise_equal(out[0], out[1]);
       if (gt.every_chunk_far) {
-        EXPECT_TRUE(same && bitwise_equal(out[0], out[1])) << describe(r.c, path, gt.name) << ": every chunk takes the loop";
+        EXPECT_TRUE(same && same_out) << describe(r.c, path, gt.name) << ": every chunk takes the loop";
       } else {
-        EXPECT_FALSE(same) << describe(r.c, path, gt.name) << ": the anchored form never ran";
+        EXPECT_FALSE(same && same_out) << describe(r.c, path, gt.name) << ": the anchored form never ran";
       }
       std::printf("[kda] prep pairs anchored vs loop%s: out %.2e, state bitwise %s\n", gt.name, d, same ? "yes" : "no");
     }

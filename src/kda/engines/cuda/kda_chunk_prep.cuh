@@ -71,22 +71,6 @@ __device__ __forceinline__ Tf32Split<N> fragment(const float (&x)[N]) {
   }
 }
 
-// A fragment of stored operands loaded as raw bits (ldmatrix), as mma.sync registers: see fragment().
-template <int N>
-__device__ __forceinline__ Tf32Split<N> stored_fragment(const uint32_t (&r)[N]) {
-  if constexpr (kTf32Passes == 3) {
-    float x[N];
-#pragma unroll
-    for (int i = 0; i < N; ++i) x[i] = __uint_as_float(r[i]);
-    return split_fragment<3>(x);
-  } else {
-    Tf32Split<N> f;
-#pragma unroll
-    for (int i = 0; i < N; ++i) f.hi[i] = r[i], f.lo[i] = 0u;
-    return f;
-  }
-}
-
 // Prep's token tiles are 16 rows x K channels: thread tid owns row tid / 16 and the kPer = K / 16
 // adjacent channels from (tid % 16) kPer (8 at K = 128, 4 at K = 64), so the 16 threads of a row
 // are one half-warp and every load and store of the tile is one vector per tensor per thread.
@@ -204,7 +188,7 @@ __device__ __forceinline__ float prep_gate(const DeviceParams& p, float xd, floa
 // x = hi + lo for 3xTF32 by truncation: hi keeps x's top 10 significand bits (exact, one LOP), lo is
 // x - hi (exact in fp32) truncated the same way, so both are valid tf32 whatever the tensor core does
 // with low bits. Products lose ~2^-20 relative (the rounded split: ~2^-22) at 3 instructions per
-// element instead of 9 (cvt.rna.tf32 was 4 SASS instructions; to_tf32 is 1 on sm_90). NaN stays NaN.
+// element instead of 9 (cvt.rna.tf32, sm_80's rounding, is 4 SASS instructions). NaN stays NaN.
 template <int N>
 __device__ __forceinline__ Tf32Split<N> split_trunc(const float (&x)[N]) {
   constexpr uint32_t kTf32Mask = 0xffffe000u;

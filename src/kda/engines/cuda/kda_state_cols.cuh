@@ -14,14 +14,13 @@
 // Only __syncwarp orders a warp's mirrors; the CTA barrier is the copy ring's (a stage is refilled
 // after both warps have left it).
 //
-// Fragment loads by ldmatrix (ldsm_x4, kda_tf32_mma.cuh): in W S and Qt S, one per k step for A (W
-// or Qt rows g, g + 8, columns k0 + t, + 4: the mma's register order, no moves) and one per two k
-// steps for B (the mirror's column g, rows k0 + t, + 4, + 8, + 12). (Session 16: the float4 loads
-// they replace needed ~86 register moves a step to put A in that order, 16 % of the K-halves
-// kernel's 523 instructions a step, and with one warp a scheduler the step's time follows its
-// instruction count.) W / Qt rows are K + 4 floats apart (an ldmatrix tile's 8 rows hit 8 distinct
+// Fragment loads as float4: in W S and Qt S the k index of each pair of k8 steps is permuted so
+// that lane (g, t) takes physical columns 16 p + 4 t .. + 3 (k step 2 p: logical t -> 4 t,
+// t + 4 -> 4 t + 1; step 2 p + 1: t -> 4 t + 2, t + 4 -> 4 t + 3) of both A (W or Qt rows g and
+// g + 8) and B (S rows, the mirror's column g) -- a product's sum over k does not depend on the
+// order of k. W / Qt rows are K + 16 floats apart (a quarter-warp's 8 float4 reads hit 8 distinct
 // bank quads); the S mirror is [8 columns][K] with the bank quads of each column XOR-swizzled so
-// that both its scalar stores (from the accumulator layout) and its ldmatrix loads are
+// that both its scalar stores (from the accumulator layout) and its float4 loads are
 // conflict-free (s_pos below).
 #pragma once
 
@@ -49,7 +48,7 @@ struct ColsPlan {
   static constexpr int kKH = K / KS;              // S rows a warp owns
   static constexpr int kWarps = 2 * KS;           // warp w: columns 8 (w % 2), rows kKH (w / 2) ..
   static constexpr int kThreads = kWarps * kWarp;
-  static constexpr int kRowWQ = K + 4;         // W, Qt rows: ldmatrix tiles of 8 rows
+  static constexpr int kRowWQ = K + 16;        // W, Qt rows: float4 loads by rows g, g + 8
   static constexpr int kRowKh = K + 8;         // Kh read transposed (row t, column g): 8 t + g banks
   static constexpr int kRowA = kChunk + 4;     // Aqk read as A (row g, column t): 20 g + t banks
   static constexpr int kW = 0;
@@ -66,7 +65,7 @@ struct ColsPlan {
   static constexpr int kFloats = kMirrors + kWarps * kWarpFloats;
   static constexpr int kBytes = kFloats * static_cast<int>(sizeof(float));
   static_assert(NS >= 2 && NS <= 4, "a copy in flight during each step");
-  static_assert(kRowWQ % 32 == 4 && kRowKh % 32 == 8 && kRowA % 32 == 20, "conflict-free fragment loads");
+  static_assert(kRowWQ % 32 == 16 && kRowKh % 32 == 8 && kRowA % 32 == 20, "conflict-free fragment loads");
   static_assert(kStage % 4 == 0 && kQt % 4 == 0 && kKh % 4 == 0 && kU % 4 == 0 && kA % 4 == 0 && kEc % 4 == 0 &&
                     kWarpFloats % 4 == 0,
                 "16-byte aligned tiles and rows");
@@ -75,30 +74,30 @@ struct ColsPlan {
 };
 
 // Position of S[d][n] (n < 8, this warp's columns) in the warp's mirror: column n's K floats, bank
-// quad (d / 4) XOR n. Stores: lanes (g, t) write column 2 t (or 2 t + 1) at d = 16 i + g (+ 8): the
-// XOR spreads (g / 4, t) over the 8 quads, g % 4 picks the word. Loads (ldmatrix): a tile's 8 rows
-// are the 8 columns at one d: 8 distinct quads.
+// quad (d / 4) XOR h(n) with h(n) = (n & 6) ^ 4 (n & 1). Stores: lanes (g, t) write column 2 t (or
+// 2 t + 1) at d = 16 i + g: h spreads the four t over distinct quads. Loads: lanes (g, t) read the
+// quad of d = 16 p + 4 t in column g: the two g of a quarter-warp differ in h's bit 2.
 template <int K>
 __device__ __forceinline__ int s_pos(int n, int d) {
-  return n * K + (((d >> 2) ^ n) << 2) + (d & 3);
+  const int h = (n & 6) ^ ((n & 1) << 2);
+  return n * K + ((((d >> 2) ^ h)) << 2) + (d & 3);
 }
 
 // The mirror positions a lane uses, once per kernel: with d = 16 i + x (x < 16), s_pos(n, d) =
 // s_pos(n, x + 16 (i & 1)) + 16 (i & ~1) -- the XOR touches the quad's low 3 bits only, i.e. d's
 // bits 2..4 -- so every position is one of two per-lane bases (even / odd i) plus a compile-time
-// offset: stores of q (rows g + 8 (q >> 1), column 2 t + (q & 1)) and ldmatrix row addresses (lane
-// L: column L % 8, the quad of d = 16 p + 4 (L / 8) in pair p).
+// offset: stores of q (rows g + 8 (q >> 1), column 2 t + (q & 1)) and loads (column g, the quad of
+// d = 4 t in pair p).
 template <int K>
 struct MirrorBases {
   int st[2][4];  // [i & 1][q]
   int ld[2];     // [p & 1]
   __device__ __forceinline__ MirrorBases(int g, int t) {
-    const int lane = 4 * g + t;
 #pragma unroll
     for (int odd = 0; odd < 2; ++odd) {
 #pragma unroll
       for (int q = 0; q < 4; ++q) st[odd][q] = s_pos<K>(2 * t + (q & 1), 16 * odd + g + 8 * (q >> 1));
-      ld[odd] = s_pos<K>(lane % 8, 16 * odd + 4 * (lane / 8));
+      ld[odd] = s_pos<K>(g, 16 * odd + 4 * t);
     }
   }
   __device__ __forceinline__ int store(int i, int q) const { return st[i & 1][q] + 16 * (i & ~1); }
@@ -198,28 +197,21 @@ __device__ __forceinline__ void cols_step(const float* st, const ColsWarp& w, Co
   float* Sm = w.Sm;
   float* Dm = w.Dm;
   // W S and Qt S (1xTF32 on stored operands) over this warp's rows of S: two accumulators each, one
-  // per k step of a pair; fragments by ldmatrix (lane L addresses row L % 8 + 8 ((L / 8) & 1) of W /
-  // Qt at column k0 + 4 (L / 16), and the mirror per MirrorBases).
-  const int lane = 4 * g + t;
-  const uint32_t st_s = static_cast<uint32_t>(__cvta_generic_to_shared(st));
-  const uint32_t sm_s = static_cast<uint32_t>(__cvta_generic_to_shared(Sm));
-  const int a_lane = (lane % 8 + 8 * ((lane / 8) & 1)) * P::kRowWQ + 4 * (lane / 16);
+  // per k step of a pair.
   Acc ws[2], qs[2];
 #pragma unroll
   for (int pp = 0; pp < KH / 16; ++pp) {
-    uint32_t b[4];
-    ldsm_x4(b, sm_s + 4u * static_cast<uint32_t>(mb.load(pp)));
-#pragma unroll
-    for (int s = 0; s < 2; ++s) {
-      const int k0 = w.k_lo + 16 * pp + 8 * s;
-      uint32_t aw[4], aq[4];
-      ldsm_x4(aw, st_s + 4u * static_cast<uint32_t>(P::kW + a_lane + k0));
-      ldsm_x4(aq, st_s + 4u * static_cast<uint32_t>(P::kQt + a_lane + k0));
-      const uint32_t bs[2] = {b[2 * s], b[2 * s + 1]};
-      const Tf32Split<2> bf = stored_fragment<2>(bs);
-      ws[s].mma(stored_fragment<4>(aw), bf);
-      qs[s].mma(stored_fragment<4>(aq), bf);
-    }
+    const int col = w.k_lo + 16 * pp + 4 * t;
+    const float4 w0 = *reinterpret_cast<const float4*>(st + P::kW + g * P::kRowWQ + col);
+    const float4 w1 = *reinterpret_cast<const float4*>(st + P::kW + (g + 8) * P::kRowWQ + col);
+    const float4 q0 = *reinterpret_cast<const float4*>(st + P::kQt + g * P::kRowWQ + col);
+    const float4 q1 = *reinterpret_cast<const float4*>(st + P::kQt + (g + 8) * P::kRowWQ + col);
+    const float4 sb = *reinterpret_cast<const float4*>(Sm + mb.load(pp));
+    const Tf32Split<2> b0 = fragment<2>({sb.x, sb.y}), b1 = fragment<2>({sb.z, sb.w});
+    ws[0].mma(fragment<4>({w0.x, w1.x, w0.y, w1.y}), b0);
+    ws[1].mma(fragment<4>({w0.z, w1.z, w0.w, w1.w}), b1);
+    qs[0].mma(fragment<4>({q0.x, q1.x, q0.y, q1.y}), b0);
+    qs[1].mma(fragment<4>({q0.z, q1.z, q0.w, q1.w}), b1);
   }
   float wsum[4], qsum[4];
 #pragma unroll

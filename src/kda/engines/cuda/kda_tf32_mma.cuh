@@ -32,23 +32,11 @@ __device__ __forceinline__ void cp_async_wait_pending() {
   asm volatile("cp.async.wait_group %0;\n" ::"n"(N) : "memory");
 }
 
-// Four 8 x 4 tiles of 32-bit words (8 rows of 16 bytes each) from shared memory into one register
-// each: register q of lane (g = lane / 4, t = lane % 4) is word t of row g of tile q; lane L gives
-// the address of row L % 8 of tile L / 8 (16-byte aligned). ldmatrix's b16 form moves each 32-bit
-// word whole, so this is the m16n8k8 tf32 A fragment (tiles: rows 0-7 / 8-15 x words k0..+3 /
-// k0+4..+7) or two k steps of B fragments (tiles: the four quads of 16 k of 8 columns), straight into
-// the mma's register order.
-__device__ __forceinline__ void ldsm_x4(uint32_t (&r)[4], uint32_t saddr) {
-  asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];\n"
-               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
-               : "r"(saddr)
-               : "memory");
-}
-
 // x rounded to the nearest tf32 value (NaN stays NaN): on sm_90 the hardware conversion, ties to
 // even, one instruction (F2FP.TF32); sm_80 has only ties away from zero, which ptxas expands to three
-// (the rounding constant added unless |x| is inf or NaN, then the mask). Session 16: the state step
-// rounds 20 values a warp per chunk, the prep four per element.
+// (the rounding constant added unless |x| is inf or NaN, then the mask). The state steps round 20
+// values a warp per chunk, the prep three per element: -1.2 % of the chunked call at T 1024 H 4 and
+// 4096 H 16, even at 8192 H 24 (session 16 call 5).
 __device__ __forceinline__ uint32_t to_tf32(float x) {
   uint32_t r;
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
