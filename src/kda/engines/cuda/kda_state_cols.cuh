@@ -27,7 +27,6 @@
 #include <cuda_runtime.h>
 
 #include <cstdint>
-#include <utility>
 
 #include "kda/engines/cuda/kda_chunk_prep.cuh"
 #include "kda/engines/cuda/kda_cuda_common.cuh"
@@ -131,23 +130,6 @@ struct ColsCopyLane {
   }
 };
 
-// The W, Qt and Kh pieces of rows c + kRs (c: the thread's first row), at compile-time offsets from
-// the thread's bases (cp_async16_at).
-template <class P, int kRs>
-__device__ __forceinline__ void cols_copy_rows(uint32_t swq, uint32_t skh, const float* w, const float* qt,
-                                               const float* kh) {
-  constexpr int K = P::kHeadDim, kF = sizeof(float);
-  cp_async16_at<kF*(P::kW + kRs * P::kRowWQ), kF * kRs * K>(swq, w);
-  cp_async16_at<kF*(P::kQt + kRs * P::kRowWQ), kF * kRs * K>(swq, qt);
-  cp_async16_at<kF*(P::kKh + kRs * P::kRowKh), kF * kRs * K>(skh, kh);
-}
-template <class P, int... kIts>
-__device__ __forceinline__ void cols_copy_all_rows(uint32_t swq, uint32_t skh, const float* w, const float* qt,
-                                                   const float* kh, std::integer_sequence<int, kIts...>) {
-  constexpr int kRowsPerIt = P::kThreads / (P::kHeadDim / 4);
-  (cols_copy_rows<P, kIts * kRowsPerIt>(swq, skh, w, qt, kh), ...);
-}
-
 template <class P>
 __device__ __forceinline__ void cols_load_stage(float* stage, const float* blk, const ChunkLayout& l,
                                                 const ColsCopyLane<P>& c, int tid) {
@@ -161,7 +143,13 @@ __device__ __forceinline__ void cols_load_stage(float* stage, const float* blk, 
   const uint32_t s0 = static_cast<uint32_t>(__cvta_generic_to_shared(stage));
   const uint32_t swq = s0 + 4u * static_cast<uint32_t>(c.s_wq), skh = s0 + 4u * static_cast<uint32_t>(c.s_kh);
   constexpr uint32_t kF = sizeof(float);
-  cols_copy_all_rows<P>(swq, skh, w, qt, kh, std::make_integer_sequence<int, kChunk / kRowsPerIt>{});
+#pragma unroll
+  for (int it = 0; it < kChunk / kRowsPerIt; ++it) {
+    const int rs = it * kRowsPerIt;  // rows past the thread's first
+    cp_async16_shared(swq + kF * (P::kW + rs * P::kRowWQ), w + rs * K);
+    cp_async16_shared(swq + kF * (P::kQt + rs * P::kRowWQ), qt + rs * K);
+    cp_async16_shared(skh + kF * (P::kKh + rs * P::kRowKh), kh + rs * K);
+  }
   if (tid < 64) cp_async16_shared(s0 + kF * (P::kU + c.s_u), blk + l.u + c.g_u);
   if (tid >= P::kThreads - 64) cp_async16_shared(s0 + kF * (P::kA + c.s_a), blk + l.aqk + c.g_a);
   if (tid < kQuads) cp_async16_shared(s0 + kF * (P::kEc + tid * 4), blk + l.ec + tid * 4);

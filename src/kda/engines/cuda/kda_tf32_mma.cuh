@@ -24,16 +24,6 @@ __device__ __forceinline__ void cp_async16(void* smem, const void* gmem) {
 __device__ __forceinline__ void cp_async16_shared(uint32_t saddr, const void* gmem) {
   asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(saddr), "l"(gmem) : "memory");
 }
-// The same copy at compile-time byte offsets from a shared and a global base (the PTX [reg + imm]
-// form): a copy's address is then its base register plus an immediate, where a pointer argument
-// makes the compiler build a fresh 64-bit address for each copy -- registers a later instruction
-// overwriting them must wait for until the copy has read them (a long-scoreboard stall; session 16
-// call 6: ~9 % of the column state kernel's warp samples).
-template <int kSOff, int kGOff>
-__device__ __forceinline__ void cp_async16_at(uint32_t sbase, const void* gbase) {
-  asm volatile("cp.async.cg.shared.global [%0+%2], [%1+%3], 16;\n" ::"r"(sbase), "l"(gbase), "n"(kSOff), "n"(kGOff)
-               : "memory");
-}
 __device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::: "memory"); }
 __device__ __forceinline__ void cp_async_wait_all() { asm volatile("cp.async.wait_group 0;\n" ::: "memory"); }
 // Waits until at most N of this thread's committed groups are still in flight.
