@@ -273,8 +273,6 @@ __global__ void __launch_bounds__(ColsPlan<K, NS, KS>::kThreads)
   w.Dm = w.Sm + P::kDm;
   w.X = w.Sm + P::kX;
   w.Xpartner = KS == 2 ? smem + P::kMirrors + (warp ^ 2) * P::kWarpFloats + P::kX : nullptr;
-  w.Xgroup = smem + P::kMirrors + (warp % 2) * P::kWarpFloats + P::kX;  // quarter 0 of the column group
-  w.x_step = 2 * P::kWarpFloats;
   const SeqSpan sq = seq_span(p, n);
   const StateRows rows = state_rows(p, n);
   const float bad = rows.bad ? NAN : 0.f;
@@ -322,7 +320,7 @@ __global__ void __launch_bounds__(ColsPlan<K, NS, KS>::kThreads)
   }
 }
 
-// KS: 1 (2 warps a CTA), 2 (4 warps, K in halves) or 4 (8 warps, K in quarters).
+// KS: 1 (2 warps a CTA) or 2 (4 warps, K in halves).
 template <class T, int K, int KS>
 Status launch_state_cols(const DeviceParams& p, const int64_t* offsets, const float* blocks, const ChunkLayout& l,
                          int dev, cudaStream_t stream) {
@@ -390,9 +388,6 @@ Status launch_chunked_t(const DeviceParams& p, void* workspace, const ChunkLayou
   switch (state_cols_kind(ctas16, sms)) {
     case 1: return launch_state_cols<T, K, 1>(p, offsets, blocks, l, dev, stream);
     case 2: return launch_state_cols<T, K, 2>(p, offsets, blocks, l, dev, stream);
-    case 3:  // K in quarters: 32 rows a warp, K = 128 only (K = 64 takes halves)
-      if constexpr (K == 128) return launch_state_cols<T, K, 4>(p, offsets, blocks, l, dev, stream);
-      return launch_state_cols<T, K, 2>(p, offsets, blocks, l, dev, stream);
     default: break;
   }
   if (ctas16 > 2 * static_cast<int64_t>(sms)) {
@@ -424,14 +419,14 @@ void set_kda_state_stages(int stages) { g_state_stages.store(stages > 0 ? stages
 int state_cols_kind(int64_t ctas16, int64_t sms) {
   static const int from_env = [] {
     const int e = switches::env_int("GROUPATTN_KDA_STATE_COLS", -1);
-    return e < 0 ? -1 : std::min(e, 3);
+    return e < 0 ? -1 : std::min(e, 2);
   }();
   const int mode = switches::switch_int(g_state_cols, from_env);
   if (mode >= 0) return mode;
   return ctas16 > sms ? 1 : 2;
 }
 
-void set_kda_state_cols(int mode) { g_state_cols.store(mode < 0 ? -1 : std::min(mode, 3)); }
+void set_kda_state_cols(int mode) { g_state_cols.store(mode < 0 ? -1 : std::min(mode, 2)); }
 
 bool kda_prep_anchored() {
   static const bool from_env = switches::env_switch("GROUPATTN_KDA_PREP_PAIRS", true);

@@ -24,8 +24,8 @@ KdaCudaPath kda_cuda_auto_path(const KdaParams& p);
 // GROUPATTN_KDA_STATE_STAGES, else 3), for tests: every count gives the same bits.
 void kda_cuda_set_state_stages(int stages);
 // The chunked state pass's kernel (-1: GROUPATTN_KDA_STATE_COLS, else automatic by grid size; 0:
-// the K-quarter kernel; 1: the column-owning kernel; 2: the column-owning kernel, K in halves; 3:
-// the column-owning kernel, K in quarters at K = 128), for tests.
+// the K-quarter kernel; 1: the column-owning kernel; 2: the column-owning kernel, K in halves),
+// for tests.
 void kda_cuda_set_state_cols(int mode);
 // The chunked prep's pair sums (-1: GROUPATTN_KDA_PREP_PAIRS, else anchored where exact; 0: the
 // running-product loop for every chunk; 1: anchored where exact), for tests.

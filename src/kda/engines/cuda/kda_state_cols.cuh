@@ -38,9 +38,9 @@ namespace groupattn::kda_cuda {
 inline constexpr int kColsVT = 16;  // value columns per CTA
 
 // Shared memory (floats) and warps of the kernel for head dim K, NS stages and KS splits of K (1:
-// a warp owns all K rows of its 8 columns; 2 or 4: KS warps share 8 columns, K / KS rows each, and
-// add their partial W S / Qt S through shared memory under a named barrier of their 32 KS threads):
-// NS stages, then each warp's S mirror [8][K / KS], D [16][8] and (KS > 1) its partial sums [8][32].
+// a warp owns all K rows of its 8 columns; 2: two warps share 8 columns, K / 2 rows each, and add
+// their partial W S / Qt S through shared memory under a 64-thread named barrier): NS stages, then
+// each warp's S mirror [8][K / KS], D [16][8] and (KS 2) its partial sums [8][32].
 template <int K, int NS, int KS = 1>
 struct ColsPlan {
   static constexpr int kHeadDim = K;
@@ -69,7 +69,7 @@ struct ColsPlan {
   static_assert(kStage % 4 == 0 && kQt % 4 == 0 && kKh % 4 == 0 && kU % 4 == 0 && kA % 4 == 0 && kEc % 4 == 0 &&
                     kWarpFloats % 4 == 0,
                 "16-byte aligned tiles and rows");
-  static_assert(KS == 1 || KS == 2 || KS == 4, "all of K a warp, halves or quarters");
+  static_assert(KS == 1 || KS == 2, "all of K a warp, or halves");
   static_assert(kKH % 32 == 0, "the S mirror's swizzle spans 8 bank quads of each column");
 };
 
@@ -173,14 +173,11 @@ __device__ __forceinline__ void cols_mirror(float* Sm, const ColsState<K>& st, c
 
 // Where a warp works: its 8 columns (c0 in the CTA's 16), its rows k_lo .. k_lo + kKH - 1 of S, its
 // shared slice (S mirror, D, partial sums) and, with KS = 2, its partner's (the other half of K of
-// the same columns, named barrier 1 + column group) and which half it is; with KS = 4, the partial
-// sums of the column group's quarter 0 and the distance between quarters' (half: the quarter).
+// the same columns, named barrier 1 + column group) and which half it is.
 struct ColsWarp {
   int c0, k_lo, half, bar;
   float *Sm, *Dm, *X;
   const float* Xpartner;
-  const float* Xgroup;
-  int x_step;
 };
 
 // One chunk's step for this warp from stage `st`. Entry: the stage is complete and the warp's S
@@ -234,25 +231,6 @@ __device__ __forceinline__ void cols_step(const float* st, const ColsWarp& w, Co
       const float ow = w.Xpartner[q * kWarp + lane], oq = w.Xpartner[(4 + q) * kWarp + lane];
       wsum[q] = w.half == 0 ? wsum[q] + ow : ow + wsum[q];
       qsum[q] = w.half == 0 ? qsum[q] + oq : oq + qsum[q];
-    }
-  } else if constexpr (P::kSplits == 4) {  // all four quarters' sums, in quarter order in every warp
-    const int lane = 4 * g + t;
-#pragma unroll
-    for (int q = 0; q < 4; ++q) w.X[q * kWarp + lane] = wsum[q], w.X[(4 + q) * kWarp + lane] = qsum[q];
-    if (w.bar == 1) {
-      asm volatile("bar.sync 1, 128;\n" ::: "memory");
-    } else {
-      asm volatile("bar.sync 2, 128;\n" ::: "memory");
-    }
-#pragma unroll
-    for (int q = 0; q < 4; ++q) {
-      float sw = w.Xgroup[q * kWarp + lane], sq = w.Xgroup[(4 + q) * kWarp + lane];
-#pragma unroll
-      for (int k = 1; k < 4; ++k) {
-        sw += w.Xgroup[k * w.x_step + q * kWarp + lane];
-        sq += w.Xgroup[k * w.x_step + (4 + q) * kWarp + lane];
-      }
-      wsum[q] = sw, qsum[q] = sq;
     }
   }
   // D = U - W S at rows g, g + 8 and columns 2 t, 2 t + 1 (fp32), to the warp's slice.
