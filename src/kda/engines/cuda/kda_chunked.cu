@@ -22,8 +22,10 @@
 //     the default; 3 = 3xTF32, about fp32; kda_tf32_mma.cuh), S in fp32 registers, and the next
 //     chunks' blocks prefetched into a ring of shared-memory stages (cp.async) during each step.
 // The state pass is one serial chain per (sequence, value head, V-tile): few heads and long
-// sequences leave SMs idle (splitting it is a later step, issue 4). Grids beyond one 16-column CTA
-// an SM run the column-owning state kernel instead (kda_state_cols.cuh, one barrier a step).
+// sequences leave SMs idle (splitting it is a later step, issue 4). By default every grid runs the
+// column-owning state kernel instead (kda_state_cols.cuh, the same step with one barrier a step: 2
+// warps a CTA beyond one 16-column CTA an SM, K in halves with 4 warps otherwise; state_cols_kind);
+// the step above is the measured alternative (GROUPATTN_KDA_STATE_COLS=0) and the fused kernel's.
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>

@@ -35,8 +35,8 @@ __device__ __forceinline__ void cp_async_wait_pending() {
 // x rounded to the nearest tf32 value (NaN stays NaN): on sm_90 the hardware conversion, ties to
 // even, one instruction (F2FP.TF32); sm_80 has only ties away from zero, which ptxas expands to three
 // (the rounding constant added unless |x| is inf or NaN, then the mask). The state steps round 20
-// values a warp per chunk, the prep three per element: -1.2 % of the chunked call at T 1024 H 4 and
-// 4096 H 16, even at 8192 H 24 (session 16 call 5).
+// values a warp per chunk, the prep three per element: the chunked call -1.2 % at T 1024 H 4 and
+// 4096 H 16, unchanged at 8192 H 24 (session 16 call 5).
 __device__ __forceinline__ uint32_t to_tf32(float x) {
   uint32_t r;
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
