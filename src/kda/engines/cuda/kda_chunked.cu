@@ -40,6 +40,7 @@
 #include "core/host_timing.h"
 #include "core/mode_switch.h"
 #include "cuda/cuda_check.h"
+#include "cuda/pdl.cuh"
 #include "kda/engines/cuda/kda_chunk_prep.cuh"
 #include "kda/engines/cuda/kda_cuda_common.cuh"
 #include "kda/engines/cuda/kda_cuda_launch.h"
@@ -99,6 +100,69 @@ __global__ void __launch_bounds__(kThreads, kPrepMinBlocks)
   }
   const int64_t first = (c - chunk_offset(p, chunk_offsets, lo)) * kChunk;  // chunk start inside the sequence
   chunk_prep<T, K>(p, seq_span(p, lo), first, hv, BlockDst<K>{blocks, l, p.HV, p.V});
+}
+
+// The streamed path's destination: the block of chunk `c`, value head `hv` (not the CTA's index).
+template <int K>
+struct ItemDst : BlockDst<K> {
+  int64_t index;  // c * HV + hv
+  __device__ __forceinline__ float* base() const { return this->blocks + index * this->l.block_floats; }
+};
+
+// Ready flags (the streamed path): one uint32 per prep item, 1 once its block is written.
+__device__ __forceinline__ void publish_ready(uint32_t* flag) {
+  asm volatile("st.release.gpu.global.u32 [%0], %1;\n" ::"l"(flag), "r"(1u) : "memory");
+}
+__device__ __forceinline__ uint32_t read_ready(const uint32_t* flag) {
+  uint32_t v;
+  asm volatile("ld.acquire.gpu.global.u32 %0, [%1];\n" : "=r"(v) : "l"(flag) : "memory");
+  return v;
+}
+
+// Prep item i of the streamed path (dense sequences of cps chunks each), in the order the state
+// chains consume them: chunk j of every (sequence, value head) before chunk j + 1 of any.
+//   i = (j * N + n) * HV + hv
+// Its flag is ready[i]; its block is chunk n * cps + j's (chunk_offset() of a dense problem).
+__device__ __forceinline__ int64_t stream_chunks(const DeviceParams& p) { return (p.T + kChunk - 1) / kChunk; }
+
+// The streamed path's prep (dense problems only): a persistent grid that fits beside the state
+// kernel's CTAs (launch_streamed). Each CTA first clears the flags of its own items, then lets the
+// state kernel launch (griddepcontrol.launch_dependents: that grid starts once every CTA here has
+// passed this point, so every flag it reads has been cleared), then preps its items in order,
+// publishing each block with a release store after a CTA barrier (all its threads' stores done).
+// The prep of an item is the prep kernel's (chunk_prep): the blocks are the same bits.
+// At most 56 registers: three CTAs (8 warps each) beside one K-halves state CTA (5 warps of 128
+// registers) fill an SM's 64 K registers, and the loop over items keeps a few more values live
+// than the prep kernel's 51.
+template <class T, int K>
+__global__ void __launch_bounds__(kThreads, 4)
+    kda_chunk_prep_stream_kernel(const DeviceParams p, float* blocks, uint32_t* ready, const ChunkLayout l) {
+  // 32-bit item indices: a workspace of 2^31 blocks (~34 KiB each) cannot exist.
+  const int cps = static_cast<int>(stream_chunks(p)), per_chunk = static_cast<int>(p.N * p.HV);
+  const int items = cps * per_chunk, stride = static_cast<int>(gridDim.x);
+  const int tid = static_cast<int>(threadIdx.x);
+  for (int i = static_cast<int>(blockIdx.x) + stride * tid; i < items; i += stride * kThreads) ready[i] = 0u;
+  // The item index lives in shared memory, not in a register across the prep (which needs all 56).
+  __shared__ int item;
+  if (tid == 0) item = static_cast<int>(blockIdx.x);
+  __threadfence();
+  __syncthreads();
+  cuda::allow_dependent_launch();
+  for (;;) {
+    const int i = item;
+    if (i >= items) break;
+    const int j = i / per_chunk, n = i % per_chunk / static_cast<int>(p.HV), hv = i % static_cast<int>(p.HV);
+    const int64_t c = static_cast<int64_t>(n) * cps + j;
+    chunk_prep<T, K>(p, seq_span(p, n), static_cast<int64_t>(j) * kChunk, hv,
+                     ItemDst<K>{{blocks, l, static_cast<int>(p.HV), static_cast<int>(p.V)}, c * p.HV + hv});
+    __syncthreads();  // every thread's block stores issued, every read of `item` done
+    if (tid == 0) {
+      __threadfence();
+      publish_ready(ready + i);
+      item = i + stride;
+    }
+    __syncthreads();  // the next item visible (and the prep's shared memory free again)
+  }
 }
 
 // The state pass's shared-memory plan: NS stages (chunk j + NS - 1's block is copied in during
@@ -253,10 +317,20 @@ __global__ void __launch_bounds__(kThreads, VT == 32 ? 2 : 1)
 // (sequence, value head, 16 value columns), each warp owning 8 columns and K / KS rows of S (KS 2:
 // the two warps of a column group add their partial sums under a named barrier); the next NS - 1
 // chunks' blocks in flight as in kda_chunk_state_kernel.
-template <class T, int K, int NS, int KS>
-__global__ void __launch_bounds__(ColsPlan<K, NS, KS>::kThreads)
+//
+// kWatch (the streamed path): one more warp, the watcher, waits for each chunk's ready flag
+// (acquire, one lane) before the CTA barrier after which the compute warps copy that chunk's block
+// in, and takes part in every CTA barrier of the ring (one at the start, one after the setup, one a
+// chunk); the compute warps' code is the same.
+template <int K, int NS, int KS, bool kWatch>
+constexpr int cols_threads() {
+  return ColsPlan<K, NS, KS>::kThreads + (kWatch ? kWarp : 0);
+}
+
+template <class T, int K, int NS, int KS, bool kWatch = false>
+__global__ void __launch_bounds__(cols_threads<K, NS, KS, kWatch>())
     kda_chunk_state_cols_kernel(const DeviceParams p, const int64_t* chunk_offsets, const float* blocks,
-                                const ChunkLayout l) {
+                                const ChunkLayout l, const uint32_t* ready) {
   using P = ColsPlan<K, NS, KS>;
   constexpr int KH = P::kKH;
   extern __shared__ __align__(16) float smem[];
@@ -280,6 +354,31 @@ __global__ void __launch_bounds__(ColsPlan<K, NS, KS>::kThreads)
   const float bad = rows.bad ? NAN : 0.f;
 
   const int64_t c0_chunk = chunk_offset(p, chunk_offsets, n), nc = chunk_offset(p, chunk_offsets, n + 1) - c0_chunk;
+  if constexpr (kWatch) {
+    if (warp == P::kWarps) {  // the watcher: chunk j's flag is ready[(j * N + n) * HV + hv]
+      const int64_t step = p.N * p.HV;
+      const uint32_t* flag = ready + n * p.HV + hv;
+      const auto await = [&](int64_t j) {
+        if (lane == 0 && j < nc) {
+          while (read_ready(flag + j * step) == 0u) __nanosleep(100);
+        }
+        __syncwarp();
+      };
+      for (int j = 0; j < NS - 1; ++j) await(j);
+      __syncthreads();  // the first NS - 1 blocks may be copied (ring.start)
+      await(NS - 1);
+      __syncthreads();  // after the setup: chunk 0's step copies block NS - 1
+      for (int64_t j = 0; j < nc; ++j) {
+        await(j + NS);
+        __syncthreads();  // the ring's barrier after chunk j: chunk j + 1 copies block j + NS
+      }
+      // The prep grid complete before this CTA ends: whatever follows the call in the stream sees a
+      // finished prep (its blocks were all read here already).
+      cuda::wait_for_primary();
+      return;
+    }
+    __syncthreads();
+  }
   CopyRing<NS> ring(blocks, c0_chunk, nc, p.HV, hv, l);
   const ColsCopyLane<P> copy_lane(tid, p.V, e0);
   const auto load = [&](int stage, const float* blk) {
@@ -332,7 +431,7 @@ Status launch_state_cols(const DeviceParams& p, const int64_t* offsets, const fl
   GA_RETURN_IF_ERROR(cuda::set_max_dynamic_smem_once_on<kernel>(dev, P::kBytes));
   const dim3 grid(static_cast<unsigned>(p.N * (p.V / kColsVT)), static_cast<unsigned>(p.HV));
   host_timing::mark("kda state launch plan (device properties, smem attribute)");
-  kernel<<<grid, P::kThreads, P::kBytes, stream>>>(p, offsets, blocks, l);
+  kernel<<<grid, P::kThreads, P::kBytes, stream>>>(p, offsets, blocks, l, nullptr);
   const Status launched = cuda::last_launch_status("kda_chunk_state_cols_kernel");
   host_timing::mark("launch kda_chunk_state_cols_kernel");
   return launched;
@@ -355,10 +454,77 @@ Status launch_state(const DeviceParams& p, const int64_t* offsets, const float* 
   return launched;
 }
 
+// Persistent prep CTAs an SM that fit beside one state CTA of `state` (its threads, registers and
+// dynamic shared memory), at most `cap` and at least 1. The prep kernel's registers and static shared
+// memory and the SM's budgets are asked once per device and kernel pair.
+struct FitCache {
+  std::atomic<int> per_sm[64] = {};  // 0: not asked yet
+};
+
+template <auto kPrep, auto kState>
+int stream_prep_fit(int dev, int state_threads, int state_smem) {
+  static FitCache cache;
+  if (dev >= 0 && dev < 64) {
+    if (const int v = cache.per_sm[dev].load(std::memory_order_acquire); v > 0) return v;
+  }
+  int fit = 1;
+  cudaFuncAttributes prep{}, st{};
+  int sm_smem = 0, sm_regs = 0, reserved = 0;
+  if (cudaFuncGetAttributes(&prep, reinterpret_cast<const void*>(kPrep)) == cudaSuccess &&
+      cudaFuncGetAttributes(&st, reinterpret_cast<const void*>(kState)) == cudaSuccess &&
+      cudaDeviceGetAttribute(&sm_smem, cudaDevAttrMaxSharedMemoryPerMultiprocessor, dev) == cudaSuccess &&
+      cudaDeviceGetAttribute(&sm_regs, cudaDevAttrMaxRegistersPerMultiprocessor, dev) == cudaSuccess &&
+      cudaDeviceGetAttribute(&reserved, cudaDevAttrReservedSharedMemoryPerBlock, dev) == cudaSuccess) {
+    // Registers are allocated per warp in units of 256.
+    const auto warp_regs = [](int regs) { return (regs * kWarp + 255) / 256 * 256; };
+    const int state_regs = (state_threads / kWarp) * warp_regs(st.numRegs);
+    const int prep_regs = (kThreads / kWarp) * warp_regs(prep.numRegs);
+    const int by_regs = (sm_regs - state_regs) / prep_regs;
+    const int by_smem = (sm_smem - state_smem - reserved) / (static_cast<int>(prep.sharedSizeBytes) + reserved);
+    fit = std::max(1, std::min(by_regs, by_smem));
+  } else {
+    (void)cudaGetLastError();
+  }
+  if (dev >= 0 && dev < 64) cache.per_sm[dev].store(fit, std::memory_order_release);
+  return fit;
+}
+
+// The streamed path (dense problems, the K-halves column kernel; kda_stream_enabled): the persistent
+// prep grid, then the state kernel as its programmatic dependent (sm_90), both on `stream`. The
+// state CTAs start while the preps run and wait per chunk for its ready flag (the watcher warp), so
+// the state chains overlap the prep instead of following all of it.
+template <class T, int K, int NS>
+Status launch_streamed(const DeviceParams& p, void* workspace, const ChunkLayout& l, int dev, int sms,
+                       cudaStream_t stream) {
+  constexpr int kKS = 2;
+  using P = ColsPlan<K, NS, kKS>;
+  constexpr auto prep = kda_chunk_prep_stream_kernel<T, K>;
+  constexpr auto state = kda_chunk_state_cols_kernel<T, K, NS, kKS, true>;
+  constexpr int kStateThreads = cols_threads<K, NS, kKS, true>();
+  const ChunkWorkspace ws = chunk_workspace(workspace, l);
+  GA_RETURN_IF_ERROR(cuda::set_max_dynamic_smem_once_on<state>(dev, P::kBytes));
+  const int per_sm = std::min(kda_stream_prep_ctas(), stream_prep_fit<prep, state>(dev, kStateThreads, P::kBytes));
+  const int64_t items = (p.T + kChunk - 1) / kChunk * p.N * p.HV;
+  const auto prep_ctas = static_cast<unsigned>(std::min<int64_t>(items, static_cast<int64_t>(sms) * per_sm));
+  host_timing::mark("kda streamed launch plan (fit, smem attribute)");
+  prep<<<prep_ctas, kThreads, 0, stream>>>(p, ws.blocks, ws.ready, l);
+  GA_RETURN_IF_ERROR(cuda::last_launch_status("kda_chunk_prep_stream_kernel"));
+  host_timing::mark("launch kda_chunk_prep_stream_kernel");
+  const dim3 grid(static_cast<unsigned>(p.N * (p.V / kColsVT)), static_cast<unsigned>(p.HV));
+  const Status launched = cuda::launch_maybe_pdl(state, grid, dim3(kStateThreads), P::kBytes, stream, true,
+                                                 "kda_chunk_state_cols_kernel (streamed)", p,
+                                                 static_cast<const int64_t*>(ws.offsets),
+                                                 static_cast<const float*>(ws.blocks), l,
+                                                 static_cast<const uint32_t*>(ws.ready));
+  host_timing::mark("launch kda_chunk_state_cols_kernel (streamed)");
+  return launched;
+}
+
 template <class T, int K>
 Status launch_prep_t(const DeviceParams& p, void* workspace, const ChunkLayout& l, cudaStream_t stream) {
-  auto* offsets = static_cast<int64_t*>(workspace);
-  auto* blocks = reinterpret_cast<float*>(static_cast<char*>(workspace) + l.offsets_bytes);
+  const ChunkWorkspace ws = chunk_workspace(workspace, l);
+  int64_t* offsets = ws.offsets;
+  float* blocks = ws.blocks;
   if (p.cu_seqlens != nullptr) {  // dense: the kernels compute the offsets (chunk_offset())
     kda_chunk_map_kernel<<<1, kWarp, 0, stream>>>(p, offsets);
     GA_RETURN_IF_ERROR(cuda::last_launch_status("kda_chunk_map_kernel"));
@@ -375,19 +541,25 @@ Status launch_prep_t(const DeviceParams& p, void* workspace, const ChunkLayout& 
 
 template <class T, int K>
 Status launch_chunked_t(const DeviceParams& p, void* workspace, const ChunkLayout& l, cudaStream_t stream) {
+  // One cudaGetDevice for both the SM count and the state kernel's smem attribute (host cost, issue 11).
+  int dev = 0, sms = 0, cc = 0;
+  GA_RETURN_IF_ERROR(cuda_current_device(&dev, &sms, &cc));
+  const int64_t ctas16 = p.N * p.HV * (p.V / 16);
+  const int kind = state_cols_kind(ctas16, sms);
+  if (kind == 2 && p.cu_seqlens == nullptr && cc >= 90 && kda_stream_enabled()) {
+    return kda_state_stages() == 2 ? launch_streamed<T, K, 2>(p, workspace, l, dev, sms, stream)
+                                   : launch_streamed<T, K, 3>(p, workspace, l, dev, sms, stream);
+  }
   GA_RETURN_IF_ERROR((launch_prep_t<T, K>(p, workspace, l, stream)));
-  auto* offsets = static_cast<int64_t*>(workspace);
-  auto* blocks = reinterpret_cast<float*>(static_cast<char*>(workspace) + l.offsets_bytes);
+  const ChunkWorkspace ws = chunk_workspace(workspace, l);
+  const int64_t* offsets = ws.offsets;
+  const float* blocks = ws.blocks;
   // The column-owning kernel: 2 warps a CTA where the 16-column grid exceeds one CTA an SM, K in
   // halves (4 warps) where it fits (state_cols_kind). The K-quarter kernel is the measured
   // alternative (GROUPATTN_KDA_STATE_COLS=0), at V-tiles of 32 columns when the 16-column grid would
   // not fit two CTAs an SM: halving the CTAs then costs no parallelism and halves the waves and the
   // W / Qt / Kh traffic.
-  // One cudaGetDevice for both the SM count and the state kernel's smem attribute (host cost, issue 11).
-  int dev = 0, sms = 0, cc = 0;
-  GA_RETURN_IF_ERROR(cuda_current_device(&dev, &sms, &cc));
-  const int64_t ctas16 = p.N * p.HV * (p.V / 16);
-  switch (state_cols_kind(ctas16, sms)) {
+  switch (kind) {
     case 1: return launch_state_cols<T, K, 1>(p, offsets, blocks, l, dev, stream);
     case 2: return launch_state_cols<T, K, 2>(p, offsets, blocks, l, dev, stream);
     default: break;
@@ -408,8 +580,24 @@ Status launch_chunked_t(const DeviceParams& p, void* workspace, const ChunkLayou
 std::atomic<int> g_state_stages{-1};
 std::atomic<int> g_state_cols{-1};
 std::atomic<int> g_prep_pairs{-1};
+std::atomic<int> g_stream{-1};
 
 }  // namespace
+
+bool kda_stream_enabled() {
+  static const bool from_env = switches::env_switch("GROUPATTN_KDA_STREAM", true);
+  return switches::switch_value(g_stream, from_env);
+}
+
+void set_kda_stream(int mode) { g_stream.store(switches::clamp_mode(mode)); }
+
+int kda_stream_prep_ctas() {
+  static const int from_env = [] {
+    const int e = switches::env_int("GROUPATTN_KDA_STREAM_PREP_CTAS", kPrepMinBlocks);
+    return e < 1 ? kPrepMinBlocks : e;
+  }();
+  return from_env;
+}
 
 int kda_state_stages() {
   static const int from_env = switches::env_int("GROUPATTN_KDA_STATE_STAGES", 3);
