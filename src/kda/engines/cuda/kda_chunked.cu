@@ -113,11 +113,18 @@ struct ItemDst : BlockDst<K> {
 __device__ __forceinline__ void publish_ready(uint32_t* flag) {
   asm volatile("st.release.gpu.global.u32 [%0], %1;\n" ::"l"(flag), "r"(1u) : "memory");
 }
+// A relaxed read: the acquire is a fence after it (acquire_ready), once for a run of flags. (An
+// ld.acquire is LDG.STRONG + CCTL.IVALL on sm_90, and an L1 invalidation a chunk cost the state
+// step ~0.5 us: session 17 call 1.)
 __device__ __forceinline__ uint32_t read_ready(const uint32_t* flag) {
   uint32_t v;
-  asm volatile("ld.acquire.gpu.global.u32 %0, [%1];\n" : "=r"(v) : "l"(flag) : "memory");
+  asm volatile("ld.relaxed.gpu.global.u32 %0, [%1];\n" : "=r"(v) : "l"(flag) : "memory");
   return v;
 }
+// After relaxed reads that saw flags set: every one of them becomes an acquire of its flag (PTX
+// memory model: a read followed by fence.acq_rel), so this thread's and, through the CTA barrier
+// that follows, every thread's later reads see the published blocks.
+__device__ __forceinline__ void acquire_ready() { asm volatile("fence.acq_rel.gpu;\n" ::: "memory"); }
 
 // Prep item i of the streamed path (dense sequences of cps chunks each), in the order the state
 // chains consume them: chunk j of every (sequence, value head) before chunk j + 1 of any.
@@ -157,8 +164,7 @@ __global__ void __launch_bounds__(kThreads, 4)
                      ItemDst<K>{{blocks, l, static_cast<int>(p.HV), static_cast<int>(p.V)}, c * p.HV + hv});
     __syncthreads();  // every thread's block stores issued, every read of `item` done
     if (tid == 0) {
-      __threadfence();
-      publish_ready(ready + i);
+      publish_ready(ready + i);  // a release: ordered after the CTA's stores by the barrier above
       item = i + stride;
     }
     __syncthreads();  // the next item visible (and the prep's shared memory free again)
@@ -356,12 +362,24 @@ __global__ void __launch_bounds__(cols_threads<K, NS, KS, kWatch>())
   const int64_t c0_chunk = chunk_offset(p, chunk_offsets, n), nc = chunk_offset(p, chunk_offsets, n + 1) - c0_chunk;
   if constexpr (kWatch) {
     if (warp == P::kWarps) {  // the watcher: chunk j's flag is ready[(j * N + n) * HV + hv]
+      // Chunks below `acquired` have been acquired. A chunk that is not: lane i reads the flag of
+      // chunk j + i (i < 32) until chunk j's is set, then one fence acquires the run of set flags
+      // from j on (up to 32 chunks a fence while the prep is ahead; one a chunk while it is not).
       const int64_t step = p.N * p.HV;
       const uint32_t* flag = ready + n * p.HV + hv;
+      int64_t acquired = 0;
       const auto await = [&](int64_t j) {
-        if (lane == 0 && j < nc) {
-          while (read_ready(flag + j * step) == 0u) __nanosleep(100);
+        if (j >= nc || j < acquired) return;
+        const int64_t mine = j + lane;
+        unsigned set;
+        for (;;) {
+          const bool r = mine < nc && read_ready(flag + mine * step) != 0u;
+          set = __ballot_sync(0xffffffffu, r);
+          if (set & 1u) break;
+          __nanosleep(64);
         }
+        acquire_ready();
+        acquired = j + (~set == 0u ? 32 : __ffs(~set) - 1);  // the run of set flags from chunk j
         __syncwarp();
       };
       for (int j = 0; j < NS - 1; ++j) await(j);
