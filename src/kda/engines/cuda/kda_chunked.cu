@@ -520,8 +520,13 @@ Status launch_streamed(const DeviceParams& p, void* workspace, const ChunkLayout
   constexpr auto state = kda_chunk_state_cols_kernel<T, K, NS, kKS, true>;
   constexpr int kStateThreads = cols_threads<K, NS, kKS, true>();
   const ChunkWorkspace ws = chunk_workspace(workspace, l);
-  GA_RETURN_IF_ERROR(cuda::set_max_dynamic_smem_once_on<state>(dev, P::kBytes));
-  const int per_sm = std::min(kda_stream_prep_ctas(), stream_prep_fit<prep, state>(dev, kStateThreads, P::kBytes));
+  // Measurement: GROUPATTN_KDA_STREAM_PAD=1 asks for more than half an SM's shared memory for each
+  // state CTA (no two on one SM); GROUPATTN_KDA_STREAM=2 launches the state kernel without PDL.
+  static const int pad = switches::env_int("GROUPATTN_KDA_STREAM_PAD", 0);
+  static const bool pdl = switches::env_int("GROUPATTN_KDA_STREAM", 1) != 2;
+  const int smem = pad != 0 ? std::max(P::kBytes, 117 * 1024) : P::kBytes;
+  GA_RETURN_IF_ERROR(cuda::set_max_dynamic_smem_once_on<state>(dev, 117 * 1024));
+  const int per_sm = std::min(kda_stream_prep_ctas(), stream_prep_fit<prep, state>(dev, kStateThreads, smem));
   const int64_t items = (p.T + kChunk - 1) / kChunk * p.N * p.HV;
   const auto prep_ctas = static_cast<unsigned>(std::min<int64_t>(items, static_cast<int64_t>(sms) * per_sm));
   host_timing::mark("kda streamed launch plan (fit, smem attribute)");
@@ -529,7 +534,7 @@ Status launch_streamed(const DeviceParams& p, void* workspace, const ChunkLayout
   GA_RETURN_IF_ERROR(cuda::last_launch_status("kda_chunk_prep_stream_kernel"));
   host_timing::mark("launch kda_chunk_prep_stream_kernel");
   const dim3 grid(static_cast<unsigned>(p.N * (p.V / kColsVT)), static_cast<unsigned>(p.HV));
-  const Status launched = cuda::launch_maybe_pdl(state, grid, dim3(kStateThreads), P::kBytes, stream, true,
+  const Status launched = cuda::launch_maybe_pdl(state, grid, dim3(kStateThreads), smem, stream, pdl,
                                                  "kda_chunk_state_cols_kernel (streamed)", p,
                                                  static_cast<const int64_t*>(ws.offsets),
                                                  static_cast<const float*>(ws.blocks), l,
