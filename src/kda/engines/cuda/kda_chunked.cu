@@ -102,11 +102,12 @@ __global__ void __launch_bounds__(kThreads, kPrepMinBlocks)
   chunk_prep<T, K>(p, seq_span(p, lo), first, hv, BlockDst<K>{blocks, l, p.HV, p.V});
 }
 
-// The streamed path's destination: the block of chunk `c`, value head `hv` (not the CTA's index).
+// The streamed path's destination: the block of the CTA's item (stream_item), derived from blockIdx
+// where it is used (nothing held live across the prep).
 template <int K>
 struct ItemDst : BlockDst<K> {
-  int64_t index;  // c * HV + hv
-  __device__ __forceinline__ float* base() const { return this->blocks + index * this->l.block_floats; }
+  const DeviceParams& p;  // the kernel's parameter
+  __device__ __forceinline__ float* base() const;
 };
 
 // Ready flags (the streamed path): one uint32 per prep item, 1 once its block is written.
@@ -132,43 +133,44 @@ __device__ __forceinline__ void acquire_ready() { asm volatile("fence.acq_rel.gp
 // Its flag is ready[i]; its block is chunk n * cps + j's (chunk_offset() of a dense problem).
 __device__ __forceinline__ int64_t stream_chunks(const DeviceParams& p) { return (p.T + kChunk - 1) / kChunk; }
 
-// The streamed path's prep (dense problems only): a persistent grid that fits beside the state
-// kernel's CTAs (launch_streamed). Each CTA first clears the flags of its own items, then lets the
-// state kernel launch (griddepcontrol.launch_dependents: that grid starts once every CTA here has
-// passed this point, so every flag it reads has been cleared), then preps its items in order,
-// publishing each block with a release store after a CTA barrier (all its threads' stores done).
-// The prep of an item is the prep kernel's (chunk_prep): the blocks are the same bits.
-// At most 56 registers: three CTAs (8 warps each) beside one K-halves state CTA (5 warps of 128
-// registers) fill an SM's 64 K registers, and the loop over items keeps a few more values live
-// than the prep kernel's 51.
+// The CTA's item (blockIdx.x) as chunk j of sequence n, value head hv (32-bit: a workspace of 2^31
+// blocks, ~34 KiB each, cannot exist).
+struct StreamItem {
+  int j, n, hv;
+};
+__device__ __forceinline__ StreamItem stream_item(const DeviceParams& p) {
+  const int i = static_cast<int>(blockIdx.x), per_chunk = static_cast<int>(p.N) * p.HV;
+  return {i / per_chunk, i % per_chunk / p.HV, i % p.HV};
+}
+
+template <int K>
+__device__ __forceinline__ float* ItemDst<K>::base() const {
+  const StreamItem it = stream_item(p);
+  return this->blocks + ((static_cast<int64_t>(it.n) * stream_chunks(p) + it.j) * p.HV + it.hv) * this->l.block_floats;
+}
+
+// The streamed path's prep (dense problems only): the prep kernel over a 1D grid of items in the
+// order above, one item a CTA. Each CTA clears its item's flag, then lets the state kernel launch
+// (griddepcontrol.launch_dependents: that grid starts once every CTA here has passed this point --
+// the last wave has started -- so every flag it reads has been cleared), preps its item and
+// publishes the block with a release store after a CTA barrier (all its threads' stores done). The
+// prep of an item is the prep kernel's (chunk_prep): the blocks are the same bits.
 template <class T, int K>
-__global__ void __launch_bounds__(kThreads, 4)
+__global__ void __launch_bounds__(kThreads, kPrepMinBlocks)
     kda_chunk_prep_stream_kernel(const DeviceParams p, float* blocks, uint32_t* ready, const ChunkLayout l) {
-  // 32-bit item indices: a workspace of 2^31 blocks (~34 KiB each) cannot exist.
-  const int cps = static_cast<int>(stream_chunks(p)), per_chunk = static_cast<int>(p.N * p.HV);
-  const int items = cps * per_chunk, stride = static_cast<int>(gridDim.x);
-  const int tid = static_cast<int>(threadIdx.x);
-  for (int i = static_cast<int>(blockIdx.x) + stride * tid; i < items; i += stride * kThreads) ready[i] = 0u;
-  // The item index lives in shared memory, not in a register across the prep (which needs all 56).
-  __shared__ int item;
-  if (tid == 0) item = static_cast<int>(blockIdx.x);
-  __threadfence();
+  if (threadIdx.x == 0) {
+    ready[blockIdx.x] = 0u;
+    __threadfence();
+  }
   __syncthreads();
   cuda::allow_dependent_launch();
-  for (;;) {
-    const int i = item;
-    if (i >= items) break;
-    const int j = i / per_chunk, n = i % per_chunk / static_cast<int>(p.HV), hv = i % static_cast<int>(p.HV);
-    const int64_t c = static_cast<int64_t>(n) * cps + j;
-    chunk_prep<T, K>(p, seq_span(p, n), static_cast<int64_t>(j) * kChunk, hv,
-                     ItemDst<K>{{blocks, l, static_cast<int>(p.HV), static_cast<int>(p.V)}, c * p.HV + hv});
-    __syncthreads();  // every thread's block stores issued, every read of `item` done
-    if (tid == 0) {
-      publish_ready(ready + i);  // a release: ordered after the CTA's stores by the barrier above
-      item = i + stride;
-    }
-    __syncthreads();  // the next item visible (and the prep's shared memory free again)
-  }
+  const StreamItem it = stream_item(p);
+  chunk_prep<T, K>(p, seq_span(p, it.n), static_cast<int64_t>(it.j) * kChunk, it.hv,
+                   ItemDst<K>{{blocks, l, p.HV, p.V}, p});
+  __syncthreads();  // every thread's block stores issued
+  // A release, ordered after the CTA's stores by the barrier (blockIdx read again: nothing held live
+  // across the prep, which keeps the prep kernel's 0 spills at 51 registers).
+  if (threadIdx.x == 0) publish_ready(ready + blockIdx.x);
 }
 
 // The state pass's shared-memory plan: NS stages (chunk j + NS - 1's block is copied in during
@@ -472,39 +474,22 @@ Status launch_state(const DeviceParams& p, const int64_t* offsets, const float* 
   return launched;
 }
 
-// Persistent prep CTAs an SM that fit beside one state CTA of `state` (its threads, registers and
-// dynamic shared memory), at most `cap` and at least 1. The prep kernel's registers and static shared
-// memory and the SM's budgets are asked once per device and kernel pair.
-struct FitCache {
-  std::atomic<int> per_sm[64] = {};  // 0: not asked yet
-};
-
-template <auto kPrep, auto kState>
-int stream_prep_fit(int dev, int state_threads, int state_smem) {
-  static FitCache cache;
-  if (dev >= 0 && dev < 64) {
-    if (const int v = cache.per_sm[dev].load(std::memory_order_acquire); v > 0) return v;
+// Dynamic shared memory for a streamed state CTA: its plan's, raised above half an SM's so that two
+// never share an SM. (Launched while the prep's last wave runs, the state CTAs otherwise doubled up
+// on the SMs the prep had left emptiest, and two K-halves chains on one SM's schedulers ran each step
+// ~0.6 us slower: 1.45-1.51x the two-kernel time at T 1024-8192, session 17 calls 1-3.) The SM's
+// budget is asked once per device.
+inline int exclusive_smem(int dev, int plan_bytes) {
+  static std::atomic<int> sm_smem[64] = {};
+  int v = dev >= 0 && dev < 64 ? sm_smem[dev].load(std::memory_order_relaxed) : 0;
+  if (v == 0) {
+    if (cudaDeviceGetAttribute(&v, cudaDevAttrMaxSharedMemoryPerMultiprocessor, dev) != cudaSuccess) {
+      (void)cudaGetLastError();
+      v = 0;
+    }
+    if (dev >= 0 && dev < 64 && v > 0) sm_smem[dev].store(v, std::memory_order_relaxed);
   }
-  int fit = 1;
-  cudaFuncAttributes prep{}, st{};
-  int sm_smem = 0, sm_regs = 0, reserved = 0;
-  if (cudaFuncGetAttributes(&prep, reinterpret_cast<const void*>(kPrep)) == cudaSuccess &&
-      cudaFuncGetAttributes(&st, reinterpret_cast<const void*>(kState)) == cudaSuccess &&
-      cudaDeviceGetAttribute(&sm_smem, cudaDevAttrMaxSharedMemoryPerMultiprocessor, dev) == cudaSuccess &&
-      cudaDeviceGetAttribute(&sm_regs, cudaDevAttrMaxRegistersPerMultiprocessor, dev) == cudaSuccess &&
-      cudaDeviceGetAttribute(&reserved, cudaDevAttrReservedSharedMemoryPerBlock, dev) == cudaSuccess) {
-    // Registers are allocated per warp in units of 256.
-    const auto warp_regs = [](int regs) { return (regs * kWarp + 255) / 256 * 256; };
-    const int state_regs = (state_threads / kWarp) * warp_regs(st.numRegs);
-    const int prep_regs = (kThreads / kWarp) * warp_regs(prep.numRegs);
-    const int by_regs = (sm_regs - state_regs) / prep_regs;
-    const int by_smem = (sm_smem - state_smem - reserved) / (static_cast<int>(prep.sharedSizeBytes) + reserved);
-    fit = std::max(1, std::min(by_regs, by_smem));
-  } else {
-    (void)cudaGetLastError();
-  }
-  if (dev >= 0 && dev < 64) cache.per_sm[dev].store(fit, std::memory_order_release);
-  return fit;
+  return std::max(plan_bytes, v / 2 + 1024);
 }
 
 // The streamed path (dense problems, the K-halves column kernel; kda_stream_enabled): the persistent
@@ -512,29 +497,23 @@ int stream_prep_fit(int dev, int state_threads, int state_smem) {
 // state CTAs start while the preps run and wait per chunk for its ready flag (the watcher warp), so
 // the state chains overlap the prep instead of following all of it.
 template <class T, int K, int NS>
-Status launch_streamed(const DeviceParams& p, void* workspace, const ChunkLayout& l, int dev, int sms,
-                       cudaStream_t stream) {
+Status launch_streamed(const DeviceParams& p, void* workspace, const ChunkLayout& l, int dev, cudaStream_t stream) {
   constexpr int kKS = 2;
   using P = ColsPlan<K, NS, kKS>;
   constexpr auto prep = kda_chunk_prep_stream_kernel<T, K>;
   constexpr auto state = kda_chunk_state_cols_kernel<T, K, NS, kKS, true>;
   constexpr int kStateThreads = cols_threads<K, NS, kKS, true>();
   const ChunkWorkspace ws = chunk_workspace(workspace, l);
-  // Measurement: GROUPATTN_KDA_STREAM_PAD=1 asks for more than half an SM's shared memory for each
-  // state CTA (no two on one SM); GROUPATTN_KDA_STREAM=2 launches the state kernel without PDL.
-  static const int pad = switches::env_int("GROUPATTN_KDA_STREAM_PAD", 0);
-  static const bool pdl = switches::env_int("GROUPATTN_KDA_STREAM", 1) != 2;
-  const int smem = pad != 0 ? std::max(P::kBytes, 117 * 1024) : P::kBytes;
-  GA_RETURN_IF_ERROR(cuda::set_max_dynamic_smem_once_on<state>(dev, 117 * 1024));
-  const int per_sm = std::min(kda_stream_prep_ctas(), stream_prep_fit<prep, state>(dev, kStateThreads, smem));
+  const int smem = exclusive_smem(dev, P::kBytes);
+  GA_RETURN_IF_ERROR(cuda::set_max_dynamic_smem_once_on<state>(dev, smem));
   const int64_t items = (p.T + kChunk - 1) / kChunk * p.N * p.HV;
-  const auto prep_ctas = static_cast<unsigned>(std::min<int64_t>(items, static_cast<int64_t>(sms) * per_sm));
-  host_timing::mark("kda streamed launch plan (fit, smem attribute)");
+  const auto prep_ctas = static_cast<unsigned>(items);
+  host_timing::mark("kda streamed launch plan (smem attribute)");
   prep<<<prep_ctas, kThreads, 0, stream>>>(p, ws.blocks, ws.ready, l);
   GA_RETURN_IF_ERROR(cuda::last_launch_status("kda_chunk_prep_stream_kernel"));
   host_timing::mark("launch kda_chunk_prep_stream_kernel");
   const dim3 grid(static_cast<unsigned>(p.N * (p.V / kColsVT)), static_cast<unsigned>(p.HV));
-  const Status launched = cuda::launch_maybe_pdl(state, grid, dim3(kStateThreads), smem, stream, pdl,
+  const Status launched = cuda::launch_maybe_pdl(state, grid, dim3(kStateThreads), smem, stream, true,
                                                  "kda_chunk_state_cols_kernel (streamed)", p,
                                                  static_cast<const int64_t*>(ws.offsets),
                                                  static_cast<const float*>(ws.blocks), l,
@@ -570,8 +549,8 @@ Status launch_chunked_t(const DeviceParams& p, void* workspace, const ChunkLayou
   const int64_t ctas16 = p.N * p.HV * (p.V / 16);
   const int kind = state_cols_kind(ctas16, sms);
   if (kind == 2 && p.cu_seqlens == nullptr && cc >= 90 && kda_stream_enabled()) {
-    return kda_state_stages() == 2 ? launch_streamed<T, K, 2>(p, workspace, l, dev, sms, stream)
-                                   : launch_streamed<T, K, 3>(p, workspace, l, dev, sms, stream);
+    return kda_state_stages() == 2 ? launch_streamed<T, K, 2>(p, workspace, l, dev, stream)
+                                   : launch_streamed<T, K, 3>(p, workspace, l, dev, stream);
   }
   GA_RETURN_IF_ERROR((launch_prep_t<T, K>(p, workspace, l, stream)));
   const ChunkWorkspace ws = chunk_workspace(workspace, l);
@@ -614,13 +593,6 @@ bool kda_stream_enabled() {
 
 void set_kda_stream(int mode) { g_stream.store(switches::clamp_mode(mode)); }
 
-int kda_stream_prep_ctas() {
-  static const int from_env = [] {
-    const int e = switches::env_int("GROUPATTN_KDA_STREAM_PREP_CTAS", kPrepMinBlocks);
-    return e < 1 ? kPrepMinBlocks : e;
-  }();
-  return from_env;
-}
 
 int kda_state_stages() {
   static const int from_env = switches::env_int("GROUPATTN_KDA_STATE_STAGES", 3);

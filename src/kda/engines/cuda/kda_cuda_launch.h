@@ -91,17 +91,15 @@ void set_kda_state_stages(int stages);
 int state_cols_kind(int64_t ctas16, int64_t sms);
 void set_kda_state_cols(int mode);
 // Whether a dense chunked problem served by the K-halves column kernel (kind 2) streams its prep
-// into the state pass (kda_chunked.cu, "streamed path": a persistent prep grid publishes each
+// into the state pass (kda_chunked.cu, "streamed path": the prep, chunk-major, publishes each
 // (chunk, value head) block with a ready flag; the state kernel, launched as its programmatic
-// dependent on sm_90, starts at once and waits per chunk) instead of running the two kernels one
-// after the other. Same prep, same step, same bits. -1 automatic (on where it applies), 0 off, 1 on
+// dependent on sm_90, starts with the prep's last wave and waits per chunk) instead of running the
+// two kernels one after the other. Same prep, same step, same bits. -1 automatic (on where it applies), 0 off, 1 on
 // where it applies. A measurement switch: GROUPATTN_KDA_STREAM, read once; set_kda_stream(mode)
 // overrides it for tests (-1: back to the environment / automatic).
 bool kda_stream_enabled();
 void set_kda_stream(int mode);
-// At most this many persistent prep CTAs an SM beside the state CTA on the streamed path (the
-// shared-memory and register fit lowers it); GROUPATTN_KDA_STREAM_PREP_CTAS, read once, default 5.
-int kda_stream_prep_ctas();
+
 // Whether the prep takes its pair sums through the anchor on tensor cores where a chunk's decays allow
 // it exactly (kda_chunk_prep.cuh, kPairAnchorBound; the default), or through the running-product loop
 // for every chunk (0). A measurement switch: GROUPATTN_KDA_PREP_PAIRS=0 / 1, read once;
