@@ -40,7 +40,6 @@
 #include "core/host_timing.h"
 #include "core/mode_switch.h"
 #include "cuda/cuda_check.h"
-#include "cuda/pdl.cuh"
 #include "kda/engines/cuda/kda_chunk_prep.cuh"
 #include "kda/engines/cuda/kda_cuda_common.cuh"
 #include "kda/engines/cuda/kda_cuda_launch.h"
@@ -100,77 +99,6 @@ __global__ void __launch_bounds__(kThreads, kPrepMinBlocks)
   }
   const int64_t first = (c - chunk_offset(p, chunk_offsets, lo)) * kChunk;  // chunk start inside the sequence
   chunk_prep<T, K>(p, seq_span(p, lo), first, hv, BlockDst<K>{blocks, l, p.HV, p.V});
-}
-
-// The streamed path's destination: the block of the CTA's item (stream_item), derived from blockIdx
-// where it is used (nothing held live across the prep).
-template <int K>
-struct ItemDst : BlockDst<K> {
-  const DeviceParams& p;  // the kernel's parameter
-  __device__ __forceinline__ float* base() const;
-};
-
-// Ready flags (the streamed path): one uint32 per prep item, 1 once its block is written.
-__device__ __forceinline__ void publish_ready(uint32_t* flag) {
-  asm volatile("st.release.gpu.global.u32 [%0], %1;\n" ::"l"(flag), "r"(1u) : "memory");
-}
-// A relaxed read: the acquire is a fence after it (acquire_ready), once for a run of flags. (An
-// ld.acquire is LDG.STRONG + CCTL.IVALL on sm_90, and an L1 invalidation a chunk cost the state
-// step ~0.5 us: session 17 call 1.)
-__device__ __forceinline__ uint32_t read_ready(const uint32_t* flag) {
-  uint32_t v;
-  asm volatile("ld.relaxed.gpu.global.u32 %0, [%1];\n" : "=r"(v) : "l"(flag) : "memory");
-  return v;
-}
-// After relaxed reads that saw flags set: every one of them becomes an acquire of its flag (PTX
-// memory model: a read followed by fence.acq_rel), so this thread's and, through the CTA barrier
-// that follows, every thread's later reads see the published blocks.
-__device__ __forceinline__ void acquire_ready() { asm volatile("fence.acq_rel.gpu;\n" ::: "memory"); }
-
-// Prep item i of the streamed path (dense sequences of cps chunks each), in the order the state
-// chains consume them: chunk j of every (sequence, value head) before chunk j + 1 of any.
-//   i = (j * N + n) * HV + hv
-// Its flag is ready[i]; its block is chunk n * cps + j's (chunk_offset() of a dense problem).
-__device__ __forceinline__ int64_t stream_chunks(const DeviceParams& p) { return (p.T + kChunk - 1) / kChunk; }
-
-// The CTA's item (blockIdx.x) as chunk j of sequence n, value head hv (32-bit: a workspace of 2^31
-// blocks, ~34 KiB each, cannot exist).
-struct StreamItem {
-  int j, n, hv;
-};
-__device__ __forceinline__ StreamItem stream_item(const DeviceParams& p) {
-  const int i = static_cast<int>(blockIdx.x), per_chunk = static_cast<int>(p.N) * p.HV;
-  return {i / per_chunk, i % per_chunk / p.HV, i % p.HV};
-}
-
-template <int K>
-__device__ __forceinline__ float* ItemDst<K>::base() const {
-  const StreamItem it = stream_item(p);
-  return this->blocks + ((static_cast<int64_t>(it.n) * stream_chunks(p) + it.j) * p.HV + it.hv) * this->l.block_floats;
-}
-
-// The streamed path's prep (dense problems only): the prep kernel over a 1D grid of items in the
-// order above, one item a CTA. Each CTA clears its item's flag, then lets the state kernel launch
-// (griddepcontrol.launch_dependents: that grid starts once every CTA here has passed this point --
-// the last wave has started -- so every flag it reads has been cleared), preps its item and
-// publishes the block with a release store after a CTA barrier (all its threads' stores done). The
-// prep of an item is the prep kernel's (chunk_prep): the blocks are the same bits.
-template <class T, int K>
-__global__ void __launch_bounds__(kThreads, kPrepMinBlocks)
-    kda_chunk_prep_stream_kernel(const DeviceParams p, float* blocks, uint32_t* ready, const ChunkLayout l) {
-  if (threadIdx.x == 0) {
-    ready[blockIdx.x] = 0u;
-    __threadfence();
-  }
-  __syncthreads();
-  cuda::allow_dependent_launch();
-  const StreamItem it = stream_item(p);
-  chunk_prep<T, K>(p, seq_span(p, it.n), static_cast<int64_t>(it.j) * kChunk, it.hv,
-                   ItemDst<K>{{blocks, l, p.HV, p.V}, p});
-  __syncthreads();  // every thread's block stores issued
-  // A release, ordered after the CTA's stores by the barrier (blockIdx read again: nothing held live
-  // across the prep, which keeps the prep kernel's 0 spills at 51 registers).
-  if (threadIdx.x == 0) publish_ready(ready + blockIdx.x);
 }
 
 // The state pass's shared-memory plan: NS stages (chunk j + NS - 1's block is copied in during
@@ -325,20 +253,10 @@ __global__ void __launch_bounds__(kThreads, VT == 32 ? 2 : 1)
 // (sequence, value head, 16 value columns), each warp owning 8 columns and K / KS rows of S (KS 2:
 // the two warps of a column group add their partial sums under a named barrier); the next NS - 1
 // chunks' blocks in flight as in kda_chunk_state_kernel.
-//
-// kWatch (the streamed path): one more warp, the watcher, waits for each chunk's ready flag
-// (acquire, one lane) before the CTA barrier after which the compute warps copy that chunk's block
-// in, and takes part in every CTA barrier of the ring (one at the start, one after the setup, one a
-// chunk); the compute warps' code is the same.
-template <int K, int NS, int KS, bool kWatch>
-constexpr int cols_threads() {
-  return ColsPlan<K, NS, KS>::kThreads + (kWatch ? kWarp : 0);
-}
-
-template <class T, int K, int NS, int KS, bool kWatch = false>
-__global__ void __launch_bounds__(cols_threads<K, NS, KS, kWatch>())
+template <class T, int K, int NS, int KS>
+__global__ void __launch_bounds__(ColsPlan<K, NS, KS>::kThreads)
     kda_chunk_state_cols_kernel(const DeviceParams p, const int64_t* chunk_offsets, const float* blocks,
-                                const ChunkLayout l, const uint32_t* ready) {
+                                const ChunkLayout l) {
   using P = ColsPlan<K, NS, KS>;
   constexpr int KH = P::kKH;
   extern __shared__ __align__(16) float smem[];
@@ -362,43 +280,6 @@ __global__ void __launch_bounds__(cols_threads<K, NS, KS, kWatch>())
   const float bad = rows.bad ? NAN : 0.f;
 
   const int64_t c0_chunk = chunk_offset(p, chunk_offsets, n), nc = chunk_offset(p, chunk_offsets, n + 1) - c0_chunk;
-  if constexpr (kWatch) {
-    if (warp == P::kWarps) {  // the watcher: chunk j's flag is ready[(j * N + n) * HV + hv]
-      // Chunks below `acquired` have been acquired. A chunk that is not: lane i reads the flag of
-      // chunk j + i (i < 32) until chunk j's is set, then one fence acquires the run of set flags
-      // from j on (up to 32 chunks a fence while the prep is ahead; one a chunk while it is not).
-      const int64_t step = p.N * p.HV;
-      const uint32_t* flag = ready + n * p.HV + hv;
-      int64_t acquired = 0;
-      const auto await = [&](int64_t j) {
-        if (j >= nc || j < acquired) return;
-        const int64_t mine = j + lane;
-        unsigned set;
-        for (;;) {
-          const bool r = mine < nc && read_ready(flag + mine * step) != 0u;
-          set = __ballot_sync(0xffffffffu, r);
-          if (set & 1u) break;
-          __nanosleep(64);
-        }
-        acquire_ready();
-        acquired = j + (~set == 0u ? 32 : __ffs(~set) - 1);  // the run of set flags from chunk j
-        __syncwarp();
-      };
-      for (int j = 0; j < NS - 1; ++j) await(j);
-      __syncthreads();  // the first NS - 1 blocks may be copied (ring.start)
-      await(NS - 1);
-      __syncthreads();  // after the setup: chunk 0's step copies block NS - 1
-      for (int64_t j = 0; j < nc; ++j) {
-        await(j + NS);
-        __syncthreads();  // the ring's barrier after chunk j: chunk j + 1 copies block j + NS
-      }
-      // The prep grid complete before this CTA ends: whatever follows the call in the stream sees a
-      // finished prep (its blocks were all read here already).
-      cuda::wait_for_primary();
-      return;
-    }
-    __syncthreads();
-  }
   CopyRing<NS> ring(blocks, c0_chunk, nc, p.HV, hv, l);
   const ColsCopyLane<P> copy_lane(tid, p.V, e0);
   const auto load = [&](int stage, const float* blk) {
@@ -451,7 +332,7 @@ Status launch_state_cols(const DeviceParams& p, const int64_t* offsets, const fl
   GA_RETURN_IF_ERROR(cuda::set_max_dynamic_smem_once_on<kernel>(dev, P::kBytes));
   const dim3 grid(static_cast<unsigned>(p.N * (p.V / kColsVT)), static_cast<unsigned>(p.HV));
   host_timing::mark("kda state launch plan (device properties, smem attribute)");
-  kernel<<<grid, P::kThreads, P::kBytes, stream>>>(p, offsets, blocks, l, nullptr);
+  kernel<<<grid, P::kThreads, P::kBytes, stream>>>(p, offsets, blocks, l);
   const Status launched = cuda::last_launch_status("kda_chunk_state_cols_kernel");
   host_timing::mark("launch kda_chunk_state_cols_kernel");
   return launched;
@@ -474,59 +355,10 @@ Status launch_state(const DeviceParams& p, const int64_t* offsets, const float* 
   return launched;
 }
 
-// Dynamic shared memory for a streamed state CTA: its plan's, raised above half an SM's so that two
-// never share an SM. (Launched while the prep's last wave runs, the state CTAs otherwise doubled up
-// on the SMs the prep had left emptiest, and two K-halves chains on one SM's schedulers ran each step
-// ~0.6 us slower: 1.45-1.51x the two-kernel time at T 1024-8192, session 17 calls 1-3.) The SM's
-// budget is asked once per device.
-inline int exclusive_smem(int dev, int plan_bytes) {
-  static std::atomic<int> sm_smem[64] = {};
-  int v = dev >= 0 && dev < 64 ? sm_smem[dev].load(std::memory_order_relaxed) : 0;
-  if (v == 0) {
-    if (cudaDeviceGetAttribute(&v, cudaDevAttrMaxSharedMemoryPerMultiprocessor, dev) != cudaSuccess) {
-      (void)cudaGetLastError();
-      v = 0;
-    }
-    if (dev >= 0 && dev < 64 && v > 0) sm_smem[dev].store(v, std::memory_order_relaxed);
-  }
-  return std::max(plan_bytes, v / 2 + 1024);
-}
-
-// The streamed path (dense problems, the K-halves column kernel; kda_stream_enabled): the persistent
-// prep grid, then the state kernel as its programmatic dependent (sm_90), both on `stream`. The
-// state CTAs start while the preps run and wait per chunk for its ready flag (the watcher warp), so
-// the state chains overlap the prep instead of following all of it.
-template <class T, int K, int NS>
-Status launch_streamed(const DeviceParams& p, void* workspace, const ChunkLayout& l, int dev, cudaStream_t stream) {
-  constexpr int kKS = 2;
-  using P = ColsPlan<K, NS, kKS>;
-  constexpr auto prep = kda_chunk_prep_stream_kernel<T, K>;
-  constexpr auto state = kda_chunk_state_cols_kernel<T, K, NS, kKS, true>;
-  constexpr int kStateThreads = cols_threads<K, NS, kKS, true>();
-  const ChunkWorkspace ws = chunk_workspace(workspace, l);
-  const int smem = exclusive_smem(dev, P::kBytes);
-  GA_RETURN_IF_ERROR(cuda::set_max_dynamic_smem_once_on<state>(dev, smem));
-  const int64_t items = (p.T + kChunk - 1) / kChunk * p.N * p.HV;
-  const auto prep_ctas = static_cast<unsigned>(items);
-  host_timing::mark("kda streamed launch plan (smem attribute)");
-  prep<<<prep_ctas, kThreads, 0, stream>>>(p, ws.blocks, ws.ready, l);
-  GA_RETURN_IF_ERROR(cuda::last_launch_status("kda_chunk_prep_stream_kernel"));
-  host_timing::mark("launch kda_chunk_prep_stream_kernel");
-  const dim3 grid(static_cast<unsigned>(p.N * (p.V / kColsVT)), static_cast<unsigned>(p.HV));
-  const Status launched = cuda::launch_maybe_pdl(state, grid, dim3(kStateThreads), smem, stream, true,
-                                                 "kda_chunk_state_cols_kernel (streamed)", p,
-                                                 static_cast<const int64_t*>(ws.offsets),
-                                                 static_cast<const float*>(ws.blocks), l,
-                                                 static_cast<const uint32_t*>(ws.ready));
-  host_timing::mark("launch kda_chunk_state_cols_kernel (streamed)");
-  return launched;
-}
-
 template <class T, int K>
 Status launch_prep_t(const DeviceParams& p, void* workspace, const ChunkLayout& l, cudaStream_t stream) {
-  const ChunkWorkspace ws = chunk_workspace(workspace, l);
-  int64_t* offsets = ws.offsets;
-  float* blocks = ws.blocks;
+  auto* offsets = static_cast<int64_t*>(workspace);
+  auto* blocks = reinterpret_cast<float*>(static_cast<char*>(workspace) + l.offsets_bytes);
   if (p.cu_seqlens != nullptr) {  // dense: the kernels compute the offsets (chunk_offset())
     kda_chunk_map_kernel<<<1, kWarp, 0, stream>>>(p, offsets);
     GA_RETURN_IF_ERROR(cuda::last_launch_status("kda_chunk_map_kernel"));
@@ -543,25 +375,19 @@ Status launch_prep_t(const DeviceParams& p, void* workspace, const ChunkLayout& 
 
 template <class T, int K>
 Status launch_chunked_t(const DeviceParams& p, void* workspace, const ChunkLayout& l, cudaStream_t stream) {
-  // One cudaGetDevice for both the SM count and the state kernel's smem attribute (host cost, issue 11).
-  int dev = 0, sms = 0, cc = 0;
-  GA_RETURN_IF_ERROR(cuda_current_device(&dev, &sms, &cc));
-  const int64_t ctas16 = p.N * p.HV * (p.V / 16);
-  const int kind = state_cols_kind(ctas16, sms);
-  if (kind == 2 && p.cu_seqlens == nullptr && cc >= 90 && kda_stream_enabled()) {
-    return kda_state_stages() == 2 ? launch_streamed<T, K, 2>(p, workspace, l, dev, stream)
-                                   : launch_streamed<T, K, 3>(p, workspace, l, dev, stream);
-  }
   GA_RETURN_IF_ERROR((launch_prep_t<T, K>(p, workspace, l, stream)));
-  const ChunkWorkspace ws = chunk_workspace(workspace, l);
-  const int64_t* offsets = ws.offsets;
-  const float* blocks = ws.blocks;
+  auto* offsets = static_cast<int64_t*>(workspace);
+  auto* blocks = reinterpret_cast<float*>(static_cast<char*>(workspace) + l.offsets_bytes);
   // The column-owning kernel: 2 warps a CTA where the 16-column grid exceeds one CTA an SM, K in
   // halves (4 warps) where it fits (state_cols_kind). The K-quarter kernel is the measured
   // alternative (GROUPATTN_KDA_STATE_COLS=0), at V-tiles of 32 columns when the 16-column grid would
   // not fit two CTAs an SM: halving the CTAs then costs no parallelism and halves the waves and the
   // W / Qt / Kh traffic.
-  switch (kind) {
+  // One cudaGetDevice for both the SM count and the state kernel's smem attribute (host cost, issue 11).
+  int dev = 0, sms = 0, cc = 0;
+  GA_RETURN_IF_ERROR(cuda_current_device(&dev, &sms, &cc));
+  const int64_t ctas16 = p.N * p.HV * (p.V / 16);
+  switch (state_cols_kind(ctas16, sms)) {
     case 1: return launch_state_cols<T, K, 1>(p, offsets, blocks, l, dev, stream);
     case 2: return launch_state_cols<T, K, 2>(p, offsets, blocks, l, dev, stream);
     default: break;
@@ -582,17 +408,8 @@ Status launch_chunked_t(const DeviceParams& p, void* workspace, const ChunkLayou
 std::atomic<int> g_state_stages{-1};
 std::atomic<int> g_state_cols{-1};
 std::atomic<int> g_prep_pairs{-1};
-std::atomic<int> g_stream{-1};
 
 }  // namespace
-
-bool kda_stream_enabled() {
-  static const bool from_env = switches::env_switch("GROUPATTN_KDA_STREAM", true);
-  return switches::switch_value(g_stream, from_env);
-}
-
-void set_kda_stream(int mode) { g_stream.store(switches::clamp_mode(mode)); }
-
 
 int kda_state_stages() {
   static const int from_env = switches::env_int("GROUPATTN_KDA_STATE_STAGES", 3);

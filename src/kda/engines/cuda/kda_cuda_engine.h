@@ -30,10 +30,6 @@ void kda_cuda_set_state_cols(int mode);
 // The chunked prep's pair sums (-1: GROUPATTN_KDA_PREP_PAIRS, else anchored where exact; 0: the
 // running-product loop for every chunk; 1: anchored where exact), for tests.
 void kda_cuda_set_prep_pairs(int mode);
-// The chunked path's streamed form (-1: GROUPATTN_KDA_STREAM, else on where it applies: dense
-// problems on the K-halves state kernel, sm_90; 0: the two kernels one after the other), for tests:
-// both give the same bits.
-void kda_cuda_set_stream(int mode);
 #endif
 
 }  // namespace groupattn

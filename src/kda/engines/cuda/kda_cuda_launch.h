@@ -14,14 +14,12 @@ namespace groupattn::kda_cuda {
 
 // Workspace of the chunked path, carved from the caller's buffer:
 //   chunk_offsets int64 [N + 1]                  first chunk index of each sequence
-//   ready flags   u32   [max_chunks, HV]          the streamed path's "block written" flags
 //   chunk blocks  fp32  [max_chunks, HV, block]  one prep result per (chunk, value head)
 // with block = W [16,K] | Qt [16,K] | Kh [16,K] | U [16,V] | Aqk [16,16] | exp(Gamma_C) [K].
 struct ChunkLayout {
   int64_t max_chunks = 0;    // upper bound on sum_n ceil(len_n / 16)
   int64_t block_floats = 0;  // floats per (chunk, value head)
   size_t offsets_bytes = 0;  // aligned
-  size_t flags_bytes = 0;    // aligned; the flags start at offsets_bytes
   size_t total_bytes = 0;
   // Float offsets inside one block.
   int64_t w = 0, qt = 0, kh = 0, u = 0, aqk = 0, ec = 0;
@@ -42,22 +40,8 @@ inline ChunkLayout chunk_layout(int64_t B, int64_t T, int64_t N, bool varlen, in
   l.ec = l.aqk + kChunk * kChunk;
   l.block_floats = l.ec + K;
   l.offsets_bytes = (static_cast<size_t>(N + 1) * sizeof(int64_t) + kAlign - 1) / kAlign * kAlign;
-  l.flags_bytes = (static_cast<size_t>(l.max_chunks * HV) * sizeof(uint32_t) + kAlign - 1) / kAlign * kAlign;
-  l.total_bytes = l.offsets_bytes + l.flags_bytes +
-                  static_cast<size_t>(l.max_chunks * HV * l.block_floats) * sizeof(float);
+  l.total_bytes = l.offsets_bytes + static_cast<size_t>(l.max_chunks * HV * l.block_floats) * sizeof(float);
   return l;
-}
-
-// Offsets, flags and blocks of the chunked path's workspace (chunk_layout).
-struct ChunkWorkspace {
-  int64_t* offsets;
-  uint32_t* ready;
-  float* blocks;
-};
-inline ChunkWorkspace chunk_workspace(void* workspace, const ChunkLayout& l) {
-  char* base = static_cast<char*>(workspace);
-  return {reinterpret_cast<int64_t*>(base), reinterpret_cast<uint32_t*>(base + l.offsets_bytes),
-          reinterpret_cast<float*>(base + l.offsets_bytes + l.flags_bytes)};
 }
 
 // The per-token recurrence (any T; the decode path). `bf16` selects the q/k/v/out element type
@@ -90,16 +74,6 @@ void set_kda_state_stages(int stages);
 // it for tests (-1: back to the environment / automatic).
 int state_cols_kind(int64_t ctas16, int64_t sms);
 void set_kda_state_cols(int mode);
-// Whether a dense chunked problem served by the K-halves column kernel (kind 2) streams its prep
-// into the state pass (kda_chunked.cu, "streamed path": the prep, chunk-major, publishes each
-// (chunk, value head) block with a ready flag; the state kernel, launched as its programmatic
-// dependent on sm_90, starts with the prep's last wave and waits per chunk) instead of running the
-// two kernels one after the other. Same prep, same step, same bits. -1 automatic (on where it applies), 0 off, 1 on
-// where it applies. A measurement switch: GROUPATTN_KDA_STREAM, read once; set_kda_stream(mode)
-// overrides it for tests (-1: back to the environment / automatic).
-bool kda_stream_enabled();
-void set_kda_stream(int mode);
-
 // Whether the prep takes its pair sums through the anchor on tensor cores where a chunk's decays allow
 // it exactly (kda_chunk_prep.cuh, kPairAnchorBound; the default), or through the running-product loop
 // for every chunk (0). A measurement switch: GROUPATTN_KDA_PREP_PAIRS=0 / 1, read once;
