@@ -16,6 +16,7 @@
 #include <atomic>
 #include <string>
 
+#include "cuda/cuda_check.h"
 #include "groupattn/status.h"
 
 namespace groupattn::cuda {
@@ -93,6 +94,25 @@ Status launch_with_driver(int dev, const cudaLaunchConfig_t& config, void** args
   if (r == CUDA_SUCCESS) return Status::Ok();
   const StatusCode code = r == CUDA_ERROR_OUT_OF_MEMORY ? StatusCode::kOutOfMemory : StatusCode::kCudaError;
   return Status(code, std::string(what) + ": cuLaunchKernelEx returned CUresult " + std::to_string(static_cast<int>(r)));
+}
+
+// A launch without attributes of kKernel(args...) on device `dev` (current): through the driver when
+// `driver` (one lookup per kernel and device, as above), else the runtime's <<<>>> form. Either way
+// the launch's status, named by `what`.
+template <auto kKernel, class... Args>
+Status launch_plain(bool driver, int dev, dim3 grid, dim3 block, size_t smem, cudaStream_t stream, const char* what,
+                    Args... args) {
+  if (driver) {
+    cudaLaunchConfig_t config = {};
+    config.gridDim = grid;
+    config.blockDim = block;
+    config.dynamicSmemBytes = smem;
+    config.stream = stream;
+    void* packed[] = {static_cast<void*>(&args)...};
+    return launch_with_driver<kKernel>(dev, config, packed, what);
+  }
+  kKernel<<<grid, block, smem, stream>>>(args...);
+  return last_launch_status(what);
 }
 
 }  // namespace groupattn::cuda

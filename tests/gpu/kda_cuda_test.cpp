@@ -821,6 +821,33 @@ TEST_F(KdaCuda, StateStagesBitwise) {
   }
 }
 
+// The chunked path's launches through the driver's cuLaunchKernelEx (kda_cuda_set_driver_launch, the
+// default) against the runtime's <<<>>>: the same kernels with the same arguments, so the same bits;
+// dense (no chunk map) and varlen (the chunk map kernel too), each state kernel kind.
+TEST_F(KdaCuda, DriverLaunchBitwise) {
+  const SmallShape shapes[] = {{2, 77, 2, 4, {}, KdaStateLayout::kKFirst},
+                               {1, 0, 1, 3, {0, 0, 9, 40, 40, 161}, KdaStateLayout::kVFirst}};
+  for (const SmallShape& sh : shapes) {
+    KdaRun r;
+    setup_small(r, sh, 560);
+    for (int cols = 0; cols < 3; ++cols) {
+      kda_cuda_set_state_cols(cols);
+      HostTensor out[2] = {r.c.out, r.c.out}, st[2] = {r.c.final_state, r.c.final_state};
+      for (int driver = 0; driver < 2; ++driver) {
+        kda_cuda_set_driver_launch(driver);
+        const Status s = run_pinned(r, KdaCudaPath::kChunked, &out[driver], &st[driver]);
+        ASSERT_TRUE(s.ok()) << s.to_string();
+      }
+      if (cols == 2) check_run(r, KdaCudaPath::kChunked, " driver launch");
+      kda_cuda_set_driver_launch(-1);
+      const std::string label = describe(r.c, KdaCudaPath::kChunked, "") + ", state kind " + std::to_string(cols);
+      EXPECT_TRUE(bitwise_equal(out[0], out[1])) << label << ": out, driver vs runtime launch";
+      EXPECT_TRUE(bitwise_equal(st[0], st[1])) << label << ": state, driver vs runtime launch";
+    }
+    kda_cuda_set_state_cols(-1);
+  }
+}
+
 // The prep's two forms of the pair sums L and Aqk (kda_cuda_set_prep_pairs): the running-product
 // loop, and the products through the chunk's anchor token on tensor cores, taken by a chunk only where
 // every |Gamma_r - Gamma_anchor| <= 60 (kda_chunk_prep.cuh). Each pinned, on both chunked paths,
@@ -903,15 +930,16 @@ TEST_F(KdaCuda, StateKernelsAgree) {
     r.c.B = sh.B, r.c.T = sh.cu.empty() ? sh.T : sh.cu.back(), r.c.H = sh.H, r.c.HV = sh.HV, r.c.cu = sh.cu;
     r.c.K = sh.K, r.c.V = sh.K, r.c.dtype = sh.dtype, r.c.layout = sh.layout;
     r.setup(530 + static_cast<uint64_t>(r.c.T), sh.pool_extra);
-    const char* names[3] = {" K-quarter kernel", " cols kernel", " cols kernel, K halves"};
-    HostTensor out[3] = {r.c.out, r.c.out, r.c.out};
-    for (int cols = 0; cols < 3; ++cols) {
+    const char* names[4] = {" K-quarter kernel", " cols kernel", " cols kernel, K halves",
+                            " cols kernel, K halves, 1xTF32 Aqk D"};
+    HostTensor out[4] = {r.c.out, r.c.out, r.c.out, r.c.out};
+    for (int cols = 0; cols < 4; ++cols) {
       kda_cuda_set_state_cols(cols);
       check_run(r, KdaCudaPath::kChunked, names[cols]);
       r.dout->download(&out[cols]);
     }
     kda_cuda_set_state_cols(-1);
-    for (int cols = 1; cols < 3; ++cols) {
+    for (int cols = 1; cols < 4; ++cols) {
       const double d = rel_error(out[cols].values(), out[0].values());
       EXPECT_LT(d, 2e-3) << describe(r.c, KdaCudaPath::kChunked, "") << ":" << names[cols] << " vs K-quarter";
       std::printf("[kda]%s vs K-quarter kernel: out %.2e\n", names[cols], d);

@@ -40,6 +40,7 @@
 #include "core/host_timing.h"
 #include "core/mode_switch.h"
 #include "cuda/cuda_check.h"
+#include "cuda/driver_launch.h"
 #include "kda/engines/cuda/kda_chunk_prep.cuh"
 #include "kda/engines/cuda/kda_cuda_common.cuh"
 #include "kda/engines/cuda/kda_cuda_launch.h"
@@ -253,7 +254,7 @@ __global__ void __launch_bounds__(kThreads, VT == 32 ? 2 : 1)
 // (sequence, value head, 16 value columns), each warp owning 8 columns and K / KS rows of S (KS 2:
 // the two warps of a column group add their partial sums under a named barrier); the next NS - 1
 // chunks' blocks in flight as in kda_chunk_state_kernel.
-template <class T, int K, int NS, int KS>
+template <class T, int K, int NS, int KS, int kAqk = 3>
 __global__ void __launch_bounds__(ColsPlan<K, NS, KS>::kThreads)
     kda_chunk_state_cols_kernel(const DeviceParams p, const int64_t* chunk_offsets, const float* blocks,
                                 const ChunkLayout l) {
@@ -306,7 +307,7 @@ __global__ void __launch_bounds__(ColsPlan<K, NS, KS>::kThreads)
   const int64_t orow_step = kChunk * p.o_st;
   int64_t rows_left = sq.len;  // tokens of the sequence from chunk j's first row on
   ring.each_chunk(load, [&](int stage) {
-    cols_step<T, P>(smem + stage * P::kStage, w, S, mb, orow, p.o_st, rows_left, bad, g, t);
+    cols_step<T, P, kAqk>(smem + stage * P::kStage, w, S, mb, orow, p.o_st, rows_left, bad, g, t);
     orow += orow_step;
     rows_left -= kChunk;
   });
@@ -322,18 +323,18 @@ __global__ void __launch_bounds__(ColsPlan<K, NS, KS>::kThreads)
   }
 }
 
-// KS: 1 (2 warps a CTA) or 2 (4 warps, K in halves).
-template <class T, int K, int KS>
+// KS: 1 (2 warps a CTA) or 2 (4 warps, K in halves); kAqk: Aqk D's tf32 passes (cols_step).
+template <class T, int K, int KS, int kAqk = 3>
 Status launch_state_cols(const DeviceParams& p, const int64_t* offsets, const float* blocks, const ChunkLayout& l,
                          int dev, cudaStream_t stream) {
   constexpr int kNS = 3;
   using P = ColsPlan<K, kNS, KS>;
-  constexpr auto kernel = kda_chunk_state_cols_kernel<T, K, kNS, KS>;
+  constexpr auto kernel = kda_chunk_state_cols_kernel<T, K, kNS, KS, kAqk>;
   GA_RETURN_IF_ERROR(cuda::set_max_dynamic_smem_once_on<kernel>(dev, P::kBytes));
   const dim3 grid(static_cast<unsigned>(p.N * (p.V / kColsVT)), static_cast<unsigned>(p.HV));
   host_timing::mark("kda state launch plan (device properties, smem attribute)");
-  kernel<<<grid, P::kThreads, P::kBytes, stream>>>(p, offsets, blocks, l);
-  const Status launched = cuda::last_launch_status("kda_chunk_state_cols_kernel");
+  const Status launched = cuda::launch_plain<kernel>(kda_driver_launch(), dev, grid, dim3(P::kThreads), P::kBytes,
+                                                     stream, "kda_chunk_state_cols_kernel", p, offsets, blocks, l);
   host_timing::mark("launch kda_chunk_state_cols_kernel");
   return launched;
 }
@@ -349,25 +350,27 @@ Status launch_state(const DeviceParams& p, const int64_t* offsets, const float* 
   // x = sequence * (V / VT) + V-tile (the engine declines N * V / 16 >= 2^31).
   const dim3 grid(static_cast<unsigned>(p.N * (p.V / VT)), static_cast<unsigned>(p.HV));
   host_timing::mark("kda state launch plan (device properties, smem attribute)");
-  state_kernel<<<grid, kThreads, P::kBytes, stream>>>(p, offsets, blocks, l);
-  const Status launched = cuda::last_launch_status("kda_chunk_state_kernel");
+  const Status launched = cuda::launch_plain<state_kernel>(kda_driver_launch(), dev, grid, dim3(kThreads), P::kBytes,
+                                                           stream, "kda_chunk_state_kernel", p, offsets, blocks, l);
   host_timing::mark("launch kda_chunk_state_kernel");
   return launched;
 }
 
 template <class T, int K>
-Status launch_prep_t(const DeviceParams& p, void* workspace, const ChunkLayout& l, cudaStream_t stream) {
+Status launch_prep_t(const DeviceParams& p, void* workspace, const ChunkLayout& l, int dev, cudaStream_t stream) {
   auto* offsets = static_cast<int64_t*>(workspace);
   auto* blocks = reinterpret_cast<float*>(static_cast<char*>(workspace) + l.offsets_bytes);
+  const bool driver = kda_driver_launch();
   if (p.cu_seqlens != nullptr) {  // dense: the kernels compute the offsets (chunk_offset())
-    kda_chunk_map_kernel<<<1, kWarp, 0, stream>>>(p, offsets);
-    GA_RETURN_IF_ERROR(cuda::last_launch_status("kda_chunk_map_kernel"));
+    GA_RETURN_IF_ERROR(cuda::launch_plain<kda_chunk_map_kernel>(driver, dev, dim3(1), dim3(kWarp), 0, stream,
+                                                                "kda_chunk_map_kernel", p, offsets));
     host_timing::mark("launch kda_chunk_map_kernel");
   }
   if (l.max_chunks > 0) {
     const dim3 grid(static_cast<unsigned>(l.max_chunks), static_cast<unsigned>(p.HV));
-    kda_chunk_prep_kernel<T, K><<<grid, kThreads, 0, stream>>>(p, offsets, blocks, l);
-    GA_RETURN_IF_ERROR(cuda::last_launch_status("kda_chunk_prep_kernel"));
+    constexpr auto prep = kda_chunk_prep_kernel<T, K>;
+    GA_RETURN_IF_ERROR(cuda::launch_plain<prep>(driver, dev, grid, dim3(kThreads), 0, stream, "kda_chunk_prep_kernel", p,
+                                                static_cast<const int64_t*>(offsets), blocks, l));
     host_timing::mark("launch kda_chunk_prep_kernel");
   }
   return Status::Ok();
@@ -375,7 +378,11 @@ Status launch_prep_t(const DeviceParams& p, void* workspace, const ChunkLayout& 
 
 template <class T, int K>
 Status launch_chunked_t(const DeviceParams& p, void* workspace, const ChunkLayout& l, cudaStream_t stream) {
-  GA_RETURN_IF_ERROR((launch_prep_t<T, K>(p, workspace, l, stream)));
+  // One cudaGetDevice for the launches, the SM count and the state kernel's smem attribute (host
+  // cost, issue 11).
+  int dev = 0, sms = 0, cc = 0;
+  GA_RETURN_IF_ERROR(cuda_current_device(&dev, &sms, &cc));
+  GA_RETURN_IF_ERROR((launch_prep_t<T, K>(p, workspace, l, dev, stream)));
   auto* offsets = static_cast<int64_t*>(workspace);
   auto* blocks = reinterpret_cast<float*>(static_cast<char*>(workspace) + l.offsets_bytes);
   // The column-owning kernel: 2 warps a CTA where the 16-column grid exceeds one CTA an SM, K in
@@ -383,13 +390,11 @@ Status launch_chunked_t(const DeviceParams& p, void* workspace, const ChunkLayou
   // alternative (GROUPATTN_KDA_STATE_COLS=0), at V-tiles of 32 columns when the 16-column grid would
   // not fit two CTAs an SM: halving the CTAs then costs no parallelism and halves the waves and the
   // W / Qt / Kh traffic.
-  // One cudaGetDevice for both the SM count and the state kernel's smem attribute (host cost, issue 11).
-  int dev = 0, sms = 0, cc = 0;
-  GA_RETURN_IF_ERROR(cuda_current_device(&dev, &sms, &cc));
   const int64_t ctas16 = p.N * p.HV * (p.V / 16);
   switch (state_cols_kind(ctas16, sms)) {
     case 1: return launch_state_cols<T, K, 1>(p, offsets, blocks, l, dev, stream);
     case 2: return launch_state_cols<T, K, 2>(p, offsets, blocks, l, dev, stream);
+    case 3: return launch_state_cols<T, K, 2, 1>(p, offsets, blocks, l, dev, stream);  // measurement kind
     default: break;
   }
   if (ctas16 > 2 * static_cast<int64_t>(sms)) {
@@ -408,8 +413,16 @@ Status launch_chunked_t(const DeviceParams& p, void* workspace, const ChunkLayou
 std::atomic<int> g_state_stages{-1};
 std::atomic<int> g_state_cols{-1};
 std::atomic<int> g_prep_pairs{-1};
+std::atomic<int> g_driver_launch{-1};
 
 }  // namespace
+
+bool kda_driver_launch() {
+  static const bool from_env = switches::env_switch("GROUPATTN_KDA_DRIVER_LAUNCH", true);
+  return switches::switch_value(g_driver_launch, from_env);
+}
+
+void set_kda_driver_launch(int mode) { g_driver_launch.store(switches::clamp_mode(mode)); }
 
 int kda_state_stages() {
   static const int from_env = switches::env_int("GROUPATTN_KDA_STATE_STAGES", 3);
@@ -421,14 +434,14 @@ void set_kda_state_stages(int stages) { g_state_stages.store(stages > 0 ? stages
 int state_cols_kind(int64_t ctas16, int64_t sms) {
   static const int from_env = [] {
     const int e = switches::env_int("GROUPATTN_KDA_STATE_COLS", -1);
-    return e < 0 ? -1 : std::min(e, 2);
+    return e < 0 ? -1 : std::min(e, 3);
   }();
   const int mode = switches::switch_int(g_state_cols, from_env);
   if (mode >= 0) return mode;
   return ctas16 > sms ? 1 : 2;
 }
 
-void set_kda_state_cols(int mode) { g_state_cols.store(mode < 0 ? -1 : std::min(mode, 2)); }
+void set_kda_state_cols(int mode) { g_state_cols.store(mode < 0 ? -1 : std::min(mode, 3)); }
 
 bool kda_prep_anchored() {
   static const bool from_env = switches::env_switch("GROUPATTN_KDA_PREP_PAIRS", true);

@@ -225,6 +225,7 @@ const KdaEngine& kda_cuda_engine() { return engine_instance(); }
 KdaCudaPath kda_cuda_auto_path(const KdaParams& p) { return auto_path(shape_of(p)); }
 void kda_cuda_set_state_stages(int stages) { kda_cuda::set_kda_state_stages(stages); }
 void kda_cuda_set_state_cols(int mode) { kda_cuda::set_kda_state_cols(mode); }
+void kda_cuda_set_driver_launch(int mode) { kda_cuda::set_kda_driver_launch(mode); }
 void kda_cuda_set_prep_pairs(int mode) { kda_cuda::set_kda_prep_pairs(mode); }
 
 Status kda_cuda_run_path(const KdaParams& p, KdaCudaPath path, void* stream) {

@@ -30,6 +30,9 @@ void kda_cuda_set_state_cols(int mode);
 // The chunked prep's pair sums (-1: GROUPATTN_KDA_PREP_PAIRS, else anchored where exact; 0: the
 // running-product loop for every chunk; 1: anchored where exact), for tests.
 void kda_cuda_set_prep_pairs(int mode);
+// The chunked path's launches (-1: GROUPATTN_KDA_DRIVER_LAUNCH, else through the driver; 0: <<<>>>;
+// 1: the driver's cuLaunchKernelEx), for tests: both give the same bits.
+void kda_cuda_set_driver_launch(int mode);
 #endif
 
 }  // namespace groupattn

@@ -70,8 +70,9 @@ void set_kda_state_stages(int stages);
 // kernel, where K in halves gives -9 %), else 2 (-3.0 to -5.1 % at T 1024-8192, H 4-16, against the
 // K-quarter kernel, where the 2-warp form is 10-13 % slower; session 15 call 1, docs/ENGINES.md
 // "Session 14: a state step without the partials"). Measured at K = 128 only. A measurement switch:
-// GROUPATTN_KDA_STATE_COLS=0 / 1 / 2 forces a kind; read once; set_kda_state_cols(mode) overrides
-// it for tests (-1: back to the environment / automatic).
+// GROUPATTN_KDA_STATE_COLS=0 / 1 / 2 forces a kind (3: kind 2 with Aqk D in plain tf32, session
+// 17's measurement); read once; set_kda_state_cols(mode) overrides it for tests (-1: back to the
+// environment / automatic).
 int state_cols_kind(int64_t ctas16, int64_t sms);
 void set_kda_state_cols(int mode);
 // Whether the prep takes its pair sums through the anchor on tensor cores where a chunk's decays allow
@@ -80,5 +81,12 @@ void set_kda_state_cols(int mode);
 // set_kda_prep_pairs(mode) overrides it for tests (-1: back to the environment).
 bool kda_prep_anchored();
 void set_kda_prep_pairs(int mode);
+// Whether the chunked path's kernels (chunk map, prep, state) are launched through the driver's
+// cuLaunchKernelEx on a CUfunction fetched once per kernel and device (cuda/driver_launch.h; host
+// cost, issue 11: the runtime's per-launch lookup saved, as for the sm90 decode), or by <<<>>> (0).
+// Same kernels, same arguments. A measurement switch: GROUPATTN_KDA_DRIVER_LAUNCH, read once;
+// set_kda_driver_launch(mode) overrides it for tests (-1: back to the environment).
+bool kda_driver_launch();
+void set_kda_driver_launch(int mode);
 
 }  // namespace groupattn::kda_cuda

@@ -188,7 +188,9 @@ struct ColsWarp {
 // tokens (rows >= it are padding and not stored). With KS = 2 both warps of a column group compute
 // the same D and O from the same sums (partial of half 0 + partial of half 1, in that order); half
 // 0 stores O.
-template <class T, class P>
+// kAqk: the tf32 passes of Aqk D (3: 3xTF32, about fp32, the default; 1: plain tf32, a measurement
+// kind: GROUPATTN_KDA_STATE_COLS=3).
+template <class T, class P, int kAqk = 3>
 __device__ __forceinline__ void cols_step(const float* st, const ColsWarp& w, ColsState<P::kKH>& S,
                                           const MirrorBases<P::kKH>& mb, T* orow, int64_t o_st, int64_t rows_here,
                                           float bad, int g, int t) {
@@ -250,14 +252,18 @@ __device__ __forceinline__ void cols_step(const float* st, const ColsWarp& w, Co
 
   // O = Qt S + Aqk D; Aqk is lower triangular (s <= r): the entries above the diagonal are masked
   // (the prep does not define them). 3xTF32 by truncated splits (split_trunc: ~2^-20 relative).
-  Tf32Acc<3> ad;
+  Tf32Acc<kAqk> ad;
 #pragma unroll
   for (int kk = 0; kk < 2; ++kk) {
     const int s0 = 8 * kk + t, s1 = s0 + 4;
     const float* a = st + P::kA;
     const float av[4] = {s0 <= g ? a[g * P::kRowA + s0] : 0.f, s0 <= g + 8 ? a[(g + 8) * P::kRowA + s0] : 0.f,
                          s1 <= g ? a[g * P::kRowA + s1] : 0.f, s1 <= g + 8 ? a[(g + 8) * P::kRowA + s1] : 0.f};
-    ad.mma(split_trunc(av), split_trunc(db[kk]));
+    if constexpr (kAqk == 3) {
+      ad.mma(split_trunc(av), split_trunc(db[kk]));
+    } else {
+      ad.mma(split_fragment<1>(av), split_fragment<1>(db[kk]));
+    }
   }
   float o[4];
 #pragma unroll
