@@ -19,6 +19,7 @@
 #include "attention/reference.h"
 #if GROUPATTN_WITH_CUDA
 #include "attention/engines/sm90/launch.h"  // --launch-cost: the decode's driver-launch switch
+#include "kda/engines/cuda/kda_cuda_engine.h"  // --launch-cost: the KDA chunked path's driver-launch switch
 #endif
 #include "core/host_timing.h"
 #include "cli_args.h"
@@ -590,17 +591,23 @@ int bench_problem(const Options& o, const BenchOptions& bo, const std::string& l
   if (bo.launch_cost) {
     if (Status s = print_launch_cost(bo.wall_calls, res->stream); !s.ok()) return fail(s);
     if (bo.host_breakdown) {
-      // The same breakdown with the sm90 decode's cluster launch through the runtime's cudaLaunchKernelEx,
-      // then again as set (cuLaunchKernelEx unless GROUPATTN_SM90_DECODE_DRIVER_LAUNCH=0): an A/B in one
-      // process. Other launches (prefill, workspace mode, KDA) are the same in both.
-      std::printf("  again with sm90_engine::set_decode_driver_launch_mode(0) (the decode's cluster launch by "
-                  "cudaLaunchKernelEx):\n");
-      sm90_engine::set_decode_driver_launch_mode(0);
-      Status s = print_host_breakdown(hooks, sets, ro, bo.wall_calls, res->stream);
-      sm90_engine::set_decode_driver_launch_mode(-1);
-      if (!s.ok()) return fail(s);
-      std::printf("  again as set (GROUPATTN_SM90_DECODE_DRIVER_LAUNCH, default on: cuLaunchKernelEx):\n");
-      if (s = print_host_breakdown(hooks, sets, ro, bo.wall_calls, res->stream); !s.ok()) return fail(s);
+      // The same breakdown with the sm90 decode's cluster launch and the KDA chunked path's launches
+      // through the runtime (cudaLaunchKernelEx, <<<>>>), then again as set (cuLaunchKernelEx unless
+      // GROUPATTN_SM90_DECODE_DRIVER_LAUNCH=0 / GROUPATTN_KDA_DRIVER_LAUNCH=0), twice in turn: an A/B in
+      // one process (the host's level drifts between processes). Other launches are the same in both.
+      for (int round = 0; round < 2; ++round) {
+        std::printf("  again with the runtime's launches (sm90_engine::set_decode_driver_launch_mode(0), "
+                    "kda_cuda_set_driver_launch(0)):\n");
+        sm90_engine::set_decode_driver_launch_mode(0);
+        kda_cuda_set_driver_launch(0);
+        Status s = print_host_breakdown(hooks, sets, ro, bo.wall_calls, res->stream);
+        sm90_engine::set_decode_driver_launch_mode(-1);
+        kda_cuda_set_driver_launch(-1);
+        if (!s.ok()) return fail(s);
+        std::printf("  again as set (GROUPATTN_SM90_DECODE_DRIVER_LAUNCH, GROUPATTN_KDA_DRIVER_LAUNCH; default on: "
+                    "cuLaunchKernelEx):\n");
+        if (s = print_host_breakdown(hooks, sets, ro, bo.wall_calls, res->stream); !s.ok()) return fail(s);
+      }
     }
   }
   std::printf("bench: OK\n");

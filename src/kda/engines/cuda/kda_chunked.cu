@@ -254,7 +254,7 @@ __global__ void __launch_bounds__(kThreads, VT == 32 ? 2 : 1)
 // (sequence, value head, 16 value columns), each warp owning 8 columns and K / KS rows of S (KS 2:
 // the two warps of a column group add their partial sums under a named barrier); the next NS - 1
 // chunks' blocks in flight as in kda_chunk_state_kernel.
-template <class T, int K, int NS, int KS, int kAqk = 3>
+template <class T, int K, int NS, int KS, int kAqk>
 __global__ void __launch_bounds__(ColsPlan<K, NS, KS>::kThreads)
     kda_chunk_state_cols_kernel(const DeviceParams p, const int64_t* chunk_offsets, const float* blocks,
                                 const ChunkLayout l) {
@@ -324,7 +324,7 @@ __global__ void __launch_bounds__(ColsPlan<K, NS, KS>::kThreads)
 }
 
 // KS: 1 (2 warps a CTA) or 2 (4 warps, K in halves); kAqk: Aqk D's tf32 passes (cols_step).
-template <class T, int K, int KS, int kAqk = 3>
+template <class T, int K, int KS, int kAqk = 1>
 Status launch_state_cols(const DeviceParams& p, const int64_t* offsets, const float* blocks, const ChunkLayout& l,
                          int dev, cudaStream_t stream) {
   constexpr int kNS = 3;
@@ -394,7 +394,9 @@ Status launch_chunked_t(const DeviceParams& p, void* workspace, const ChunkLayou
   switch (state_cols_kind(ctas16, sms)) {
     case 1: return launch_state_cols<T, K, 1>(p, offsets, blocks, l, dev, stream);
     case 2: return launch_state_cols<T, K, 2>(p, offsets, blocks, l, dev, stream);
-    case 3: return launch_state_cols<T, K, 2, 1>(p, offsets, blocks, l, dev, stream);  // measurement kind
+    // Measurement kinds: 2 and 1 with Aqk D in 3xTF32 (the form before session 17).
+    case 3: return launch_state_cols<T, K, 2, 3>(p, offsets, blocks, l, dev, stream);
+    case 4: return launch_state_cols<T, K, 1, 3>(p, offsets, blocks, l, dev, stream);
     default: break;
   }
   if (ctas16 > 2 * static_cast<int64_t>(sms)) {
@@ -434,14 +436,14 @@ void set_kda_state_stages(int stages) { g_state_stages.store(stages > 0 ? stages
 int state_cols_kind(int64_t ctas16, int64_t sms) {
   static const int from_env = [] {
     const int e = switches::env_int("GROUPATTN_KDA_STATE_COLS", -1);
-    return e < 0 ? -1 : std::min(e, 3);
+    return e < 0 ? -1 : std::min(e, 4);
   }();
   const int mode = switches::switch_int(g_state_cols, from_env);
   if (mode >= 0) return mode;
   return ctas16 > sms ? 1 : 2;
 }
 
-void set_kda_state_cols(int mode) { g_state_cols.store(mode < 0 ? -1 : std::min(mode, 3)); }
+void set_kda_state_cols(int mode) { g_state_cols.store(mode < 0 ? -1 : std::min(mode, 4)); }
 
 bool kda_prep_anchored() {
   static const bool from_env = switches::env_switch("GROUPATTN_KDA_PREP_PAIRS", true);
