@@ -763,9 +763,11 @@ Status run_pinned(KdaRun& r, KdaCudaPath path, HostTensor* out, HostTensor* stat
 }
 
 // The fused kernel against the two-kernel path on the same problem: the same prep code and operands,
-// and the same state step at 16 columns per CTA (the two-kernel pass's tile on these small grids), so
-// the results should be bitwise equal; the bounds allow only for a different FMA contraction by the
-// compiler in the two kernels (fp32 state: 1e-5; bf16 output: a few roundings flipped, 1e-3).
+// and the same recurrence, so the final states are bitwise equal (1e-5 allows a different FMA
+// contraction by the compiler). The outputs differ in how Aqk D is summed: fp32 FMAs in the fused
+// kernel's step, plain tf32 on tensor cores in the column kernel the two-kernel path runs (since
+// session 17; 3xTF32 before, within 1e-3): 2e-3, the bound StateKernelsAgree uses between kernels
+// (both are checked against the fp64 recurrence at 5e-3 elsewhere).
 TEST_F(KdaCuda, FusedMatchesTwoKernelPath) {
   const SmallShape shapes[] = {{1, 64, 4, 4, {}, KdaStateLayout::kVFirst},
                                {2, 37, 2, 4, {}, KdaStateLayout::kKFirst},
@@ -782,7 +784,7 @@ TEST_F(KdaCuda, FusedMatchesTwoKernelPath) {
     const double eo = rel_error(out[1].values(), out[0].values()), es = rel_error(st[1].values(), st[0].values());
     const std::string label = describe(r.c, KdaCudaPath::kChunkedFused, " vs chunked");
     EXPECT_TRUE(all_finite(out[1].values())) << label;
-    EXPECT_LT(eo, 1e-3) << label << ": out";
+    EXPECT_LT(eo, 2e-3) << label << ": out";
     EXPECT_LT(es, 1e-5) << label << ": state";
     std::printf("[kda] fused vs chunked: out %.2e (bitwise %s) state %.2e (bitwise %s)  %s\n", eo,
                 bitwise_equal(out[0], out[1]) ? "yes" : "no", es, bitwise_equal(st[0], st[1]) ? "yes" : "no",
