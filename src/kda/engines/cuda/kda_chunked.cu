@@ -254,7 +254,7 @@ __global__ void __launch_bounds__(kThreads, VT == 32 ? 2 : 1)
 // (sequence, value head, 16 value columns), each warp owning 8 columns and K / KS rows of S (KS 2:
 // the two warps of a column group add their partial sums under a named barrier); the next NS - 1
 // chunks' blocks in flight as in kda_chunk_state_kernel.
-template <class T, int K, int NS, int KS, int kAqk>
+template <class T, int K, int NS, int KS, int kAqk, bool kDShfl>
 __global__ void __launch_bounds__(ColsPlan<K, NS, KS>::kThreads)
     kda_chunk_state_cols_kernel(const DeviceParams p, const int64_t* chunk_offsets, const float* blocks,
                                 const ChunkLayout l) {
@@ -307,7 +307,7 @@ __global__ void __launch_bounds__(ColsPlan<K, NS, KS>::kThreads)
   const int64_t orow_step = kChunk * p.o_st;
   int64_t rows_left = sq.len;  // tokens of the sequence from chunk j's first row on
   ring.each_chunk(load, [&](int stage) {
-    cols_step<T, P, kAqk>(smem + stage * P::kStage, w, S, mb, orow, p.o_st, rows_left, bad, g, t);
+    cols_step<T, P, kAqk, kDShfl>(smem + stage * P::kStage, w, S, mb, orow, p.o_st, rows_left, bad, g, t);
     orow += orow_step;
     rows_left -= kChunk;
   });
@@ -323,13 +323,13 @@ __global__ void __launch_bounds__(ColsPlan<K, NS, KS>::kThreads)
   }
 }
 
-// KS: 1 (2 warps a CTA) or 2 (4 warps, K in halves); kAqk: Aqk D's tf32 passes (cols_step).
-template <class T, int K, int KS, int kAqk = 1>
+// KS: 1 (2 warps a CTA) or 2 (4 warps, K in halves); kAqk, kDShfl: cols_step's forms.
+template <class T, int K, int KS, int kAqk = 1, bool kDShfl = true>
 Status launch_state_cols(const DeviceParams& p, const int64_t* offsets, const float* blocks, const ChunkLayout& l,
                          int dev, cudaStream_t stream) {
   constexpr int kNS = 3;
   using P = ColsPlan<K, kNS, KS>;
-  constexpr auto kernel = kda_chunk_state_cols_kernel<T, K, kNS, KS, kAqk>;
+  constexpr auto kernel = kda_chunk_state_cols_kernel<T, K, kNS, KS, kAqk, kDShfl>;
   GA_RETURN_IF_ERROR(cuda::set_max_dynamic_smem_once_on<kernel>(dev, P::kBytes));
   const dim3 grid(static_cast<unsigned>(p.N * (p.V / kColsVT)), static_cast<unsigned>(p.HV));
   host_timing::mark("kda state launch plan (device properties, smem attribute)");
@@ -397,6 +397,8 @@ Status launch_chunked_t(const DeviceParams& p, void* workspace, const ChunkLayou
     // Measurement kinds: 2 and 1 with Aqk D in 3xTF32 (the form before session 17).
     case 3: return launch_state_cols<T, K, 2, 3>(p, offsets, blocks, l, dev, stream);
     case 4: return launch_state_cols<T, K, 1, 3>(p, offsets, blocks, l, dev, stream);
+    // Kind 2 with D to the B fragments through shared memory (the form before session 17).
+    case 5: return launch_state_cols<T, K, 2, 1, false>(p, offsets, blocks, l, dev, stream);
     default: break;
   }
   if (ctas16 > 2 * static_cast<int64_t>(sms)) {
@@ -436,14 +438,14 @@ void set_kda_state_stages(int stages) { g_state_stages.store(stages > 0 ? stages
 int state_cols_kind(int64_t ctas16, int64_t sms) {
   static const int from_env = [] {
     const int e = switches::env_int("GROUPATTN_KDA_STATE_COLS", -1);
-    return e < 0 ? -1 : std::min(e, 4);
+    return e < 0 ? -1 : std::min(e, 5);
   }();
   const int mode = switches::switch_int(g_state_cols, from_env);
   if (mode >= 0) return mode;
   return ctas16 > sms ? 1 : 2;
 }
 
-void set_kda_state_cols(int mode) { g_state_cols.store(mode < 0 ? -1 : std::min(mode, 4)); }
+void set_kda_state_cols(int mode) { g_state_cols.store(mode < 0 ? -1 : std::min(mode, 5)); }
 
 bool kda_prep_anchored() {
   static const bool from_env = switches::env_switch("GROUPATTN_KDA_PREP_PAIRS", true);

@@ -191,8 +191,9 @@ struct ColsWarp {
 // the same D and O from the same sums (partial of half 0 + partial of half 1, in that order); half
 // 0 stores O.
 // kAqk: the tf32 passes of Aqk D (1: plain tf32, the default; 3: 3xTF32, about fp32, the measurement
-// kinds 3 and 4 of state_cols_kind).
-template <class T, class P, int kAqk = 1>
+// kinds 3 and 4 of state_cols_kind). kDShfl: D from the accumulator layout to the B fragments by warp
+// shuffles (the default) or through the warp's shared slice (measurement kind 5); the same values.
+template <class T, class P, int kAqk = 1, bool kDShfl = true>
 __device__ __forceinline__ void cols_step(const float* st, const ColsWarp& w, ColsState<P::kKH>& S,
                                           const MirrorBases<P::kKH>& mb, T* orow, int64_t o_st, int64_t rows_here,
                                           float bad, int g, int t) {
@@ -244,13 +245,30 @@ __device__ __forceinline__ void cols_step(const float* st, const ColsWarp& w, Co
     const int row = g + 8 * (q >> 1), col = 2 * t + (q & 1);
     dv[q] = st[P::kU + row * kColsVT + c0 + col] - wsum[q];
   }
-  *reinterpret_cast<float2*>(Dm + g * 8 + 2 * t) = make_float2(dv[0], dv[1]);
-  *reinterpret_cast<float2*>(Dm + (g + 8) * 8 + 2 * t) = make_float2(dv[2], dv[3]);
-  __syncwarp();
   // D as B fragments (row = token t / t + 4 of each k step, column g): fp32 for Aqk D, tf32 for Kh^T D.
   float db[2][2];
+  if constexpr (kDShfl) {
+    // Lane (g', t') holds D[g'][2 t' + (q & 1)] (q < 2) and D[g' + 8][..] (q >= 2); lane (g, t) needs
+    // D[8 kk + t][g] and D[8 kk + t + 4][g], held by lanes 4 t + g / 2 and 4 (t + 4) + g / 2 as their
+    // value (g & 1) + 2 kk. Each source serves two destinations (g even, odd) different values:
+    // both are sent and the destination picks. No shared-memory round trip on the chain.
+    constexpr unsigned kAll = 0xffffffffu;
+    const int lo = 4 * t + (g >> 1), hi = lo + 16;
+    const bool odd = (g & 1) != 0;
 #pragma unroll
-  for (int kk = 0; kk < 2; ++kk) db[kk][0] = Dm[(8 * kk + t) * 8 + g], db[kk][1] = Dm[(8 * kk + t + 4) * 8 + g];
+    for (int kk = 0; kk < 2; ++kk) {
+      const float l0 = __shfl_sync(kAll, dv[2 * kk], lo), l1 = __shfl_sync(kAll, dv[2 * kk + 1], lo);
+      const float h0 = __shfl_sync(kAll, dv[2 * kk], hi), h1 = __shfl_sync(kAll, dv[2 * kk + 1], hi);
+      db[kk][0] = odd ? l1 : l0;
+      db[kk][1] = odd ? h1 : h0;
+    }
+  } else {
+    *reinterpret_cast<float2*>(Dm + g * 8 + 2 * t) = make_float2(dv[0], dv[1]);
+    *reinterpret_cast<float2*>(Dm + (g + 8) * 8 + 2 * t) = make_float2(dv[2], dv[3]);
+    __syncwarp();
+#pragma unroll
+    for (int kk = 0; kk < 2; ++kk) db[kk][0] = Dm[(8 * kk + t) * 8 + g], db[kk][1] = Dm[(8 * kk + t + 4) * 8 + g];
+  }
 
   // O = Qt S + Aqk D; Aqk is lower triangular (s <= r): the entries above the diagonal are masked
   // (the prep does not define them). Plain tf32, or 3xTF32 by truncated splits (split_trunc: ~2^-20
