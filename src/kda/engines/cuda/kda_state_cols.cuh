@@ -9,7 +9,8 @@
 // Kh [16][K], the CTA's U [16][16], Aqk [16][16], exp(Gamma_C) [K]), each warp alone computes
 //   D = U - W S;  O = Qt S + Aqk D;  S <- Diag(exp(Gamma_C)) S + Kh^T D
 // for its columns: W S and Qt S with S from the warp's own shared mirror (tf32, the B operand),
-// D through the warp's own shared slice (fp32) to the B layout, Aqk D and Kh^T D in plain tf32
+// D by warp shuffles (fp32) to the B layout (session 17; through the warp's shared slice before,
+// measurement kind 5), Aqk D and Kh^T D in plain tf32
 // (Aqk D was 3xTF32, about fp32, until session 17: plain tf32 took the chunked call 1.2-2.0 % faster
 // and its output's relative RMS error from 1.66e-3 to 1.68-1.69e-3 at lower bound -5, the bf16
 // rounding of the output still most of it; docs/ENGINES.md "Session 17").
@@ -62,7 +63,7 @@ struct ColsPlan {
   static constexpr int kStage = kEc + K;
   static constexpr int kMirrors = NS * kStage;
   static constexpr int kDm = 8 * kKH;                   // inside a warp's slice, after S
-  static constexpr int kX = kDm + kChunk * 8;            // D [16][8]: B reads (row t, column g)
+  static constexpr int kX = kDm + kChunk * 8;            // D [16][8] (kind 5's shared form only)
   static constexpr int kWarpFloats = kX + (KS > 1 ? 8 * kWarp : 0);  // partial sums [8][lane]
   static constexpr int kFloats = kMirrors + kWarps * kWarpFloats;
   static constexpr int kBytes = kFloats * static_cast<int>(sizeof(float));
