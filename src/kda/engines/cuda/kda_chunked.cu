@@ -254,7 +254,7 @@ __global__ void __launch_bounds__(kThreads, VT == 32 ? 2 : 1)
 // (sequence, value head, 16 value columns), each warp owning 8 columns and K / KS rows of S (KS 2:
 // the two warps of a column group add their partial sums under a named barrier); the next NS - 1
 // chunks' blocks in flight as in kda_chunk_state_kernel.
-template <class T, int K, int NS, int KS, int kAqk, bool kDShfl>
+template <class T, int K, int NS, int KS>
 __global__ void __launch_bounds__(ColsPlan<K, NS, KS>::kThreads)
     kda_chunk_state_cols_kernel(const DeviceParams p, const int64_t* chunk_offsets, const float* blocks,
                                 const ChunkLayout l) {
@@ -273,7 +273,6 @@ __global__ void __launch_bounds__(ColsPlan<K, NS, KS>::kThreads)
   w.k_lo = w.half * KH;
   w.bar = 1 + warp % 2;  // named barriers 1, 2 (0 is __syncthreads)
   w.Sm = smem + P::kMirrors + warp * P::kWarpFloats;
-  w.Dm = w.Sm + P::kDm;
   w.X = w.Sm + P::kX;
   w.Xpartner = KS == 2 ? smem + P::kMirrors + (warp ^ 2) * P::kWarpFloats + P::kX : nullptr;
   const SeqSpan sq = seq_span(p, n);
@@ -307,7 +306,7 @@ __global__ void __launch_bounds__(ColsPlan<K, NS, KS>::kThreads)
   const int64_t orow_step = kChunk * p.o_st;
   int64_t rows_left = sq.len;  // tokens of the sequence from chunk j's first row on
   ring.each_chunk(load, [&](int stage) {
-    cols_step<T, P, kAqk, kDShfl>(smem + stage * P::kStage, w, S, mb, orow, p.o_st, rows_left, bad, g, t);
+    cols_step<T, P>(smem + stage * P::kStage, w, S, mb, orow, p.o_st, rows_left, bad, g, t);
     orow += orow_step;
     rows_left -= kChunk;
   });
@@ -323,13 +322,13 @@ __global__ void __launch_bounds__(ColsPlan<K, NS, KS>::kThreads)
   }
 }
 
-// KS: 1 (2 warps a CTA) or 2 (4 warps, K in halves); kAqk, kDShfl: cols_step's forms.
-template <class T, int K, int KS, int kAqk = 1, bool kDShfl = true>
+// KS: 1 (2 warps a CTA) or 2 (4 warps, K in halves).
+template <class T, int K, int KS>
 Status launch_state_cols(const DeviceParams& p, const int64_t* offsets, const float* blocks, const ChunkLayout& l,
                          int dev, cudaStream_t stream) {
   constexpr int kNS = 3;
   using P = ColsPlan<K, kNS, KS>;
-  constexpr auto kernel = kda_chunk_state_cols_kernel<T, K, kNS, KS, kAqk, kDShfl>;
+  constexpr auto kernel = kda_chunk_state_cols_kernel<T, K, kNS, KS>;
   GA_RETURN_IF_ERROR(cuda::set_max_dynamic_smem_once_on<kernel>(dev, P::kBytes));
   const dim3 grid(static_cast<unsigned>(p.N * (p.V / kColsVT)), static_cast<unsigned>(p.HV));
   host_timing::mark("kda state launch plan (device properties, smem attribute)");
@@ -394,11 +393,6 @@ Status launch_chunked_t(const DeviceParams& p, void* workspace, const ChunkLayou
   switch (state_cols_kind(ctas16, sms)) {
     case 1: return launch_state_cols<T, K, 1>(p, offsets, blocks, l, dev, stream);
     case 2: return launch_state_cols<T, K, 2>(p, offsets, blocks, l, dev, stream);
-    // Measurement kinds: 2 and 1 with Aqk D in 3xTF32 (the form before session 17).
-    case 3: return launch_state_cols<T, K, 2, 3>(p, offsets, blocks, l, dev, stream);
-    case 4: return launch_state_cols<T, K, 1, 3>(p, offsets, blocks, l, dev, stream);
-    // Kind 2 with D to the B fragments through shared memory (the form before session 17).
-    case 5: return launch_state_cols<T, K, 2, 1, false>(p, offsets, blocks, l, dev, stream);
     default: break;
   }
   if (ctas16 > 2 * static_cast<int64_t>(sms)) {
@@ -438,14 +432,14 @@ void set_kda_state_stages(int stages) { g_state_stages.store(stages > 0 ? stages
 int state_cols_kind(int64_t ctas16, int64_t sms) {
   static const int from_env = [] {
     const int e = switches::env_int("GROUPATTN_KDA_STATE_COLS", -1);
-    return e < 0 ? -1 : std::min(e, 5);
+    return e < 0 ? -1 : std::min(e, 2);
   }();
   const int mode = switches::switch_int(g_state_cols, from_env);
   if (mode >= 0) return mode;
   return ctas16 > sms ? 1 : 2;
 }
 
-void set_kda_state_cols(int mode) { g_state_cols.store(mode < 0 ? -1 : std::min(mode, 5)); }
+void set_kda_state_cols(int mode) { g_state_cols.store(mode < 0 ? -1 : std::min(mode, 2)); }
 
 bool kda_prep_anchored() {
   static const bool from_env = switches::env_switch("GROUPATTN_KDA_PREP_PAIRS", true);

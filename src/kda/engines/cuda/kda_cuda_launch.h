@@ -70,9 +70,8 @@ void set_kda_state_stages(int stages);
 // kernel, where K in halves gives -9 %), else 2 (-3.0 to -5.1 % at T 1024-8192, H 4-16, against the
 // K-quarter kernel, where the 2-warp form is 10-13 % slower; session 15 call 1, docs/ENGINES.md
 // "Session 14: a state step without the partials"). Measured at K = 128 only. A measurement switch:
-// GROUPATTN_KDA_STATE_COLS=0 / 1 / 2 forces a kind (3 / 4: kinds 2 / 1 with Aqk D in 3xTF32; 5: kind 2
-// with D to the B fragments through shared memory; the forms before session 17); read once;
-// set_kda_state_cols(mode) overrides it for tests (-1: back to the environment / automatic).
+// GROUPATTN_KDA_STATE_COLS=0 / 1 / 2 forces a kind; read once; set_kda_state_cols(mode) overrides
+// it for tests (-1: back to the environment / automatic).
 int state_cols_kind(int64_t ctas16, int64_t sms);
 void set_kda_state_cols(int mode);
 // Whether the prep takes its pair sums through the anchor on tensor cores where a chunk's decays allow

@@ -9,11 +9,11 @@
 // Kh [16][K], the CTA's U [16][16], Aqk [16][16], exp(Gamma_C) [K]), each warp alone computes
 //   D = U - W S;  O = Qt S + Aqk D;  S <- Diag(exp(Gamma_C)) S + Kh^T D
 // for its columns: W S and Qt S with S from the warp's own shared mirror (tf32, the B operand),
-// D by warp shuffles (fp32) to the B layout (session 17; through the warp's shared slice before,
-// measurement kind 5), Aqk D and Kh^T D in plain tf32
-// (Aqk D was 3xTF32, about fp32, until session 17: plain tf32 took the chunked call 1.2-2.0 % faster
-// and its output's relative RMS error from 1.66e-3 to 1.68-1.69e-3 at lower bound -5, the bf16
-// rounding of the output still most of it; docs/ENGINES.md "Session 17").
+// D by warp shuffles (fp32) to the B layout (through the warp's shared slice until session 17:
+// -0.5 to -0.7 %), Aqk D and Kh^T D in plain tf32 on the same rounded D (Aqk D was 3xTF32, about
+// fp32, until session 17: plain tf32 took the chunked call 1.2-2.0 % faster and its output's relative
+// RMS error from 1.66e-3 to 1.68-1.69e-3 at lower bound -5, the bf16 rounding of the output still most
+// of it; docs/ENGINES.md "Session 17").
 // Only __syncwarp orders a warp's mirrors; the CTA barrier is the copy ring's (a stage is refilled
 // after both warps have left it).
 //
@@ -43,7 +43,7 @@ inline constexpr int kColsVT = 16;  // value columns per CTA
 // Shared memory (floats) and warps of the kernel for head dim K, NS stages and KS splits of K (1:
 // a warp owns all K rows of its 8 columns; 2: two warps share 8 columns, K / 2 rows each, and add
 // their partial W S / Qt S through shared memory under a 64-thread named barrier): NS stages, then
-// each warp's S mirror [8][K / KS], D [16][8] and (KS 2) its partial sums [8][32].
+// each warp's S mirror [8][K / KS] and (KS 2) its partial sums [8][32].
 template <int K, int NS, int KS = 1>
 struct ColsPlan {
   static constexpr int kHeadDim = K;
@@ -62,8 +62,7 @@ struct ColsPlan {
   static constexpr int kEc = kA + kChunk * kRowA;
   static constexpr int kStage = kEc + K;
   static constexpr int kMirrors = NS * kStage;
-  static constexpr int kDm = 8 * kKH;                   // inside a warp's slice, after S
-  static constexpr int kX = kDm + kChunk * 8;            // D [16][8] (kind 5's shared form only)
+  static constexpr int kX = 8 * kKH;                    // inside a warp's slice, after S
   static constexpr int kWarpFloats = kX + (KS > 1 ? 8 * kWarp : 0);  // partial sums [8][lane]
   static constexpr int kFloats = kMirrors + kWarps * kWarpFloats;
   static constexpr int kBytes = kFloats * static_cast<int>(sizeof(float));
@@ -179,7 +178,7 @@ __device__ __forceinline__ void cols_mirror(float* Sm, const ColsState<K>& st, c
 // the same columns, named barrier 1 + column group) and which half it is.
 struct ColsWarp {
   int c0, k_lo, half, bar;
-  float *Sm, *Dm, *X;
+  float *Sm, *X;
   const float* Xpartner;
 };
 
@@ -191,17 +190,13 @@ struct ColsWarp {
 // tokens (rows >= it are padding and not stored). With KS = 2 both warps of a column group compute
 // the same D and O from the same sums (partial of half 0 + partial of half 1, in that order); half
 // 0 stores O.
-// kAqk: the tf32 passes of Aqk D (1: plain tf32, the default; 3: 3xTF32, about fp32, the measurement
-// kinds 3 and 4 of state_cols_kind). kDShfl: D from the accumulator layout to the B fragments by warp
-// shuffles (the default) or through the warp's shared slice (measurement kind 5); the same values.
-template <class T, class P, int kAqk = 1, bool kDShfl = true>
+template <class T, class P>
 __device__ __forceinline__ void cols_step(const float* st, const ColsWarp& w, ColsState<P::kKH>& S,
                                           const MirrorBases<P::kKH>& mb, T* orow, int64_t o_st, int64_t rows_here,
                                           float bad, int g, int t) {
   constexpr int KH = P::kKH;
   const int c0 = w.c0;
   float* Sm = w.Sm;
-  float* Dm = w.Dm;
   // W S and Qt S (1xTF32 on stored operands) over this warp's rows of S: two accumulators each, one
   // per k step of a pair.
   Acc ws[2], qs[2];
@@ -239,7 +234,7 @@ __device__ __forceinline__ void cols_step(const float* st, const ColsWarp& w, Co
       qsum[q] = w.half == 0 ? qsum[q] + oq : oq + qsum[q];
     }
   }
-  // D = U - W S at rows g, g + 8 and columns 2 t, 2 t + 1 (fp32), to the warp's slice.
+  // D = U - W S at rows g, g + 8 and columns 2 t, 2 t + 1 (fp32).
   float dv[4];
 #pragma unroll
   for (int q = 0; q < 4; ++q) {
@@ -247,12 +242,12 @@ __device__ __forceinline__ void cols_step(const float* st, const ColsWarp& w, Co
     dv[q] = st[P::kU + row * kColsVT + c0 + col] - wsum[q];
   }
   // D as B fragments (row = token t / t + 4 of each k step, column g): fp32 for Aqk D, tf32 for Kh^T D.
+  // Lane (g', t') holds D[g'][2 t' + (q & 1)] (q < 2) and D[g' + 8][..] (q >= 2); lane (g, t) needs
+  // D[8 kk + t][g] and D[8 kk + t + 4][g], held by lanes 4 t + g / 2 and 4 (t + 4) + g / 2 as their
+  // value (g & 1) + 2 kk. Each source serves two destinations (g even, odd) different values: both
+  // are sent and the destination picks. No shared-memory round trip on the chain.
   float db[2][2];
-  if constexpr (kDShfl) {
-    // Lane (g', t') holds D[g'][2 t' + (q & 1)] (q < 2) and D[g' + 8][..] (q >= 2); lane (g, t) needs
-    // D[8 kk + t][g] and D[8 kk + t + 4][g], held by lanes 4 t + g / 2 and 4 (t + 4) + g / 2 as their
-    // value (g & 1) + 2 kk. Each source serves two destinations (g even, odd) different values:
-    // both are sent and the destination picks. No shared-memory round trip on the chain.
+  {
     constexpr unsigned kAll = 0xffffffffu;
     const int lo = 4 * t + (g >> 1), hi = lo + 16;
     const bool odd = (g & 1) != 0;
@@ -263,29 +258,22 @@ __device__ __forceinline__ void cols_step(const float* st, const ColsWarp& w, Co
       db[kk][0] = odd ? l1 : l0;
       db[kk][1] = odd ? h1 : h0;
     }
-  } else {
-    *reinterpret_cast<float2*>(Dm + g * 8 + 2 * t) = make_float2(dv[0], dv[1]);
-    *reinterpret_cast<float2*>(Dm + (g + 8) * 8 + 2 * t) = make_float2(dv[2], dv[3]);
-    __syncwarp();
-#pragma unroll
-    for (int kk = 0; kk < 2; ++kk) db[kk][0] = Dm[(8 * kk + t) * 8 + g], db[kk][1] = Dm[(8 * kk + t + 4) * 8 + g];
   }
+  // D rounded to tf32 once, the B operand of both Aqk D and Kh^T D.
+  Tf32Split<2> bk[2];
+#pragma unroll
+  for (int kk = 0; kk < 2; ++kk) bk[kk] = fragment<2>({mma_operand(db[kk][0]), mma_operand(db[kk][1])});
 
   // O = Qt S + Aqk D; Aqk is lower triangular (s <= r): the entries above the diagonal are masked
-  // (the prep does not define them). Plain tf32, or 3xTF32 by truncated splits (split_trunc: ~2^-20
-  // relative).
-  Tf32Acc<kAqk> ad;
+  // (the prep does not define them). Plain tf32.
+  Tf32Acc<1> ad;
 #pragma unroll
   for (int kk = 0; kk < 2; ++kk) {
     const int s0 = 8 * kk + t, s1 = s0 + 4;
     const float* a = st + P::kA;
     const float av[4] = {s0 <= g ? a[g * P::kRowA + s0] : 0.f, s0 <= g + 8 ? a[(g + 8) * P::kRowA + s0] : 0.f,
                          s1 <= g ? a[g * P::kRowA + s1] : 0.f, s1 <= g + 8 ? a[(g + 8) * P::kRowA + s1] : 0.f};
-    if constexpr (kAqk == 3) {
-      ad.mma(split_trunc(av), split_trunc(db[kk]));
-    } else {
-      ad.mma(split_fragment<1>(av), split_fragment<1>(db[kk]));
-    }
+    ad.mma(split_fragment<1>(av), bk[kk]);
   }
   float o[4];
 #pragma unroll
@@ -295,10 +283,7 @@ __device__ __forceinline__ void cols_step(const float* st, const ColsWarp& w, Co
     if (g + 8 < rows_here) orow[8 * o_st] = from_float<T>(o[2]), orow[8 * o_st + 1] = from_float<T>(o[3]);
   }
 
-  // S <- Diag(exp(Gamma_C)) S + Kh^T D (A = Kh^T: A[d][r] = Kh[r][d]; D rounded to tf32 here).
-  Tf32Split<2> bk[2];
-#pragma unroll
-  for (int kk = 0; kk < 2; ++kk) bk[kk] = fragment<2>({mma_operand(db[kk][0]), mma_operand(db[kk][1])});
+  // S <- Diag(exp(Gamma_C)) S + Kh^T D (A = Kh^T: A[d][r] = Kh[r][d]).
   const float* kh = st + P::kKh;
 #pragma unroll
   for (int i = 0; i < KH / 16; ++i) {
