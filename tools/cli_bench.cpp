@@ -19,7 +19,7 @@
 #include "attention/reference.h"
 #if GROUPATTN_WITH_CUDA
 #include "attention/engines/sm90/launch.h"  // --launch-cost: the decode's driver-launch switch
-#include "kda/engines/cuda/kda_cuda_engine.h"  // --launch-cost: the KDA chunked path's driver-launch switch
+#include "kda/engines/cuda/kda_cuda_engine.h"  // --launch-cost: the KDA cluster-kernel switch
 #endif
 #include "core/host_timing.h"
 #include "cli_args.h"
@@ -57,7 +57,8 @@ const std::vector<FlagSpec>& bench_flags() {
                  "also time one launch of an empty kernel in each launch form the library uses (plain, the sm90 "
                  "decode's parameters, cudaLaunchKernelEx with / without a cluster, the driver's cuLaunchKernelEx): "
                  "median us over --wall-calls launches each; with --host-breakdown, the breakdown again with the sm90 "
-                 "decode's cluster launch through cuLaunchKernelEx, then as set"});
+                 "decode's cluster launch through cudaLaunchKernelEx and small KDA calls through the prep and state "
+                 "kernels, then as set, twice"});
     f.push_back({"seed", true, "random seed, 0..2^64-1 (default 1)"});
     f.push_back({"help", false, "this text"});
     return f;
@@ -591,21 +592,22 @@ int bench_problem(const Options& o, const BenchOptions& bo, const std::string& l
   if (bo.launch_cost) {
     if (Status s = print_launch_cost(bo.wall_calls, res->stream); !s.ok()) return fail(s);
     if (bo.host_breakdown) {
-      // The same breakdown with the sm90 decode's cluster launch and the KDA chunked path's launches
-      // through the runtime (cudaLaunchKernelEx, <<<>>>), then again as set (cuLaunchKernelEx unless
-      // GROUPATTN_SM90_DECODE_DRIVER_LAUNCH=0 / GROUPATTN_KDA_DRIVER_LAUNCH=0), twice in turn: an A/B in
-      // one process (the host's level drifts between processes). Other launches are the same in both.
+      // The same breakdown with the sm90 decode's cluster launch through the runtime
+      // (cudaLaunchKernelEx) and the KDA chunked path's small problems through the prep and state
+      // kernels instead of the one cluster kernel, then again as set (GROUPATTN_SM90_DECODE_DRIVER_LAUNCH,
+      // GROUPATTN_KDA_CLUSTER_CHUNKED; both on by default), twice in turn: an A/B in one process (the
+      // host's level drifts between processes). Other launches are the same in both.
       for (int round = 0; round < 2; ++round) {
-        std::printf("  again with the runtime's launches (sm90_engine::set_decode_driver_launch_mode(0), "
-                    "kda_cuda_set_driver_launch(0)):\n");
+        std::printf("  again with the decode's runtime launch and the KDA prep + state kernels "
+                    "(sm90_engine::set_decode_driver_launch_mode(0), kda_cuda_set_cluster_chunked(0)):\n");
         sm90_engine::set_decode_driver_launch_mode(0);
-        kda_cuda_set_driver_launch(0);
+        kda_cuda_set_cluster_chunked(0);
         Status s = print_host_breakdown(hooks, sets, ro, bo.wall_calls, res->stream);
         sm90_engine::set_decode_driver_launch_mode(-1);
-        kda_cuda_set_driver_launch(-1);
+        kda_cuda_set_cluster_chunked(-1);
         if (!s.ok()) return fail(s);
-        std::printf("  again as set (GROUPATTN_SM90_DECODE_DRIVER_LAUNCH, GROUPATTN_KDA_DRIVER_LAUNCH; default on: "
-                    "cuLaunchKernelEx):\n");
+        std::printf("  again as set (GROUPATTN_SM90_DECODE_DRIVER_LAUNCH, GROUPATTN_KDA_CLUSTER_CHUNKED; default "
+                    "on):\n");
         if (s = print_host_breakdown(hooks, sets, ro, bo.wall_calls, res->stream); !s.ok()) return fail(s);
       }
     }

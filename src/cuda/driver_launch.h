@@ -115,4 +115,28 @@ Status launch_plain(bool driver, int dev, dim3 grid, dim3 block, size_t smem, cu
   return last_launch_status(what);
 }
 
+// kKernel(args...) in thread-block clusters of (cluster_x, 1, 1) on device `dev` (current): through
+// the driver when `driver`, else cudaLaunchKernelEx.
+template <auto kKernel, class... Args>
+Status launch_clustered(bool driver, int dev, dim3 grid, dim3 block, size_t smem, cudaStream_t stream, int cluster_x,
+                        const char* what, Args... args) {
+  cudaLaunchAttribute attribute = {};
+  attribute.id = cudaLaunchAttributeClusterDimension;
+  attribute.val.clusterDim.x = static_cast<unsigned>(cluster_x);
+  attribute.val.clusterDim.y = 1;
+  attribute.val.clusterDim.z = 1;
+  cudaLaunchConfig_t config = {};
+  config.gridDim = grid;
+  config.blockDim = block;
+  config.dynamicSmemBytes = smem;
+  config.stream = stream;
+  config.attrs = &attribute;
+  config.numAttrs = 1;
+  if (driver) {
+    void* packed[] = {static_cast<void*>(&args)...};
+    return launch_with_driver<kKernel>(dev, config, packed, what);
+  }
+  return to_status(cudaLaunchKernelEx(&config, kKernel, args...), what);
+}
+
 }  // namespace groupattn::cuda

@@ -15,6 +15,7 @@ namespace {
 using kda_cuda::fused_ctas;
 using kda_cuda::kFusedMaxTokens;
 using kda_cuda::kRecurrentMaxAvgTokens;
+using kda_cuda::use_cluster_chunked;
 using kda_cuda::use_fused_path;
 using kda_cuda::use_recurrent_path;
 using kda_cuda::within_fused_tokens;
@@ -112,6 +113,20 @@ TEST(KdaCudaPath, TokenBoundAloneDecidesPastIt) {
       }
     }
   }
+}
+
+TEST(KdaCudaPath, ClusterChunkedForSequencesOfAtMostVOver16Chunks) {
+  // One chunk per CTA of the (sequence, head)'s V / 16 CTAs: T <= V tokens; the grid within the SMs;
+  // sm_90+ (clusters).
+  EXPECT_TRUE(use_cluster_chunked(64, 128, 32, kH200Sms, 90));    // the chunk_kda: T 64, H 4
+  EXPECT_TRUE(use_cluster_chunked(128, 128, 32, kH200Sms, 90));   // 8 chunks, 8 CTAs
+  EXPECT_FALSE(use_cluster_chunked(129, 128, 32, kH200Sms, 90));  // a 9th chunk
+  EXPECT_TRUE(use_cluster_chunked(64, 64, 16, kH200Sms, 90));     // V 64: 4 CTAs, 4 chunks
+  EXPECT_FALSE(use_cluster_chunked(65, 64, 16, kH200Sms, 90));
+  EXPECT_TRUE(use_cluster_chunked(64, 128, 132, kH200Sms, 90));
+  EXPECT_FALSE(use_cluster_chunked(64, 128, 136, kH200Sms, 90));  // a second wave
+  EXPECT_FALSE(use_cluster_chunked(64, 128, 32, kH200Sms, 80));   // no clusters before sm_90
+  EXPECT_FALSE(use_cluster_chunked(64, 128, 32, 0, 90));          // unknown SM count
 }
 
 }  // namespace

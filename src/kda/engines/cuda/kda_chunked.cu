@@ -44,6 +44,7 @@
 #include "kda/engines/cuda/kda_chunk_prep.cuh"
 #include "kda/engines/cuda/kda_cuda_common.cuh"
 #include "kda/engines/cuda/kda_cuda_launch.h"
+#include "kda/engines/cuda/kda_cuda_path.h"
 #include "kda/engines/cuda/kda_state_cols.cuh"
 #include "kda/engines/cuda/kda_state_step.cuh"
 #include "kda/engines/cuda/kda_tf32_mma.cuh"
@@ -61,16 +62,25 @@ __global__ void kda_chunk_map_kernel(const DeviceParams p, int64_t* chunk_offset
   chunk_offsets[p.N] = acc;
 }
 
-// The prep's destination (kda_chunk_prep.cuh): the block of (chunk blockIdx.x, value head
-// blockIdx.y), all V columns of U.
-template <int K>
+// The prep's destination (kda_chunk_prep.cuh): the block of (chunk c, value head hv), slot
+// c * HV + hv of the workspace, all V columns of U. Slot: GridSlot (the prep kernel's: chunk
+// blockIdx.x, head blockIdx.y, read again where the block is written, so nothing stays live across
+// the prep) or FixedSlot (the cluster kernel's).
+struct GridSlot {
+  int HV;
+  __device__ __forceinline__ int64_t operator()() const { return static_cast<int64_t>(blockIdx.x) * HV + blockIdx.y; }
+};
+struct FixedSlot {
+  int64_t slot;
+  __device__ __forceinline__ int64_t operator()() const { return slot; }
+};
+template <int K, class Slot>
 struct BlockDst {
   float* blocks;
   const ChunkLayout& l;  // the kernel's parameter
-  int HV, V;
-  __device__ __forceinline__ float* base() const {
-    return blocks + (static_cast<int64_t>(blockIdx.x) * HV + blockIdx.y) * l.block_floats;
-  }
+  Slot slot;
+  int V;
+  __device__ __forceinline__ float* base() const { return blocks + slot() * l.block_floats; }
   __device__ __forceinline__ int64_t w(int r) const { return l.w + r * K; }
   __device__ __forceinline__ int64_t qt(int r) const { return l.qt + r * K; }
   __device__ __forceinline__ int64_t kh(int r) const { return l.kh + r * K; }
@@ -99,7 +109,7 @@ __global__ void __launch_bounds__(kThreads, kPrepMinBlocks)
     if (chunk_offset(p, chunk_offsets, mid) <= c) lo = mid; else hi = mid - 1;
   }
   const int64_t first = (c - chunk_offset(p, chunk_offsets, lo)) * kChunk;  // chunk start inside the sequence
-  chunk_prep<T, K>(p, seq_span(p, lo), first, hv, BlockDst<K>{blocks, l, p.HV, p.V});
+  chunk_prep<T, K>(p, seq_span(p, lo), first, hv, BlockDst<K, GridSlot>{blocks, l, GridSlot{p.HV}, p.V});
 }
 
 // The state pass's shared-memory plan: NS stages (chunk j + NS - 1's block is copied in during
@@ -250,21 +260,17 @@ __global__ void __launch_bounds__(kThreads, VT == 32 ? 2 : 1)
   }
 }
 
-// The state pass with one CTA barrier a step (kda_state_cols.cuh): one CTA of 2 KS warps per
-// (sequence, value head, 16 value columns), each warp owning 8 columns and K / KS rows of S (KS 2:
-// the two warps of a column group add their partial sums under a named barrier); the next NS - 1
-// chunks' blocks in flight as in kda_chunk_state_kernel.
+// The state pass with one CTA barrier a step (kda_state_cols.cuh) of sequence n, value head hv,
+// value columns e0 .. e0 + 15, whose chunks are c0 .. c0 + nc - 1 of the workspace: 2 KS warps (the
+// CTA's first P::kThreads threads; any others have exited), each owning 8 columns and K / KS rows of S
+// (KS 2: the two warps of a column group add their partial sums under a named barrier); the next
+// NS - 1 chunks' blocks in flight as in kda_chunk_state_kernel.
 template <class T, int K, int NS, int KS>
-__global__ void __launch_bounds__(ColsPlan<K, NS, KS>::kThreads)
-    kda_chunk_state_cols_kernel(const DeviceParams p, const int64_t* chunk_offsets, const float* blocks,
-                                const ChunkLayout l) {
+__device__ __forceinline__ void state_cols_pass(const DeviceParams& p, const float* blocks, const ChunkLayout& l,
+                                                int64_t n, int hv, int e0, int64_t c0_chunk, int64_t nc,
+                                                float* smem) {
   using P = ColsPlan<K, NS, KS>;
   constexpr int KH = P::kKH;
-  extern __shared__ __align__(16) float smem[];
-  const int tiles = p.V / kColsVT;
-  const int64_t n = blockIdx.x / tiles;
-  const int hv = static_cast<int>(blockIdx.y);
-  const int e0 = static_cast<int>(blockIdx.x % tiles) * kColsVT;
   const int tid = static_cast<int>(threadIdx.x), warp = tid / kWarp, lane = tid % kWarp;
   const int g = lane / 4, t = lane % 4;
   ColsWarp w;
@@ -279,7 +285,6 @@ __global__ void __launch_bounds__(ColsPlan<K, NS, KS>::kThreads)
   const StateRows rows = state_rows(p, n);
   const float bad = rows.bad ? NAN : 0.f;
 
-  const int64_t c0_chunk = chunk_offset(p, chunk_offsets, n), nc = chunk_offset(p, chunk_offsets, n + 1) - c0_chunk;
   CopyRing<NS> ring(blocks, c0_chunk, nc, p.HV, hv, l);
   const ColsCopyLane<P> copy_lane(tid, p.V, e0);
   const auto load = [&](int stage, const float* blk) {
@@ -322,6 +327,62 @@ __global__ void __launch_bounds__(ColsPlan<K, NS, KS>::kThreads)
   }
 }
 
+// The column-owning state pass as its own kernel, one CTA per (sequence, value head, 16 value
+// columns), after the prep kernel.
+template <class T, int K, int NS, int KS>
+__global__ void __launch_bounds__(ColsPlan<K, NS, KS>::kThreads)
+    kda_chunk_state_cols_kernel(const DeviceParams p, const int64_t* chunk_offsets, const float* blocks,
+                                const ChunkLayout l) {
+  extern __shared__ __align__(16) float smem[];
+  const int tiles = p.V / kColsVT;
+  const int64_t n = blockIdx.x / tiles;
+  const int64_t c0 = chunk_offset(p, chunk_offsets, n), nc = chunk_offset(p, chunk_offsets, n + 1) - c0;
+  state_cols_pass<T, K, NS, KS>(p, blocks, l, n, static_cast<int>(blockIdx.y),
+                                static_cast<int>(blockIdx.x % tiles) * kColsVT, c0, nc, smem);
+}
+
+// The whole chunked path in one launch for problems whose sequences have at most V / 16 chunks
+// (kda_cuda_path.h, use_cluster_chunked; sm_90+): the V / 16 CTAs of one (sequence, value head) form
+// a thread-block cluster; CTA r preps chunk r of the sequence (if it has one) into the workspace as
+// the prep kernel would, the cluster barrier (release / acquire at cluster scope) makes every block
+// visible to the whole cluster, and then each CTA runs the state pass of its 16 columns. The same
+// prep and the same state pass, so the same bits as the two kernels (KdaCuda.ClusterChunkedBitwise);
+// one launch instead of two (issue 11: ~3 us of host time a call), and no kernel boundary between
+// the prep and the state pass. The prep takes all kThreads threads; the state pass the first
+// P::kThreads, the rest exit (exited threads do not hold up a CTA-wide barrier: PTX ISA, `exit`).
+template <class T, int K, int NS, int KS>
+__global__ void __launch_bounds__(kThreads, 1)
+    kda_chunk_cluster_kernel(const DeviceParams p, float* blocks, const ChunkLayout l) {
+  using P = ColsPlan<K, NS, KS>;
+  static_assert(P::kThreads <= kThreads, "the state pass's warps are a subset of the prep's");
+  extern __shared__ __align__(16) float smem[];
+  const int tiles = p.V / kColsVT;
+  const int64_t n = blockIdx.x / tiles;
+  const int hv = static_cast<int>(blockIdx.y);
+  const int rank = static_cast<int>(blockIdx.x % tiles);  // the CTA's rank in its (tiles, 1, 1) cluster
+  const SeqSpan sq = seq_span(p, n);
+  // Sequence n's first chunk: n * ceil(T / 16) dense; varlen, the sum over the earlier sequences
+  // (at most a few: the grid fits the GPU), so no chunk map launch.
+  int64_t c0 = 0;
+  if (p.cu_seqlens == nullptr) {
+    c0 = chunk_offset(p, nullptr, n);
+  } else {
+    for (int64_t m = 0; m < n; ++m) c0 += (seq_span(p, m).len + kChunk - 1) / kChunk;
+  }
+  const int64_t nc = (sq.len + kChunk - 1) / kChunk;  // <= tiles (the path's token bound)
+  if (rank < nc) {
+    const BlockDst<K, FixedSlot> dst{blocks, l, FixedSlot{(c0 + rank) * p.HV + hv}, p.V};
+    chunk_prep<T, K>(p, sq, static_cast<int64_t>(rank) * kChunk, hv, dst);
+  }
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("barrier.cluster.arrive.release.aligned;\n\tbarrier.cluster.wait.acquire.aligned;" ::: "memory");
+#else
+  __trap();  // no clusters before sm_90: launch_chunked_t launches this kernel on sm_90+ only
+#endif
+  if (threadIdx.x >= P::kThreads) return;
+  state_cols_pass<T, K, NS, KS>(p, blocks, l, n, hv, rank * kColsVT, c0, nc, smem);
+}
+
 // KS: 1 (2 warps a CTA) or 2 (4 warps, K in halves).
 template <class T, int K, int KS>
 Status launch_state_cols(const DeviceParams& p, const int64_t* offsets, const float* blocks, const ChunkLayout& l,
@@ -335,6 +396,22 @@ Status launch_state_cols(const DeviceParams& p, const int64_t* offsets, const fl
   const Status launched = cuda::launch_plain<kernel>(kda_driver_launch(), dev, grid, dim3(P::kThreads), P::kBytes,
                                                      stream, "kda_chunk_state_cols_kernel", p, offsets, blocks, l);
   host_timing::mark("launch kda_chunk_state_cols_kernel");
+  return launched;
+}
+
+template <class T, int K>
+Status launch_cluster_chunked(const DeviceParams& p, float* blocks, const ChunkLayout& l, int dev,
+                              cudaStream_t stream) {
+  constexpr int kNS = 3, kKS = 2;  // the state kernel state_cols_kind picks for these grids (kind 2)
+  using P = ColsPlan<K, kNS, kKS>;
+  constexpr auto kernel = kda_chunk_cluster_kernel<T, K, kNS, kKS>;
+  GA_RETURN_IF_ERROR(cuda::set_max_dynamic_smem_once_on<kernel>(dev, P::kBytes));
+  const int tiles = static_cast<int>(p.V / kColsVT);
+  const dim3 grid(static_cast<unsigned>(p.N * tiles), static_cast<unsigned>(p.HV));
+  host_timing::mark("kda cluster launch plan (smem attribute)");
+  const Status launched = cuda::launch_clustered<kernel>(kda_driver_launch(), dev, grid, dim3(kThreads), P::kBytes,
+                                                         stream, tiles, "kda_chunk_cluster_kernel", p, blocks, l);
+  host_timing::mark("launch kda_chunk_cluster_kernel");
   return launched;
 }
 
@@ -381,15 +458,21 @@ Status launch_chunked_t(const DeviceParams& p, void* workspace, const ChunkLayou
   // cost, issue 11).
   int dev = 0, sms = 0, cc = 0;
   GA_RETURN_IF_ERROR(cuda_current_device(&dev, &sms, &cc));
-  GA_RETURN_IF_ERROR((launch_prep_t<T, K>(p, workspace, l, dev, stream)));
   auto* offsets = static_cast<int64_t*>(workspace);
   auto* blocks = reinterpret_cast<float*>(static_cast<char*>(workspace) + l.offsets_bytes);
+  const int64_t ctas16 = p.N * p.HV * (p.V / 16);
+  // Sequences of at most V / 16 chunks (p.T: dense, each sequence's; varlen, the total) whose grid
+  // fits the GPU: the prep and the state pass in one launch.
+  if (kda_cluster_chunked() && state_cols_kind(ctas16, sms) == 2 &&
+      use_cluster_chunked(p.T, p.V, ctas16, sms, cc)) {
+    return launch_cluster_chunked<T, K>(p, blocks, l, dev, stream);
+  }
+  GA_RETURN_IF_ERROR((launch_prep_t<T, K>(p, workspace, l, dev, stream)));
   // The column-owning kernel: 2 warps a CTA where the 16-column grid exceeds one CTA an SM, K in
   // halves (4 warps) where it fits (state_cols_kind). The K-quarter kernel is the measured
   // alternative (GROUPATTN_KDA_STATE_COLS=0), at V-tiles of 32 columns when the 16-column grid would
   // not fit two CTAs an SM: halving the CTAs then costs no parallelism and halves the waves and the
   // W / Qt / Kh traffic.
-  const int64_t ctas16 = p.N * p.HV * (p.V / 16);
   switch (state_cols_kind(ctas16, sms)) {
     case 1: return launch_state_cols<T, K, 1>(p, offsets, blocks, l, dev, stream);
     case 2: return launch_state_cols<T, K, 2>(p, offsets, blocks, l, dev, stream);
@@ -412,6 +495,7 @@ std::atomic<int> g_state_stages{-1};
 std::atomic<int> g_state_cols{-1};
 std::atomic<int> g_prep_pairs{-1};
 std::atomic<int> g_driver_launch{-1};
+std::atomic<int> g_cluster_chunked{-1};
 
 }  // namespace
 
@@ -421,6 +505,13 @@ bool kda_driver_launch() {
 }
 
 void set_kda_driver_launch(int mode) { g_driver_launch.store(switches::clamp_mode(mode)); }
+
+bool kda_cluster_chunked() {
+  static const bool from_env = switches::env_switch("GROUPATTN_KDA_CLUSTER_CHUNKED", true);
+  return switches::switch_value(g_cluster_chunked, from_env);
+}
+
+void set_kda_cluster_chunked(int mode) { g_cluster_chunked.store(switches::clamp_mode(mode)); }
 
 int kda_state_stages() {
   static const int from_env = switches::env_int("GROUPATTN_KDA_STATE_STAGES", 3);

@@ -33,6 +33,10 @@ void kda_cuda_set_prep_pairs(int mode);
 // The chunked path's launches (-1: GROUPATTN_KDA_DRIVER_LAUNCH, else through the driver; 0: <<<>>>;
 // 1: the driver's cuLaunchKernelEx), for tests: both give the same bits.
 void kda_cuda_set_driver_launch(int mode);
+// Small chunked problems in one launch, the cluster kernel, on sm_90+ (-1: GROUPATTN_KDA_CLUSTER_CHUNKED,
+// else on; 0: the prep and state kernels; 1: the cluster kernel where kda_cuda_path.h's
+// use_cluster_chunked admits the problem), for tests: both give the same bits.
+void kda_cuda_set_cluster_chunked(int mode);
 #endif
 
 }  // namespace groupattn

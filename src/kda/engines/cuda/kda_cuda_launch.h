@@ -88,4 +88,12 @@ void set_kda_prep_pairs(int mode);
 bool kda_driver_launch();
 void set_kda_driver_launch(int mode);
 
+// Whether the chunked path runs problems that use_cluster_chunked admits (kda_cuda_path.h) in one
+// launch, the cluster kernel, on sm_90+ (the default), or through the prep and state kernels (0).
+// The same prep and state pass: the same bits (KdaCuda.ClusterChunkedBitwise). A measurement switch:
+// GROUPATTN_KDA_CLUSTER_CHUNKED, read once; set_kda_cluster_chunked(mode) overrides it for tests (-1:
+// back to the environment).
+bool kda_cluster_chunked();
+void set_kda_cluster_chunked(int mode);
+
 }  // namespace groupattn::kda_cuda
