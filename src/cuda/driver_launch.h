@@ -115,23 +115,31 @@ Status launch_plain(bool driver, int dev, dim3 grid, dim3 block, size_t smem, cu
   return last_launch_status(what);
 }
 
-// kKernel(args...) in thread-block clusters of (cluster_x, 1, 1) on device `dev` (current): through
-// the driver when `driver`, else cudaLaunchKernelEx.
-template <auto kKernel, class... Args>
-Status launch_clustered(bool driver, int dev, dim3 grid, dim3 block, size_t smem, cudaStream_t stream, int cluster_x,
-                        const char* what, Args... args) {
-  cudaLaunchAttribute attribute = {};
-  attribute.id = cudaLaunchAttributeClusterDimension;
-  attribute.val.clusterDim.x = static_cast<unsigned>(cluster_x);
-  attribute.val.clusterDim.y = 1;
-  attribute.val.clusterDim.z = 1;
+// A launch configuration of `grid` in clusters of (cluster_x, 1, 1); `attribute` must outlive it.
+inline cudaLaunchConfig_t clustered_config(dim3 grid, dim3 block, size_t smem, cudaStream_t stream, int cluster_x,
+                                           cudaLaunchAttribute* attribute) {
+  *attribute = {};
+  attribute->id = cudaLaunchAttributeClusterDimension;
+  attribute->val.clusterDim.x = static_cast<unsigned>(cluster_x);
+  attribute->val.clusterDim.y = 1;
+  attribute->val.clusterDim.z = 1;
   cudaLaunchConfig_t config = {};
   config.gridDim = grid;
   config.blockDim = block;
   config.dynamicSmemBytes = smem;
   config.stream = stream;
-  config.attrs = &attribute;
+  config.attrs = attribute;
   config.numAttrs = 1;
+  return config;
+}
+
+// kKernel(args...) in thread-block clusters of (cluster_x, 1, 1) on device `dev` (current): through
+// the driver when `driver`, else cudaLaunchKernelEx.
+template <auto kKernel, class... Args>
+Status launch_clustered(bool driver, int dev, dim3 grid, dim3 block, size_t smem, cudaStream_t stream, int cluster_x,
+                        const char* what, Args... args) {
+  cudaLaunchAttribute attribute;
+  const cudaLaunchConfig_t config = clustered_config(grid, block, smem, stream, cluster_x, &attribute);
   if (driver) {
     void* packed[] = {static_cast<void*>(&args)...};
     return launch_with_driver<kKernel>(dev, config, packed, what);

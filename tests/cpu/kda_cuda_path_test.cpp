@@ -116,17 +116,22 @@ TEST(KdaCudaPath, TokenBoundAloneDecidesPastIt) {
 }
 
 TEST(KdaCudaPath, ClusterChunkedForSequencesOfAtMostVOver16Chunks) {
-  // One chunk per CTA of the (sequence, head)'s V / 16 CTAs: T <= V tokens; the grid within the SMs;
-  // sm_90+ (clusters).
-  EXPECT_TRUE(use_cluster_chunked(64, 128, 32, kH200Sms, 90));    // the chunk_kda: T 64, H 4
-  EXPECT_TRUE(use_cluster_chunked(128, 128, 32, kH200Sms, 90));   // 8 chunks, 8 CTAs
-  EXPECT_FALSE(use_cluster_chunked(129, 128, 32, kH200Sms, 90));  // a 9th chunk
-  EXPECT_TRUE(use_cluster_chunked(64, 64, 16, kH200Sms, 90));     // V 64: 4 CTAs, 4 chunks
-  EXPECT_FALSE(use_cluster_chunked(65, 64, 16, kH200Sms, 90));
-  EXPECT_TRUE(use_cluster_chunked(64, 128, 132, kH200Sms, 90));
-  EXPECT_FALSE(use_cluster_chunked(64, 128, 136, kH200Sms, 90));  // a second wave
-  EXPECT_FALSE(use_cluster_chunked(64, 128, 32, kH200Sms, 80));   // no clusters before sm_90
-  EXPECT_FALSE(use_cluster_chunked(64, 128, 32, 0, 90));          // unknown SM count
+  // One chunk per CTA of the (sequence, head)'s V / 16 CTAs: T <= V tokens; the grid within the SMs
+  // and its N x HV clusters within the capacity; sm_90+ (clusters).
+  constexpr int64_t kCap = 8;  // clusters at once (the device's, asked by the engine)
+  EXPECT_TRUE(use_cluster_chunked(64, 128, 32, kH200Sms, 90, kCap));    // the chunk_kda: T 64, H 4
+  EXPECT_TRUE(use_cluster_chunked(128, 128, 32, kH200Sms, 90, kCap));   // 8 chunks, 8 CTAs
+  EXPECT_FALSE(use_cluster_chunked(129, 128, 32, kH200Sms, 90, kCap));  // a 9th chunk
+  EXPECT_TRUE(use_cluster_chunked(64, 64, 16, kH200Sms, 90, kCap));     // V 64: 4 CTAs, 4 chunks
+  EXPECT_FALSE(use_cluster_chunked(65, 64, 16, kH200Sms, 90, kCap));
+  EXPECT_TRUE(use_cluster_chunked(64, 128, 64, kH200Sms, 90, kCap));    // 8 clusters of 8
+  EXPECT_FALSE(use_cluster_chunked(64, 128, 72, kH200Sms, 90, kCap));   // 9 clusters: a second wave
+  EXPECT_TRUE(use_cluster_chunked(64, 128, 72, kH200Sms, 90, 9));
+  EXPECT_TRUE(use_cluster_chunked(64, 64, 32, kH200Sms, 90, kCap));     // 8 clusters of 4
+  EXPECT_FALSE(use_cluster_chunked(64, 128, 136, kH200Sms, 90, 17));    // beyond the SMs
+  EXPECT_FALSE(use_cluster_chunked(64, 128, 32, kH200Sms, 80, kCap));   // no clusters before sm_90
+  EXPECT_FALSE(use_cluster_chunked(64, 128, 32, 0, 90, kCap));          // unknown SM count
+  EXPECT_FALSE(use_cluster_chunked(64, 128, 32, kH200Sms, 90, 0));      // no capacity known
 }
 
 }  // namespace

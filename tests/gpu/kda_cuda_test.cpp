@@ -853,12 +853,12 @@ TEST_F(KdaCuda, DriverLaunchBitwise) {
 // Small chunked problems in one launch (the cluster kernel, sm_90+: kda_cuda_path.h's
 // use_cluster_chunked) against the prep and state kernels: the same prep and state pass, so the same
 // bits; dense and varlen (the cluster kernel sums the earlier sequences' chunks itself), GVA, V 64,
-// partial and whole last chunks, up to V / 16 chunks a sequence, and a grid of 128 CTAs.
+// partial and whole last chunks, up to V / 16 chunks a sequence, and 8 clusters of 8 CTAs. Each case
+// checks that the cluster kernel ran (and only when allowed).
 TEST_F(KdaCuda, ClusterChunkedBitwise) {
-  int dev = 0, cc_major = 0, sms = 0;
+  int dev = 0, cc_major = 0;
   cuda_check(cudaGetDevice(&dev), "cudaGetDevice");
   cuda_check(cudaDeviceGetAttribute(&cc_major, cudaDevAttrComputeCapabilityMajor, dev), "attribute");
-  cuda_check(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev), "attribute");
   if (cc_major < 9) GTEST_SKIP() << "thread-block clusters need sm_90";
   struct Case {
     SmallShape sh;
@@ -866,8 +866,8 @@ TEST_F(KdaCuda, ClusterChunkedBitwise) {
   };
   const Case cases[] = {{{1, 64, 4, 4, {}, KdaStateLayout::kKFirst}, 128},
                         {{2, 128, 2, 4, {}, KdaStateLayout::kVFirst}, 128},
-                        {{1, 33, 1, 16, {}, KdaStateLayout::kKFirst}, 128},
-                        {{1, 0, 2, 2, {0, 0, 40, 40, 73, 128}, KdaStateLayout::kVFirst}, 128},
+                        {{1, 33, 1, 8, {}, KdaStateLayout::kKFirst}, 128},
+                        {{1, 0, 1, 1, {0, 0, 40, 40, 73, 128}, KdaStateLayout::kVFirst}, 128},
                         {{3, 50, 2, 2, {}, KdaStateLayout::kKFirst}, 64}};
   for (const Case& cs : cases) {
     KdaRun r;
@@ -875,14 +875,13 @@ TEST_F(KdaCuda, ClusterChunkedBitwise) {
     r.c.B = cs.sh.B, r.c.T = cs.sh.cu.empty() ? cs.sh.T : cs.sh.cu.back(), r.c.H = cs.sh.H, r.c.HV = cs.sh.HV;
     r.c.cu = cs.sh.cu, r.c.layout = cs.sh.layout, r.c.V = cs.V;
     r.setup(570 + static_cast<uint64_t>(r.c.T), -1);
-    const int64_t N = cs.sh.cu.empty() ? cs.sh.B : static_cast<int64_t>(cs.sh.cu.size()) - 1;
-    ASSERT_TRUE(kda_cuda::use_cluster_chunked(r.c.T, r.c.V, N * r.c.HV * (r.c.V / 16), sms, 10 * cc_major))
-        << describe(r.c, KdaCudaPath::kChunked, "") << ": the case must take the cluster kernel";
     HostTensor out[2] = {r.c.out, r.c.out}, st[2] = {r.c.final_state, r.c.final_state};
     for (int cluster = 0; cluster < 2; ++cluster) {
       kda_cuda_set_cluster_chunked(cluster);
       const Status s = run_pinned(r, KdaCudaPath::kChunked, &out[cluster], &st[cluster]);
       ASSERT_TRUE(s.ok()) << s.to_string();
+      ASSERT_EQ(kda_cuda_last_call_used_cluster_kernel(), cluster == 1)
+          << describe(r.c, KdaCudaPath::kChunked, "") << ": the case must take the cluster kernel when allowed";
     }
     check_run(r, KdaCudaPath::kChunked, " cluster kernel");
     kda_cuda_set_cluster_chunked(-1);

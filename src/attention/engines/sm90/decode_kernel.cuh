@@ -283,23 +283,6 @@ inline std::atomic<int> active_clusters_plus1[64][kMaxClusterSplits + 1][2] = {}
 // Dynamic shared memory that keeps a CTA alone on its SM (2 x (this + 1 KB reserved) > 228 KB).
 inline constexpr size_t kSoloSmemBytes = 114 * 1024;
 
-// Launch configuration of `grid` in clusters of (size, 1, 1); `attribute` must outlive the config.
-inline cudaLaunchConfig_t cluster_config(dim3 grid, int threads, size_t smem_bytes, cudaStream_t stream, int size,
-                                         cudaLaunchAttribute* attribute) {
-  cudaLaunchConfig_t config = {};
-  config.gridDim = grid;
-  config.blockDim = dim3(static_cast<unsigned>(threads), 1, 1);
-  config.dynamicSmemBytes = smem_bytes;
-  config.stream = stream;
-  attribute->id = cudaLaunchAttributeClusterDimension;
-  attribute->val.clusterDim.x = static_cast<unsigned>(size);
-  attribute->val.clusterDim.y = 1;
-  attribute->val.clusterDim.z = 1;
-  config.attrs = attribute;
-  config.numAttrs = 1;
-  return config;
-}
-
 // cudaOccupancyMaxActiveClusters for kKernel in clusters of `size` CTAs requesting `smem_bytes`
 // (sizes above 8 first get cudaFuncAttributeNonPortableClusterSizeAllowed), asked once per device
 // `dev` (the calling thread's current device, asked by the caller).
@@ -318,7 +301,8 @@ Status max_active_clusters(int dev, int size, int threads, size_t smem_bytes, bo
   }
   cudaLaunchAttribute attribute;
   const cudaLaunchConfig_t config =
-      cluster_config(dim3(static_cast<unsigned>(size), 1, 1), threads, smem_bytes, nullptr, size, &attribute);
+      cuda::clustered_config(dim3(static_cast<unsigned>(size), 1, 1), dim3(static_cast<unsigned>(threads)), smem_bytes,
+                             nullptr, size, &attribute);
   GA_CUDA_RETURN_IF_ERROR(cudaOccupancyMaxActiveClusters(clusters, kKernel, &config));
   known.store(*clusters + 1, std::memory_order_release);
   return Status::Ok();
@@ -384,7 +368,8 @@ Status launch_decode_n(const cuda_engine::KernelParams& params, const DecodeLaun
   const CUtensorMap& v_map = *static_cast<const CUtensorMap*>(l.v_tmap);
   if (p.cluster_reduce) {
     cudaLaunchAttribute attribute;
-    const cudaLaunchConfig_t config = cluster_config(grid, Traits::kThreads, smem, stream, p.num_splits, &attribute);
+    const cudaLaunchConfig_t config =
+        cuda::clustered_config(grid, dim3(Traits::kThreads), smem, stream, p.num_splits, &attribute);
     if (decode_driver_launch()) {  // the same launch without the runtime's per-call lookup (measurement switch)
       void* args[] = {&p, const_cast<CUtensorMap*>(&k_map), const_cast<CUtensorMap*>(&v_map)};
       const Status launched = cuda::launch_with_driver<sm90_decode_kernel<Traits>>(

@@ -399,20 +399,58 @@ Status launch_state_cols(const DeviceParams& p, const int64_t* offsets, const fl
   return launched;
 }
 
+// Clusters of kKernel (cluster_x = 4 or 8 CTAs of kThreads threads and `smem` bytes) that run at once
+// on device `dev` (current): cudaOccupancyMaxActiveClusters, asked once per device and size (the
+// smem attribute set first). Past it, the clusters run in waves, each paying a whole prep + state
+// pass (session 18 call 2: 16 clusters of 8 at T 64 took 28.9 us against the two kernels' 16.7).
+template <auto kKernel>
+inline std::atomic<int> cluster_capacity_plus1[64][2] = {};
+
+template <auto kKernel>
+Status cluster_capacity(int dev, int cluster_x, size_t smem, int* clusters) {
+  *clusters = 0;
+  if (dev < 0 || dev >= 64) return Status::Ok();
+  std::atomic<int>& known = cluster_capacity_plus1<kKernel>[dev][cluster_x == 8 ? 1 : 0];
+  if (const int k = known.load(std::memory_order_acquire); k > 0) {
+    *clusters = k - 1;
+    return Status::Ok();
+  }
+  cudaLaunchAttribute attribute;
+  const cudaLaunchConfig_t config = cuda::clustered_config(dim3(static_cast<unsigned>(cluster_x)), dim3(kThreads), smem,
+                                                           nullptr, cluster_x, &attribute);
+  GA_CUDA_RETURN_IF_ERROR(cudaOccupancyMaxActiveClusters(clusters, kKernel, &config));
+  known.store(*clusters + 1, std::memory_order_release);
+  return Status::Ok();
+}
+
+// Runs p in one launch of the cluster kernel when use_cluster_chunked admits it (*launched = true),
+// else leaves it to the two kernels.
 template <class T, int K>
-Status launch_cluster_chunked(const DeviceParams& p, float* blocks, const ChunkLayout& l, int dev,
-                              cudaStream_t stream) {
+Status maybe_launch_cluster_chunked(const DeviceParams& p, float* blocks, const ChunkLayout& l, int dev, int sms,
+                                    int cc, cudaStream_t stream, bool* launched) {
+  *launched = false;
   constexpr int kNS = 3, kKS = 2;  // the state kernel state_cols_kind picks for these grids (kind 2)
   using P = ColsPlan<K, kNS, kKS>;
   constexpr auto kernel = kda_chunk_cluster_kernel<T, K, kNS, kKS>;
+  const int64_t ctas16 = p.N * p.HV * (p.V / kColsVT);
+  // The tests without the capacity first (as if every cluster fit): past them no query is made.
+  if (!kda_cluster_chunked() || state_cols_kind(ctas16, sms) != 2 ||
+      !use_cluster_chunked(p.T, p.V, ctas16, sms, cc, /*cluster_capacity=*/p.N * p.HV)) {
+    return Status::Ok();
+  }
   GA_RETURN_IF_ERROR(cuda::set_max_dynamic_smem_once_on<kernel>(dev, P::kBytes));
   const int tiles = static_cast<int>(p.V / kColsVT);
+  int capacity = 0;
+  GA_RETURN_IF_ERROR(cluster_capacity<kernel>(dev, tiles, P::kBytes, &capacity));
+  // p.T: dense, each sequence's length; varlen, the total.
+  if (!use_cluster_chunked(p.T, p.V, ctas16, sms, cc, capacity)) return Status::Ok();
   const dim3 grid(static_cast<unsigned>(p.N * tiles), static_cast<unsigned>(p.HV));
-  host_timing::mark("kda cluster launch plan (smem attribute)");
-  const Status launched = cuda::launch_clustered<kernel>(kda_driver_launch(), dev, grid, dim3(kThreads), P::kBytes,
-                                                         stream, tiles, "kda_chunk_cluster_kernel", p, blocks, l);
+  host_timing::mark("kda cluster launch plan (smem attribute, cluster capacity)");
+  *launched = true;
+  const Status s = cuda::launch_clustered<kernel>(kda_driver_launch(), dev, grid, dim3(kThreads), P::kBytes, stream,
+                                                  tiles, "kda_chunk_cluster_kernel", p, blocks, l);
   host_timing::mark("launch kda_chunk_cluster_kernel");
-  return launched;
+  return s;
 }
 
 // `dev`: the current device, asked once by the caller on this call (no runtime query here once the
@@ -452,6 +490,9 @@ Status launch_prep_t(const DeviceParams& p, void* workspace, const ChunkLayout& 
   return Status::Ok();
 }
 
+// Whether this thread's last chunked call ran the cluster kernel (kda_cuda_last_call_used_cluster_kernel).
+thread_local bool g_last_cluster_chunked = false;
+
 template <class T, int K>
 Status launch_chunked_t(const DeviceParams& p, void* workspace, const ChunkLayout& l, cudaStream_t stream) {
   // One cudaGetDevice for the launches, the SM count and the state kernel's smem attribute (host
@@ -460,14 +501,15 @@ Status launch_chunked_t(const DeviceParams& p, void* workspace, const ChunkLayou
   GA_RETURN_IF_ERROR(cuda_current_device(&dev, &sms, &cc));
   auto* offsets = static_cast<int64_t*>(workspace);
   auto* blocks = reinterpret_cast<float*>(static_cast<char*>(workspace) + l.offsets_bytes);
-  const int64_t ctas16 = p.N * p.HV * (p.V / 16);
-  // Sequences of at most V / 16 chunks (p.T: dense, each sequence's; varlen, the total) whose grid
-  // fits the GPU: the prep and the state pass in one launch.
-  if (kda_cluster_chunked() && state_cols_kind(ctas16, sms) == 2 &&
-      use_cluster_chunked(p.T, p.V, ctas16, sms, cc)) {
-    return launch_cluster_chunked<T, K>(p, blocks, l, dev, stream);
-  }
+  // Sequences of at most V / 16 chunks whose clusters all fit the GPU at once: the prep and the state
+  // pass in one launch.
+  bool launched = false;
+  const Status cluster = maybe_launch_cluster_chunked<T, K>(p, blocks, l, dev, sms, cc, stream, &launched);
+  g_last_cluster_chunked = launched;
+  GA_RETURN_IF_ERROR(cluster);
+  if (launched) return Status::Ok();
   GA_RETURN_IF_ERROR((launch_prep_t<T, K>(p, workspace, l, dev, stream)));
+  const int64_t ctas16 = p.N * p.HV * (p.V / 16);
   // The column-owning kernel: 2 warps a CTA where the 16-column grid exceeds one CTA an SM, K in
   // halves (4 warps) where it fits (state_cols_kind). The K-quarter kernel is the measured
   // alternative (GROUPATTN_KDA_STATE_COLS=0), at V-tiles of 32 columns when the 16-column grid would
@@ -512,6 +554,8 @@ bool kda_cluster_chunked() {
 }
 
 void set_kda_cluster_chunked(int mode) { g_cluster_chunked.store(switches::clamp_mode(mode)); }
+
+bool last_chunked_used_cluster_kernel() { return g_last_cluster_chunked; }
 
 int kda_state_stages() {
   static const int from_env = switches::env_int("GROUPATTN_KDA_STATE_STAGES", 3);

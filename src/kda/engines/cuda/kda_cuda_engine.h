@@ -37,6 +37,8 @@ void kda_cuda_set_driver_launch(int mode);
 // else on; 0: the prep and state kernels; 1: the cluster kernel where kda_cuda_path.h's
 // use_cluster_chunked admits the problem), for tests: both give the same bits.
 void kda_cuda_set_cluster_chunked(int mode);
+// Whether the calling thread's last chunked-path call ran the cluster kernel, for tests.
+bool kda_cuda_last_call_used_cluster_kernel();
 #endif
 
 }  // namespace groupattn

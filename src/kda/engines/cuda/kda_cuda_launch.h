@@ -95,5 +95,7 @@ void set_kda_driver_launch(int mode);
 // back to the environment).
 bool kda_cluster_chunked();
 void set_kda_cluster_chunked(int mode);
+// Whether the calling thread's last launch_chunked ran the cluster kernel (for tests).
+bool last_chunked_used_cluster_kernel();
 
 }  // namespace groupattn::kda_cuda

@@ -68,14 +68,16 @@ constexpr bool use_fused_path(int64_t tokens, int64_t sequences, bool varlen, in
 }
 
 // The chunked path in one launch (kda_chunked.cu's cluster kernel; sm_90+ only, thread-block
-// clusters): the V / 16 CTAs of a (sequence, value head) each prep one chunk and then run the state
-// pass of 16 value columns, so each sequence may have at most V / 16 chunks (tokens: dense, T; varlen,
-// the total, which bounds every sequence) and the grid of ctas16 = N x HV x V / 16 CTAs must fit the
-// GPU at one CTA per SM (the state kernel kind this grid runs anyway, state_cols_kind 2). The host
-// saves one launch (~3 us); the GPU the boundary between the two kernels (docs/HOST_COST.md,
-// "Session 18").
-constexpr bool use_cluster_chunked(int64_t tokens, int64_t value_dim, int64_t ctas16, int64_t sms, int cc) {
-  return cc >= 90 && tokens <= 16 * (value_dim / 16) && ctas16 <= sms;
+// clusters): the V / 16 CTAs of a (sequence, value head) form a cluster, each preps one chunk and then
+// runs the state pass of 16 value columns. So each sequence may have at most V / 16 chunks (tokens:
+// dense, T; varlen, the total, which bounds every sequence); the grid of ctas16 = N x HV x V / 16 CTAs
+// must fit the GPU at one CTA per SM (the state kernel kind this grid runs anyway, state_cols_kind 2),
+// and its N x HV clusters must all run at once (cluster_capacity: cudaOccupancyMaxActiveClusters;
+// clusters in a second wave cost a whole prep + state pass). The host saves one launch (~3.4 us); the
+// GPU the boundary between the two kernels (docs/HOST_COST.md, "Session 18").
+constexpr bool use_cluster_chunked(int64_t tokens, int64_t value_dim, int64_t ctas16, int64_t sms, int cc,
+                                   int64_t cluster_capacity) {
+  return cc >= 90 && tokens <= 16 * (value_dim / 16) && ctas16 <= sms && ctas16 / (value_dim / 16) <= cluster_capacity;
 }
 
 }  // namespace groupattn::kda_cuda
