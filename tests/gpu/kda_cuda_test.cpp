@@ -1221,24 +1221,6 @@ TEST_F(KdaCuda, DISABLED_Timing) {
                 static_cast<long long>(T), static_cast<long long>(H), pp[0][0], pp[0][1], pp[1][0], pp[1][1],
                 sum(pp[1]) / sum(pp[0]));
   }
-  // Short prefills, both paths (the recurrent / chunked threshold, docs/HOST_COST.md "KDA path
-  // threshold"): GPU time per call with no host in it, as bench/host_cost.py's gpu_us.
-  for (int64_t H : {4, 16}) {
-    for (int64_t T : {8, 16, 32, 48, 64, 128, 256, 512}) {
-      KdaRun r;
-      r.c = base_case();
-      r.c.B = 1, r.c.T = T, r.c.H = H, r.c.HV = H;
-      r.setup(202, -1);
-      const KdaParams p = r.device_params();
-      const double rec = graph_time_us(p, KdaCudaPath::kRecurrent);
-      const double chk = graph_time_us(p, KdaCudaPath::kChunked);
-      const double fus = graph_time_us(p, KdaCudaPath::kChunkedFused);
-      std::printf(
-          "[kda-time] short prefill T=%lld H=HV=%lld K=V=128 lb=-5: recurrent %.2f us, chunked %.2f us, "
-          "fused %.2f us, recurrent / chunked %.2f, fused / chunked %.2f\n",
-          static_cast<long long>(T), static_cast<long long>(H), rec, chk, fus, rec / chk, fus / chk);
-    }
-  }
   // The decode shapes on both paths (many sequences: the state stream the recurrent path is built
   // for): N = 256 sequences x HV = 32 on a 512 MiB pool in place, 1..16 new tokens each.
   for (int64_t T : {1, 4, 8, 16}) {
@@ -1262,6 +1244,34 @@ TEST_F(KdaCuda, DISABLED_Timing) {
         "recurrent / chunked %.2f\n",
         static_cast<long long>(N), static_cast<long long>(T), rec, chk, rec / chk);
     cuda_check(cudaFree(pool), "cudaFree");
+  }
+}
+
+// Short prefills on every path (the recurrent / chunked threshold, docs/HOST_COST.md "KDA path
+// threshold"; the chunked path with and without the cluster kernel, "Session 18"): GPU time per call
+// with no host in it, as bench/host_cost.py's gpu_us. Apart from DISABLED_Timing so that it runs alone:
+// --gtest_also_run_disabled_tests --gtest_filter='KdaCuda.DISABLED_TimingShortPrefill'.
+TEST_F(KdaCuda, DISABLED_TimingShortPrefill) {
+  for (int64_t H : {4, 8, 16}) {
+    for (int64_t T : {8, 16, 32, 48, 64, 128, 256, 512}) {
+      KdaRun r;
+      r.c = base_case();
+      r.c.B = 1, r.c.T = T, r.c.H = H, r.c.HV = H;
+      r.setup(202, -1);
+      const KdaParams p = r.device_params();
+      const double rec = graph_time_us(p, KdaCudaPath::kRecurrent);
+      kda_cuda_set_cluster_chunked(0);
+      const double two = graph_time_us(p, KdaCudaPath::kChunked);
+      kda_cuda_set_cluster_chunked(-1);
+      const double chk = graph_time_us(p, KdaCudaPath::kChunked);
+      const bool cluster = kda_cuda_last_call_used_cluster_kernel();
+      const double fus = graph_time_us(p, KdaCudaPath::kChunkedFused);
+      std::printf(
+          "[kda-time] short prefill T=%lld H=HV=%lld K=V=128 lb=-5: recurrent %.2f us, chunked %.2f us (%s), "
+          "two kernels %.2f us, fused %.2f us; recurrent / chunked %.2f, fused / chunked %.2f\n",
+          static_cast<long long>(T), static_cast<long long>(H), rec, chk, cluster ? "cluster kernel" : "two kernels",
+          two, fus, rec / chk, fus / chk);
+    }
   }
 }
 
