@@ -10,10 +10,11 @@ and "fast" (groupattn._torch_fast: one crossing, outputs from at::empty in C++).
 
 --kda: the KDA call of bench/host_cost.py instead (chunk_kda T=64, H=HV=4, K=V=128, the lower-bound
 gate, l2norm and beta sigmoid in the kernel, initial and final state), taken apart the same way
-(kda_breakdown), beside the same call at T=32 (the fused one-launch path, no workspace) and T=16
-(the recurrent path, one launch, no workspace): in one run on one host, the differences give the
-cost of the two-kernel path's second launch and workspace, which separate runs cannot (their host
-level moves by several us).
+(kda_breakdown), beside the same call at T=32 (before sm_90 the fused one-launch path, no
+workspace; on sm_90+ the chunked path's cluster kernel, one launch with the workspace, as at T=64
+since session 18) and T=16 (the recurrent path, one launch, no workspace): in one run on one host,
+the differences give the cost of the two-kernel path's second launch and workspace, which separate
+runs cannot (their host level moves by several us).
 """
 import argparse
 import cProfile

@@ -1,6 +1,7 @@
 // Which path of the KDA cuda engine serves which problem (kda_cuda_path.h, the one place the
-// choice is made): recurrent while the sequences average at most 16 tokens, chunked beyond -- in one
-// fused launch while every sequence has at most 64 tokens and the grid fits on the SMs. Pure
+// choice is made): recurrent while the sequences average at most 16 tokens, chunked beyond -- before
+// sm_90 in one fused launch while every sequence has at most 32 tokens and the grid fits on the SMs;
+// on sm_90+ in one cluster launch while every sequence has at most V / 16 chunks and the clusters fit. Pure
 // host function: runs without a GPU. The GPU tier checks the same boundary end to end against the
 // fp64 recurrence (KdaCuda.AutoPathAtThreshold).
 #include <gtest/gtest.h>
@@ -13,6 +14,7 @@ namespace groupattn::test {
 namespace {
 
 using kda_cuda::fused_ctas;
+using kda_cuda::fused_path_arch;
 using kda_cuda::kFusedMaxTokens;
 using kda_cuda::kRecurrentMaxAvgTokens;
 using kda_cuda::use_cluster_chunked;
@@ -113,6 +115,14 @@ TEST(KdaCudaPath, TokenBoundAloneDecidesPastIt) {
       }
     }
   }
+}
+
+TEST(KdaCudaPath, FusedBeforeSm90Only) {
+  // sm_90+ runs small chunked problems on the chunked path (faster on the GPU at every length).
+  EXPECT_TRUE(fused_path_arch(80));
+  EXPECT_TRUE(fused_path_arch(89));
+  EXPECT_FALSE(fused_path_arch(90));
+  EXPECT_FALSE(fused_path_arch(100));
 }
 
 TEST(KdaCudaPath, ClusterChunkedForSequencesOfAtMostVOver16Chunks) {

@@ -276,7 +276,7 @@ TEST_F(KdaCuda, AutoPathAtThreshold) {
       {2, 16, {}, -1, KdaStateLayout::kVFirst, 2},
       {2, 17, {}, -1, KdaStateLayout::kVFirst, 2},
       {1, 17, {}, -1, KdaStateLayout::kKFirst, 2},
-      {1, 32, {}, -1, KdaStateLayout::kVFirst, 4},   // 2 chunks, 64 CTAs: fused on the H200
+      {1, 32, {}, -1, KdaStateLayout::kVFirst, 4},   // 2 chunks, 64 CTAs: fused before sm_90
       {1, 33, {}, -1, KdaStateLayout::kKFirst, 4},   // 3 chunks: two-kernel path
       {1, 64, {}, -1, KdaStateLayout::kVFirst, 4},   // issue 11's length: two-kernel path
       {3, 32, {}, -1, KdaStateLayout::kVFirst, 8},   // 3 x 16 x 8 = 384 CTAs: over the SM count
@@ -284,11 +284,14 @@ TEST_F(KdaCuda, AutoPathAtThreshold) {
       {1, 0, {0, 10, 33}, -1, KdaStateLayout::kVFirst, 2},     // average 16.5 (10, 23)
       {1, 0, {0, 0, 17, 48}, 3, KdaStateLayout::kKFirst, 2},   // average 16 (0, 17, 31), pool
       {1, 0, {0, 0, 17, 49}, 3, KdaStateLayout::kKFirst, 2},   // average 16.3 (0, 17, 32), pool
-      {1, 0, {0, 32}, 3, KdaStateLayout::kVFirst, 2},          // T = 32, one sequence, pool: fused
+      {1, 0, {0, 32}, 3, KdaStateLayout::kVFirst, 2},          // T = 32, one sequence, pool: fused before sm_90
       {1, 0, {0, 0, 30, 64}, 3, KdaStateLayout::kVFirst, 2},   // T = 64 over 3 sequences: two-kernel
   };
-  int sms = 0;
+  int sms = 0, major = 0, minor = 0;
   cuda_check(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0), "cudaDeviceGetAttribute");
+  cuda_check(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, 0), "cudaDeviceGetAttribute");
+  cuda_check(cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, 0), "cudaDeviceGetAttribute");
+  const bool fused_arch = kda_cuda::fused_path_arch(10 * major + minor);
   for (const Boundary& b : cases) {
     KdaRun r;
     r.c = base_case();
@@ -300,8 +303,8 @@ TEST_F(KdaCuda, AutoPathAtThreshold) {
     const bool varlen = !b.cu.empty();
     const KdaCudaPath expected =
         kda_cuda::use_recurrent_path(r.c.T, N, varlen)                                  ? KdaCudaPath::kRecurrent
-        : kda_cuda::use_fused_path(r.c.T, N, varlen, r.c.HV, r.c.V, sms) ? KdaCudaPath::kChunkedFused
-                                                                                      : KdaCudaPath::kChunked;
+        : kda_cuda::use_fused_path(r.c.T, N, varlen, r.c.HV, r.c.V, sms) && fused_arch ? KdaCudaPath::kChunkedFused
+                                                                                                : KdaCudaPath::kChunked;
     const KdaCudaPath got = kda_cuda_auto_path(r.device_params());
     EXPECT_EQ(got, expected) << describe(r.c, KdaCudaPath::kAuto, "") << ": path " << path_name(got)
                              << ", expected " << path_name(expected);

@@ -61,7 +61,8 @@ KdaCudaPath auto_path(const Shape& s) {
   // both workspace_bytes and run; host cost, issue 11). The same answer as use_fused_path's.
   if (!kda_cuda::within_fused_tokens(s.T)) return KdaCudaPath::kChunked;
   int sms = 0, cc = 0;
-  if (cuda_device_properties(&sms, &cc).ok() && kda_cuda::use_fused_path(s.T, s.N, s.varlen, s.HV, s.V, sms)) {
+  if (cuda_device_properties(&sms, &cc).ok() && kda_cuda::use_fused_path(s.T, s.N, s.varlen, s.HV, s.V, sms) &&
+      kda_cuda::fused_path_arch(cc)) {
     return KdaCudaPath::kChunkedFused;
   }
   return KdaCudaPath::kChunked;

@@ -29,6 +29,11 @@
 // which also bounds an asynchronous stream of calls). So it serves sequences of at most 32 tokens,
 // and only while its grid fits on the GPU at one CTA per SM (N x HV x V / 16 <= SMs; beyond that the
 // recomputed prep costs whole waves).
+// On sm_90+ it serves none (fused_path_arch): there the chunked path runs small problems in one
+// launch too (the cluster kernel, use_cluster_chunked below), and both chunked forms are faster on the
+// GPU at every length the fused path could take (session 18 call 4, KdaCuda.DISABLED_TimingShortPrefill,
+// T = 32: cluster kernel 12.1 us, two kernels 13.0-13.7, fused 17.2-17.6 at H = 4-16; T <= 16 is
+// the recurrent path's), for at most one allocation (the workspace, ~1 us) of host time more.
 #pragma once
 
 #include <cstdint>
@@ -44,6 +49,10 @@ inline constexpr int64_t kRecurrentMaxAvgTokens = 16;
 constexpr bool use_recurrent_path(int64_t tokens, int64_t sequences, bool varlen) {
   return varlen ? tokens <= kRecurrentMaxAvgTokens * sequences : tokens <= kRecurrentMaxAvgTokens;
 }
+
+// Whether the fused path may serve a device of compute capability cc (10 x major + minor): before
+// sm_90 only (see the top of this file).
+constexpr bool fused_path_arch(int cc) { return cc < 90; }
 
 // Longest sequence the fused one-launch chunked kernel serves (2 chunks of 16), and its V-tile.
 inline constexpr int64_t kFusedMaxTokens = 32;
