@@ -133,6 +133,45 @@ inline cudaLaunchConfig_t clustered_config(dim3 grid, dim3 block, size_t smem, c
   return config;
 }
 
+// Largest cluster size max_active_clusters caches (16: non-portable, allowed per kernel there).
+inline constexpr int kMaxCachedClusterSize = 16;
+
+// Per device (0..63), kernel, cluster size (0..16) and shared-memory request (the caller's first or
+// second, e.g. the sm90 decode's own and its one-CTA-an-SM request): how many such clusters the
+// device holds at once, plus one (0: not asked yet). A variable template keyed by the kernel's
+// address, as smem_attribute_devices (one per instantiation).
+template <auto kKernel>
+inline std::atomic<int> active_clusters_plus1[64][kMaxCachedClusterSize + 1][2] = {};
+
+// cudaOccupancyMaxActiveClusters for kKernel in clusters of (size, 1, 1) CTAs of `threads` threads
+// requesting `smem_bytes` of dynamic shared memory (sizes above 8 first get
+// cudaFuncAttributeNonPortableClusterSizeAllowed), asked once per device `dev` (the calling thread's
+// current device, asked by the caller), size and `request` (0 or 1: which of the caller's two
+// shared-memory requests smem_bytes is). The dynamic shared memory attribute must already allow
+// smem_bytes. Sizes outside 2..16: 0 clusters. A failed query is returned, not cached.
+template <auto kKernel>
+Status max_active_clusters(int dev, int size, int threads, size_t smem_bytes, int request, int* clusters) {
+  *clusters = 0;
+  if (dev < 0 || dev >= 64 || size < 2 || size > kMaxCachedClusterSize || request < 0 || request > 1) {
+    return Status::Ok();
+  }
+  std::atomic<int>& known = active_clusters_plus1<kKernel>[dev][size][request];
+  if (const int k = known.load(std::memory_order_acquire); k > 0) {
+    *clusters = k - 1;
+    return Status::Ok();
+  }
+  if (size > 8) {
+    GA_CUDA_RETURN_IF_ERROR(cudaFuncSetAttribute(kKernel, cudaFuncAttributeNonPortableClusterSizeAllowed, 1));
+  }
+  cudaLaunchAttribute attribute;
+  const cudaLaunchConfig_t config =
+      clustered_config(dim3(static_cast<unsigned>(size)), dim3(static_cast<unsigned>(threads)), smem_bytes, nullptr,
+                       size, &attribute);
+  GA_CUDA_RETURN_IF_ERROR(cudaOccupancyMaxActiveClusters(clusters, kKernel, &config));
+  known.store(*clusters + 1, std::memory_order_release);
+  return Status::Ok();
+}
+
 // kKernel(args...) in thread-block clusters of (cluster_x, 1, 1) on device `dev` (current): through
 // the driver when `driver`, else cudaLaunchKernelEx.
 template <auto kKernel, class... Args>

@@ -273,40 +273,10 @@ __global__ void __launch_bounds__(Traits::kThreads, Traits::kCtasPerSm)
 #endif
 }
 
-// Per device (0..63), kernel, cluster size (0..16) and shared-memory request (0: the kernel's
-// own, 1: kSoloSmemBytes): how many such clusters the device holds at once, plus one (0: not
-// asked yet). A variable template keyed by the kernel's address, as cuda::smem_attribute_devices
-// (one per instantiation).
-template <auto kKernel>
-inline std::atomic<int> active_clusters_plus1[64][kMaxClusterSplits + 1][2] = {};
-
 // Dynamic shared memory that keeps a CTA alone on its SM (2 x (this + 1 KB reserved) > 228 KB).
 inline constexpr size_t kSoloSmemBytes = 114 * 1024;
 
-// cudaOccupancyMaxActiveClusters for kKernel in clusters of `size` CTAs requesting `smem_bytes`
-// (sizes above 8 first get cudaFuncAttributeNonPortableClusterSizeAllowed), asked once per device
-// `dev` (the calling thread's current device, asked by the caller).
-// The dynamic shared memory attribute must already allow smem_bytes.
-template <auto kKernel>
-Status max_active_clusters(int dev, int size, int threads, size_t smem_bytes, bool solo, int* clusters) {
-  *clusters = 0;
-  if (dev < 0 || dev >= 64 || size < 2 || size > kMaxClusterSplits) return Status::Ok();
-  std::atomic<int>& known = active_clusters_plus1<kKernel>[dev][size][solo ? 1 : 0];
-  if (const int k = known.load(std::memory_order_acquire); k > 0) {
-    *clusters = k - 1;
-    return Status::Ok();
-  }
-  if (size > 8) {
-    GA_CUDA_RETURN_IF_ERROR(cudaFuncSetAttribute(kKernel, cudaFuncAttributeNonPortableClusterSizeAllowed, 1));
-  }
-  cudaLaunchAttribute attribute;
-  const cudaLaunchConfig_t config =
-      cuda::clustered_config(dim3(static_cast<unsigned>(size), 1, 1), dim3(static_cast<unsigned>(threads)), smem_bytes,
-                             nullptr, size, &attribute);
-  GA_CUDA_RETURN_IF_ERROR(cudaOccupancyMaxActiveClusters(clusters, kKernel, &config));
-  known.store(*clusters + 1, std::memory_order_release);
-  return Status::Ok();
-}
+static_assert(kMaxClusterSplits <= cuda::kMaxCachedClusterSize, "cuda::max_active_clusters caches these sizes");
 
 // The decode kernel, then the split combine (workspace mode), or in cluster mode (p.cluster_reduce,
 // decode_traits.h cluster_reduction) the kernel alone with clusters of p.num_splits CTAs along x
@@ -339,13 +309,13 @@ Status launch_decode_n(const cuda_engine::KernelParams& params, const DecodeLaun
     const int needed = l.cluster_forced ? 1 : p.m_blocks * p.heads_kv * p.batch;
     int clusters = 0;
     if (Traits::kSmemBytes < kSoloSmemBytes) {
-      GA_RETURN_IF_ERROR(max_active_clusters<sm90_decode_kernel<Traits>>(dev, p.num_splits, Traits::kThreads,
-                                                                         kSoloSmemBytes, true, &clusters));
+      GA_RETURN_IF_ERROR(cuda::max_active_clusters<sm90_decode_kernel<Traits>>(
+          dev, p.num_splits, Traits::kThreads, kSoloSmemBytes, /*request=*/1, &clusters));
       if (clusters >= needed) smem = kSoloSmemBytes;
     }
     if (clusters < needed) {
-      GA_RETURN_IF_ERROR(max_active_clusters<sm90_decode_kernel<Traits>>(
-          dev, p.num_splits, Traits::kThreads, Traits::kSmemBytes, false, &clusters));
+      GA_RETURN_IF_ERROR(cuda::max_active_clusters<sm90_decode_kernel<Traits>>(
+          dev, p.num_splits, Traits::kThreads, Traits::kSmemBytes, /*request=*/0, &clusters));
     }
     p.cluster_reduce = clusters >= needed && p.num_splits > 1;
   }

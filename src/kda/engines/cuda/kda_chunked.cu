@@ -399,35 +399,6 @@ Status launch_state_cols(const DeviceParams& p, const int64_t* offsets, const fl
   return launched;
 }
 
-// Clusters of kKernel (cluster_x = 4 or 8 CTAs of kThreads threads and `smem` bytes) that run at once
-// on device `dev` (current): cudaOccupancyMaxActiveClusters, asked once per device and size (the
-// smem attribute set first). Past it, the clusters run in waves, each paying a whole prep + state
-// pass (session 18 call 2: 16 clusters of 8 at T 64 took 28.9 us against the two kernels' 16.7).
-template <auto kKernel>
-inline std::atomic<int> cluster_capacity_plus1[64][2] = {};
-
-template <auto kKernel>
-Status cluster_capacity(int dev, int cluster_x, size_t smem, int* clusters) {
-  *clusters = 0;
-  if (dev < 0 || dev >= 64) return Status::Ok();
-  std::atomic<int>& known = cluster_capacity_plus1<kKernel>[dev][cluster_x == 8 ? 1 : 0];
-  if (const int k = known.load(std::memory_order_acquire); k > 0) {
-    *clusters = k - 1;
-    return Status::Ok();
-  }
-  cudaLaunchAttribute attribute;
-  const cudaLaunchConfig_t config = cuda::clustered_config(dim3(static_cast<unsigned>(cluster_x)), dim3(kThreads), smem,
-                                                           nullptr, cluster_x, &attribute);
-  if (cudaOccupancyMaxActiveClusters(clusters, kKernel, &config) != cudaSuccess) {
-    // A device or partition that cannot say: capacity 0, so the two kernels serve (they need no
-    // clusters); the error is not sticky, and is cleared so that no later check reports it.
-    (void)cudaGetLastError();
-    *clusters = 0;
-  }
-  known.store(*clusters + 1, std::memory_order_release);
-  return Status::Ok();
-}
-
 // Runs p in one launch of the cluster kernel when use_cluster_chunked admits it (*launched = true),
 // else leaves it to the two kernels.
 template <class T, int K>
@@ -445,8 +416,15 @@ Status maybe_launch_cluster_chunked(const DeviceParams& p, float* blocks, const 
   }
   GA_RETURN_IF_ERROR(cuda::set_max_dynamic_smem_once_on<kernel>(dev, P::kBytes));
   const int tiles = static_cast<int>(p.V / kColsVT);
+  // Clusters the device holds at once (asked once per device and size): past them the clusters run in
+  // waves, each paying a whole prep + state pass (session 18 call 2: 16 clusters of 8 at T 64 took
+  // 28.9 us against the two kernels' 16.7). A device that cannot say: capacity 0, so the two kernels
+  // serve (they need no clusters); the query's error is not sticky, and is cleared.
   int capacity = 0;
-  GA_RETURN_IF_ERROR(cluster_capacity<kernel>(dev, tiles, P::kBytes, &capacity));
+  if (!cuda::max_active_clusters<kernel>(dev, tiles, kThreads, P::kBytes, /*request=*/0, &capacity).ok()) {
+    (void)cudaGetLastError();
+    capacity = 0;
+  }
   // p.T: dense, each sequence's length; varlen, the total.
   if (!use_cluster_chunked(p.T, p.V, ctas16, sms, cc, capacity)) return Status::Ok();
   const dim3 grid(static_cast<unsigned>(p.N * tiles), static_cast<unsigned>(p.HV));
