@@ -743,12 +743,13 @@ struct SmallShape {
   int64_t B, T, H, HV;
   std::vector<int64_t> cu;
   KdaStateLayout layout;
+  int64_t V = 128;  // base_case()'s
 };
 
 void setup_small(KdaRun& r, const SmallShape& sh, uint64_t seed_base) {
   r.c = base_case();
   r.c.B = sh.B, r.c.T = sh.cu.empty() ? sh.T : sh.cu.back(), r.c.H = sh.H, r.c.HV = sh.HV, r.c.cu = sh.cu;
-  r.c.layout = sh.layout;
+  r.c.layout = sh.layout, r.c.V = sh.V;
   r.setup(seed_base + static_cast<uint64_t>(r.c.T), -1);
 }
 
@@ -863,21 +864,14 @@ TEST_F(KdaCuda, ClusterChunkedBitwise) {
   cuda_check(cudaGetDevice(&dev), "cudaGetDevice");
   cuda_check(cudaDeviceGetAttribute(&cc_major, cudaDevAttrComputeCapabilityMajor, dev), "attribute");
   if (cc_major < 9) GTEST_SKIP() << "thread-block clusters need sm_90";
-  struct Case {
-    SmallShape sh;
-    int64_t V;
-  };
-  const Case cases[] = {{{1, 64, 4, 4, {}, KdaStateLayout::kKFirst}, 128},
-                        {{2, 128, 2, 4, {}, KdaStateLayout::kVFirst}, 128},
-                        {{1, 33, 1, 8, {}, KdaStateLayout::kKFirst}, 128},
-                        {{1, 0, 1, 1, {0, 0, 40, 40, 73, 128}, KdaStateLayout::kVFirst}, 128},
-                        {{3, 50, 2, 2, {}, KdaStateLayout::kKFirst}, 64}};
-  for (const Case& cs : cases) {
+  const SmallShape shapes[] = {{1, 64, 4, 4, {}, KdaStateLayout::kKFirst},
+                               {2, 128, 2, 4, {}, KdaStateLayout::kVFirst},
+                               {1, 33, 1, 8, {}, KdaStateLayout::kKFirst},
+                               {1, 0, 1, 1, {0, 0, 40, 40, 73, 128}, KdaStateLayout::kVFirst},
+                               {3, 50, 2, 2, {}, KdaStateLayout::kKFirst, 64}};
+  for (const SmallShape& sh : shapes) {
     KdaRun r;
-    r.c = base_case();
-    r.c.B = cs.sh.B, r.c.T = cs.sh.cu.empty() ? cs.sh.T : cs.sh.cu.back(), r.c.H = cs.sh.H, r.c.HV = cs.sh.HV;
-    r.c.cu = cs.sh.cu, r.c.layout = cs.sh.layout, r.c.V = cs.V;
-    r.setup(570 + static_cast<uint64_t>(r.c.T), -1);
+    setup_small(r, sh, 570);
     HostTensor out[2] = {r.c.out, r.c.out}, st[2] = {r.c.final_state, r.c.final_state};
     for (int cluster = 0; cluster < 2; ++cluster) {
       kda_cuda_set_cluster_chunked(cluster);

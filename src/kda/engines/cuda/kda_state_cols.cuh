@@ -241,7 +241,7 @@ __device__ __forceinline__ void cols_step(const float* st, const ColsWarp& w, Co
     const int row = g + 8 * (q >> 1), col = 2 * t + (q & 1);
     dv[q] = st[P::kU + row * kColsVT + c0 + col] - wsum[q];
   }
-  // D as B fragments (row = token t / t + 4 of each k step, column g): fp32 for Aqk D, tf32 for Kh^T D.
+  // D as B fragments (row = token t / t + 4 of each k step, column g), fp32 here, rounded below.
   // Lane (g', t') holds D[g'][2 t' + (q & 1)] (q < 2) and D[g' + 8][..] (q >= 2); lane (g, t) needs
   // D[8 kk + t][g] and D[8 kk + t + 4][g], held by lanes 4 t + g / 2 and 4 (t + 4) + g / 2 as their
   // value (g & 1) + 2 kk. Each source serves two destinations (g even, odd) different values: both
