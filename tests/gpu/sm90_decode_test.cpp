@@ -927,6 +927,67 @@ TEST_F(Sm90Decode, Fp8KvCacheHeadRatiosRingWrap) {
   }
 }
 
+// fp8 K/V with a bf16 Q in the swap-AB form (<= 32 packed rows a KV head): both GEMMs run in f16
+// with Q scaled by 2^e (DecodeTraits::kF16Mma, docs/DECODE_SM90.md section 28), and the switch's
+// bf16 GEMMs (the form before it) must match the reference too: every head ratio at 1, 2 and 4
+// tokens (column tiles 8, 16 and 32), a 4099-key sequence beside a 65-key one, split and paged.
+TEST_F(Sm90Decode, Fp8F16GemmsAndBf16GemmsMatchReference) {
+  for (auto [hq, hkv] : kHeadRatios) {
+    for (int tokens : {1, 2, 4}) {
+      if (hq / hkv * tokens > 32) continue;  // the packed-rows form
+      Case c = decode_case(hq, hkv, tokens, {4099, 65});
+      c.kv_fp8 = true;
+      c.num_splits = tokens == 2 ? 3 : 1;
+      if (tokens == 4) {
+        c.kv = KvKind::kPaged;
+        c.page_size = 64;
+      }
+      check_case(c, kEngine);
+      ForcedSwitch bf16_gemms(sm90_engine::set_decode_fp8_bf16_mma_mode, 1);
+      check_case(c, kEngine);
+    }
+  }
+}
+
+// Q of every magnitude for the f16 GEMMs: the CTA's largest |q| sets Q's scale 2^e, so heads of one
+// KV group 2^30 apart share it (the smallest heads' components fall below f16 and their scores to
+// ~0, as they nearly are); Q at 2^100 and 2^-100 with the softmax scale moved the other way, so the
+// scores stay where fp32's softmax holds them (scores of 2^24 and more lose their exponent's
+// fraction to fp32 rounding in any form) while e sits near its clamp; and Q = 0 (e = 0).
+TEST_F(Sm90Decode, Fp8BF16QueryMagnitudes) {
+  struct Magnitude {
+    std::string name;
+    std::vector<double> per_head;  // factor of head h: per_head[h % size]
+    float scale;                   // the softmax scale (NAN: 1 / sqrt(D))
+  };
+  const float d_scale = 1.f / std::sqrt(128.f);
+  const std::vector<Magnitude> magnitudes = {
+      {"per head 2^6, 1, 2^-24, 2^-8", {0x1p6, 1.0, 0x1p-24, 0x1p-8}, NAN},
+      {"2^100, scale x 2^-100", {0x1p100}, d_scale * 0x1p-100f},
+      {"2^-100, scale x 2^100", {0x1p-100}, d_scale * 0x1p100f},
+      {"0", {0.0}, NAN}};
+  for (const Magnitude& m : magnitudes) {
+    for (int tokens : {1, 4}) {
+      Case c = decode_case(64, 8, tokens, {700, 65});
+      c.kv_fp8 = true;
+      c.num_splits = 2;
+      c.scale = m.scale;
+      const std::string label = describe(c) + ", Q x " + m.name;
+      auto p = make_problem(c);
+      for_each_index(p->q.shape(), [&](const std::vector<int64_t>& i) {  // [..., Hq, D]
+        const double factor = m.per_head[static_cast<size_t>(i[i.size() - 2]) % m.per_head.size()];
+        p->q.set(i, p->q.at(i) * factor);
+      });
+      p->upload();
+      ASSERT_TRUE(run_reference(*p).ok()) << label;
+      HostTensor o = like(p->out), l = like(p->lse);
+      const Status s = run_cuda(*p, &o, &l, kEngine);
+      ASSERT_TRUE(s.ok()) << label << ": " << s.to_string();
+      expect_matches_reference(*p, o, l, label);
+    }
+  }
+}
+
 // Automatic selection: a decode problem the sm90 engine supports goes to it (head dims 64, 128
 // and 256); one it declines falls through: head dim 32 to the portable engine, 40 new tokens to the
 // sm90 prefill engine. An fp8 cache needs no opt-in since its register-fragment path measured

@@ -185,7 +185,7 @@ __device__ void decode_cta(const KernelParams& p, const CUtensorMap* tmap_k, con
   }
 
   // ---- consumer warpgroup ----
-  load_q<Traits>(p, w, sm, tid);
+  const float q_unscale = load_q<Traits>(p, w, sm, tid);  // (1 unless a bf16 Q entered f16 GEMMs scaled)
   hw::named_bar_sync(kBarOperands, Traits::kConsumerThreads);
   GA_DECODE_STAMP(tid == 0, kQReady);
 
@@ -197,8 +197,8 @@ __device__ void decode_cta(const KernelParams& p, const CUtensorMap* tmap_k, con
   ColumnSoftmax<Traits> softmax;
   softmax.init();
   float s[kN / 2];
-  // fp8: the key scale multiplies every score, the value scale the output (1 otherwise).
-  const float k_scale = kv_scale<Traits>(p.k_scale, p.k_scale_b_stride, p.k_scale_h_stride, w);
+  // fp8: the key scale (and Q's 2^-e) multiplies every score, the value scale the output (1 otherwise).
+  const float k_scale = kv_scale<Traits>(p.k_scale, p.k_scale_b_stride, p.k_scale_h_stride, w) * q_unscale;
   const float v_scale = kv_scale<Traits>(p.v_scale, p.v_scale_b_stride, p.v_scale_h_stride, w);
 
   for (int blk = w.blk_begin, it = 0; blk < w.blk_end; ++blk, ++it) {
@@ -283,9 +283,10 @@ static_assert(kMaxClusterSplits <= cuda::kMaxCachedClusterSize, "cuda::max_activ
 // (blockIdx.x = column block x num_splits + split, so a cluster is one column block's splits and
 // its rank is the split). Where the device cannot hold the clusters it needs at once (below), the
 // workspace mode (the engine reserves the workspace whenever it splits).
-template <class T, int kHeadDim, int kN, bool kFp8>
-Status launch_decode_n(const cuda_engine::KernelParams& params, const DecodeLaunch& l, cudaStream_t stream) {
-  using Traits = DecodeTraits<T, kHeadDim, kN, kFp8>;
+template <class Traits>
+Status launch_decode_traits(const cuda_engine::KernelParams& params, const DecodeLaunch& l, cudaStream_t stream) {
+  using T = typename Traits::Element;
+  constexpr int kHeadDim = Traits::kHeadDim;
   auto* kernel = sm90_decode_kernel<Traits>;
   // The attribute allows the solo request too (an upper bound; a launch asks for what it needs).
   constexpr size_t kMaxRequest = Traits::kSmemBytes > kSoloSmemBytes ? Traits::kSmemBytes : kSoloSmemBytes;
@@ -364,6 +365,14 @@ Status launch_decode_n(const cuda_engine::KernelParams& params, const DecodeLaun
   const Status combined = launch_split_combine<T, kHeadDim>(p, stream);
   host_timing::mark("launch combine_kernel");
   return combined;
+}
+
+template <class T, int kHeadDim, int kN, bool kFp8>
+Status launch_decode_n(const cuda_engine::KernelParams& p, const DecodeLaunch& l, cudaStream_t stream) {
+  if constexpr (kFp8 && std::is_same_v<T, __nv_bfloat16>) {  // the A/B switch's GEMMs in bf16
+    if (l.fp8_bf16_mma) return launch_decode_traits<DecodeTraits<T, kHeadDim, kN, true, false>>(p, l, stream);
+  }
+  return launch_decode_traits<DecodeTraits<T, kHeadDim, kN, kFp8>>(p, l, stream);
 }
 
 template <class T, int kHeadDim, bool kFp8>

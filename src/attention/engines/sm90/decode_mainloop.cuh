@@ -37,6 +37,10 @@
 //        order (P^T unchanged) and byte permutes pair the words of keys 2 q, 2 q + 1 (and + 8, + 9)
 //        into fragments. The epilogue writes row m of half h to that d.
 //   Both load patterns touch 32 distinct banks per warp instruction thanks to the swizzle.
+// The GEMMs of the fp8 form run in f16 (MmaElement): e4m3 -> f16 is one instruction a pair, where
+// e4m3 -> bf16 takes four (e4m3 -> f16 -> two f32 -> bf16), and the conversions were most of the
+// consumer's instructions a tile. A bf16 Q enters f16 scaled by 2^e (load_q), P^T is stored in
+// f16 (10 fraction bits instead of bf16's 7), and the scale 2^-e joins the score scale.
 #pragma once
 
 #include <cuda_bf16.h>
@@ -62,6 +66,13 @@ using cuda_engine::KernelParams;
 using cuda_engine::KeyInterval;
 using cuda_engine::SeqInfo;
 namespace hw = ::groupattn::cuda::sm90;
+
+// Named barriers of the consumer warpgroup (0 is __syncthreads).
+inline constexpr uint32_t kBarMax = 1, kBarOperands = 2, kBarSum = 3;
+
+// The 16-bit type both GEMMs take: f16 for an fp8 cache (DecodeTraits::kF16Mma), else Q's.
+template <class Traits>
+using MmaElement = std::conditional_t<Traits::kF16Mma, __half, typename Traits::Element>;
 
 // What one CTA computes: query columns [col0, col0 + cols) of (sequence b, KV group kv_group)
 // against KV tiles [blk_begin, blk_end) of its split.
@@ -259,13 +270,22 @@ __device__ void produce(const KernelParams& p, const CtaWork& w, const SmemMap<T
 // CTA's columns are zero. 16-byte chunk c of row n lands at chunk c ^ (n % 8) (128B swizzle).
 // fp8: the row's head dims in the order of the S^T fragment columns (see the header): logical
 // chunk ch (k-step ch / 2, half hi = ch % 2) holds d = 32 q + 4 (ch / 2) + 2 hi + {0, 1}, q = 0..3.
+// Returns the factor the scores must be multiplied by: 1, or for a bf16 Q going to f16 GEMMs
+// (MmaElement) 2^-e, where Q was stored as Q x 2^e (exact: a power of two) rounded to f16. e puts
+// the largest |q| of the CTA's rows in [2^14, 2^15), so no component overflows and every component
+// of magnitude >= qmax x 2^-29 keeps all 8 of its significant bits (an f16 normal has 11); smaller
+// ones round as f16 subnormals, an absolute error <= qmax x 2^-40 a component, i.e. a score error
+// below 2^-30 of the largest score's scale -- far inside the bf16 budget. Q with no finite non-zero
+// maximum (all zero, or an inf) takes e = 0, so infs and NaNs reach the scores as before. e is
+// clamped to [-120, 120] (a qmax below 2^-105: its scores are 0 to fp32 precision either way).
 template <class Traits>
-__device__ void load_q(const KernelParams& p, const CtaWork& w, const SmemMap<Traits>& sm, int tid) {
+__device__ float load_q(const KernelParams& p, const CtaWork& w, const SmemMap<Traits>& sm, int tid) {
   using T = typename Traits::Element;
   constexpr int kChunksPerRow = Traits::kHeadDim / 8;  // 16-byte chunks
   constexpr int kChunksPerBlock = Traits::kSwizzleElems / 8;
+  constexpr int kChunks = Traits::kN * kChunksPerRow;
   const T* q = static_cast<const T*>(p.q);
-  for (int c = tid; c < Traits::kN * kChunksPerRow; c += Traits::kConsumerThreads) {
+  const auto load_chunk = [&](int c) {
     const int n = c / kChunksPerRow, ch = c % kChunksPerRow;
     uint4 val = make_uint4(0u, 0u, 0u, 0u);
     if (n < w.cols) {
@@ -282,10 +302,62 @@ __device__ void load_q(const KernelParams& p, const CtaWork& w, const SmemMap<Tr
         val = *reinterpret_cast<const uint4*>(row + ch * 8);
       }
     }
+    return val;
+  };
+  const auto store_chunk = [&](int c, uint4 val) {
+    const int n = c / kChunksPerRow, ch = c % kChunksPerRow;
     const int db = ch / kChunksPerBlock, cc = ch % kChunksPerBlock;
     *reinterpret_cast<uint4*>(sm.q() + db * Traits::kQBlockBytes + n * 128 + ((cc ^ (n % 8)) * 16)) = val;
+  };
+  float unscale = 1.f;
+  if constexpr (std::is_same_v<T, MmaElement<Traits>>) {
+    for (int c = tid; c < kChunks; c += Traits::kConsumerThreads) {
+      const int n = c / kChunksPerRow, ch = c % kChunksPerRow;
+      const uint4 val = load_chunk(c);
+      const int db = ch / kChunksPerBlock, cc = ch % kChunksPerBlock;
+      *reinterpret_cast<uint4*>(sm.q() + db * Traits::kQBlockBytes + n * 128 + ((cc ^ (n % 8)) * 16)) = val;
+    }
+  } else {  // a bf16 Q for f16 GEMMs: the CTA's max |q| first, then the scaled chunks
+    static_assert(kChunks % Traits::kConsumerThreads == 0, "whole chunks a thread");
+    constexpr int kPerThread = kChunks / Traits::kConsumerThreads;
+    uint4 vals[kPerThread];
+    float qmax = 0.f;  // fmaxf skips NaNs
+#pragma unroll
+    for (int i = 0; i < kPerThread; ++i) {
+      vals[i] = load_chunk(tid + i * Traits::kConsumerThreads);
+      for (const uint32_t x : {vals[i].x, vals[i].y, vals[i].z, vals[i].w}) {  // a bf16 is a float's top half
+        qmax = fmaxf(qmax, fmaxf(fabsf(__uint_as_float(x << 16)), fabsf(__uint_as_float(x & 0xffff0000u))));
+      }
+    }
+    const int warp = tid / 32, lane = tid % 32;
+#pragma unroll
+    for (int o = 16; o > 0; o /= 2) qmax = fmaxf(qmax, __shfl_xor_sync(0xffffffffu, qmax, o));
+    float* red = sm.red_sum();  // (first used by the epilogue, after many barriers)
+    if (lane == 0) red[warp] = qmax;
+    hw::named_bar_sync(kBarMax, Traits::kConsumerThreads);
+#pragma unroll
+    for (int wi = 0; wi < Traits::kConsumerWarps; ++wi) qmax = fmaxf(qmax, red[wi]);
+    int e = 0;
+    if (qmax > 0.f && qmax <= 3.402823466e38f) {  // finite and non-zero
+      int ex = 0;
+      (void)frexpf(qmax, &ex);  // qmax in [2^(ex - 1), 2^ex)
+      e = min(max(15 - ex, -120), 120);
+    }
+    const float upscale = __int_as_float((127 + e) << 23);  // 2^e and 2^-e, both fp32 normals
+    unscale = __int_as_float((127 - e) << 23);
+    const auto to_f16 = [upscale](uint32_t x) {
+      const __half2 h =
+          __floats2half2_rn(__uint_as_float(x << 16) * upscale, __uint_as_float(x & 0xffff0000u) * upscale);
+      return *reinterpret_cast<const uint32_t*>(&h);
+    };
+#pragma unroll
+    for (int i = 0; i < kPerThread; ++i) {
+      const uint4 v = vals[i];
+      store_chunk(tid + i * Traits::kConsumerThreads, make_uint4(to_f16(v.x), to_f16(v.y), to_f16(v.z), to_f16(v.w)));
+    }
   }
   hw::fence_proxy_async_smem();  // generic stores -> wgmma operand reads (a barrier follows)
+  return unscale;
 }
 
 // fp8: one tile's bytes a thread needs, loaded straight from the stage (then the stage can be
@@ -361,7 +433,7 @@ __device__ __forceinline__ uint32_t e4m3x2_to(uint32_t pair) {
 // 2q + 8, 2q + 9 = its high two bytes.
 template <class Traits>
 __device__ __forceinline__ void k_fragments(uint32_t (&a)[8][4], const Fp8Words& f) {
-  using T = typename Traits::Element;
+  using T = MmaElement<Traits>;
 #pragma unroll
   for (int kk = 0; kk < 8; ++kk) {
     a[kk][0] = e4m3x2_to<T>(f.k[0][kk]);
@@ -376,7 +448,7 @@ __device__ __forceinline__ void k_fragments(uint32_t (&a)[8][4], const Fp8Words&
 // 0x5140 pairs bytes 0 and 1 of two keys' words, 0x7362 bytes 2 and 3.
 template <class Traits>
 __device__ __forceinline__ void v_fragments(uint32_t (&a)[2][4][4], const Fp8Words& f) {
-  using T = typename Traits::Element;
+  using T = MmaElement<Traits>;
 #pragma unroll
   for (int kk = 0; kk < 4; ++kk) {
 #pragma unroll
@@ -412,9 +484,9 @@ __device__ __forceinline__ float kv_scale(const float* s, int64_t b_stride, int6
 }
 
 template <class Traits>
-using WgmmaOf = hw::Wgmma<std::is_same_v<typename Traits::Element, __nv_bfloat16>, Traits::kN, 0, 0>;
+using WgmmaOf = hw::Wgmma<std::is_same_v<MmaElement<Traits>, __nv_bfloat16>, Traits::kN, 0, 0>;
 template <class Traits>
-using WgmmaTransAOf = hw::Wgmma<std::is_same_v<typename Traits::Element, __nv_bfloat16>, Traits::kN, 1, 0>;
+using WgmmaTransAOf = hw::Wgmma<std::is_same_v<MmaElement<Traits>, __nv_bfloat16>, Traits::kN, 1, 0>;
 
 // S^T = K Q^T for the stage's K tile (fresh accumulators). k-step kk: d block kk / 4, +32 bytes
 // per step inside a block (descriptor + 2).
@@ -459,7 +531,7 @@ __device__ __forceinline__ void gemm_output(float (&o)[Traits::kDBlocks][Traits:
 }
 
 template <class Traits>
-using WgmmaRsOf = hw::WgmmaRs<std::is_same_v<typename Traits::Element, __nv_bfloat16>, Traits::kN, 0>;
+using WgmmaRsOf = hw::WgmmaRs<std::is_same_v<MmaElement<Traits>, __nv_bfloat16>, Traits::kN, 0>;
 
 // fp8: S^T = K Q^T with A = the K fragments (RS form), B = Q as in gemm_scores. Issues and
 // commits only: the caller waits (wait_scores) after converting the V fragments meanwhile.

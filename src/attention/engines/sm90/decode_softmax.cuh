@@ -17,8 +17,6 @@ namespace groupattn::sm90_engine {
 inline constexpr float kLog2e = 1.4426950408889634f;
 inline constexpr float kLn2 = 0.6931471805599453f;
 inline constexpr uint32_t kFullMask = 0xffffffffu;
-// Named barriers of the consumer warpgroup (0 is __syncthreads).
-inline constexpr uint32_t kBarMax = 1, kBarOperands = 2, kBarSum = 3;
 
 template <class Traits>
 struct ColumnSoftmax {
@@ -118,7 +116,7 @@ struct ColumnSoftmax {
   // P^T -> shared memory as the B operand of O^T += V^T P^T: row n (column), 64 keys K-major,
   // 128B swizzle: key k of row n at n * 128 + ((k / 8) ^ (n % 8)) * 16 + (k % 8) * 2.
   __device__ void store_probabilities(const float (&s)[kRegs], unsigned char* p_smem, int warp, int lane) const {
-    using T = typename Traits::Element;
+    using T = MmaElement<Traits>;  // the O^T GEMM's B operand type
 #pragma unroll
     for (int i = 0; i < kRegs; ++i) {
       const int k = row_of(i, warp, lane), n = col_of_reg(i, lane);

@@ -196,11 +196,17 @@ constexpr int column_tile(int64_t cols) {
 // straight into wgmma's register A fragments, converting e4m3 -> Element in registers (exact),
 // and run the RS form of both GEMMs (decode_mainloop.cuh); no converted copy in shared memory.
 // Per-(sequence, KV head) scales fold into the score scale (k) and the output (v).
-template <class T, int kHeadDim_, int kN_, bool kFp8_ = false>
+// kF16Mma_ (fp8 only, the default there): both GEMMs run in f16 whatever Q's dtype -- an e4m3 pair
+// becomes an f16 pair in one instruction, a bf16 pair takes four -- with a bf16 Q entering f16
+// scaled by a power of two (load_q, decode_mainloop.cuh; docs/DECODE_SM90.md section 28). false:
+// the GEMMs in Q's dtype (the form before session 19, kept for the A/B switch
+// GROUPATTN_SM90_DECODE_FP8_BF16_MMA).
+template <class T, int kHeadDim_, int kN_, bool kFp8_ = false, bool kF16Mma_ = kFp8_>
 struct DecodeTraits {
   using Element = T;
   static constexpr int kN = kN_;
   static constexpr bool kFp8 = kFp8_;
+  static constexpr bool kF16Mma = kF16Mma_;
   static constexpr int kHeadDim = kHeadDim_;
   static constexpr int kBlockKV = sm90_engine::kBlockKV;
   static constexpr int kStages = decode_tile(kHeadDim_, kFp8_).stages;
@@ -249,6 +255,7 @@ struct DecodeTraits {
   static_assert(kHeadDim == 64 || kHeadDim == 128 || kHeadDim == 256,
                 "head dim: one of kDecodeHeadDims (O^T = V^T P^T takes one m64 block per 64 d)");
   static_assert(!kFp8 || kHeadDim == kFp8HeadDim, "the fp8 fragment maps cover two m64 halves of d = 128");
+  static_assert(!kF16Mma || kFp8, "f16 GEMMs for a 16-bit cache: its tiles go to wgmma as they are");
   static_assert(kBlockKV == 64, "the KV tile is wgmma's M = 64");
   static_assert(kFp8TileBytes % 1024 == 0, "fp8 tiles are 128B-swizzled TMA boxes (1024-byte aligned)");
   static_assert(kBoxBytes % 1024 == 0 && kQBlockBytes % 1024 == 0 && kPBytes % 1024 == 0,

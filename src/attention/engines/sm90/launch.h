@@ -22,6 +22,9 @@ struct DecodeLaunch {
   bool fp8 = false;    // f8e4m3 K/V (head dim 128): fp8 tensor maps, in-register conversion
   // fp8 packed rows with section 17's single converter warpgroup (decode_fp8_one_converter_wg).
   bool fp8_one_converter_wg = false;
+  // fp8 swap-AB with both GEMMs in bf16 for a bf16 Q, the form before session 19
+  // (decode_fp8_bf16_mma; default: f16 GEMMs, DecodeTraits::kF16Mma).
+  bool fp8_bf16_mma = false;
   // Cluster mode (p.cluster_reduce) with a caller-forced split count: one cluster resident at a
   // time is enough (an automatic count needs the whole grid resident, one wave).
   bool cluster_forced = false;
@@ -190,6 +193,12 @@ int prefill_last_persistent_grid();
 // section 21), the same kind of switch: GROUPATTN_SM90_FP8_CONVERTER_WGS ("1": one; default two).
 void set_decode_fp8_one_converter_wg_mode(int mode);
 bool decode_fp8_one_converter_wg();
+
+// fp8 K/V in the swap-AB form with a bf16 Q: both GEMMs in bf16 as before session 19
+// (DecodeLaunch::fp8_bf16_mma; docs/DECODE_SM90.md section 28), the same kind of switch:
+// GROUPATTN_SM90_DECODE_FP8_BF16_MMA ("1": bf16 GEMMs; default f16).
+void set_decode_fp8_bf16_mma_mode(int mode);
+bool decode_fp8_bf16_mma();
 
 // Multi-token decode on small pages in the packed-rows form (sm90_engine.cu pages_fit_packed_rows;
 // docs/DECODE_SM90.md section 22), a switch for measurement and tests: -1 from

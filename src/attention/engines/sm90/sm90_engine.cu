@@ -81,6 +81,8 @@ struct Geometry {
 std::atomic<int> g_fp8_one_converter_wg_mode{-1};
 // sm90_engine::set_decode_packed_small_pages_mode: -1 the environment, 0 off, 1 on.
 std::atomic<int> g_packed_small_pages_mode{-1};
+// sm90_engine::set_decode_fp8_bf16_mma_mode: -1 the environment, 0 off, 1 on.
+std::atomic<int> g_fp8_bf16_mma_mode{-1};
 
 // Pages that are not a multiple of a 64-key tile: a tile then spans several pages (TMA runs of
 // paged_box_rows(page_size) rows, or the gather path for pages that are not a multiple of 8).
@@ -430,6 +432,7 @@ class Sm90Attention final : public AttentionEngine {
     launch.head_dim = static_cast<int>(g.head_dim);
     launch.fp8 = kv_is_fp8(p);
     launch.fp8_one_converter_wg = launch.fp8 && sm90_engine::decode_fp8_one_converter_wg();
+    launch.fp8_bf16_mma = launch.fp8 && sm90_engine::decode_fp8_bf16_mma();
     launch.cluster_forced = p.num_splits > 0;
     return launch;
   }
@@ -512,6 +515,17 @@ void set_decode_fp8_one_converter_wg_mode(int mode) { g_fp8_one_converter_wg_mod
 bool decode_fp8_one_converter_wg() {
   static const bool from_env = env_switch("GROUPATTN_SM90_FP8_CONVERTER_WGS", false);
   return switch_value(g_fp8_one_converter_wg_mode, from_env);
+}
+
+void set_decode_fp8_bf16_mma_mode(int mode) { g_fp8_bf16_mma_mode.store(clamp_mode(mode)); }
+
+// GROUPATTN_SM90_DECODE_FP8_BF16_MMA=1: fp8 swap-AB decode with a bf16 Q runs both GEMMs in bf16 (the
+// form before session 19) instead of f16 with Q scaled by 2^e (docs/DECODE_SM90.md section 28). Read
+// once. Not the same bits: P^T rounds to bf16 instead of f16; each form is checked against the fp64
+// reference.
+bool decode_fp8_bf16_mma() {
+  static const bool from_env = env_switch("GROUPATTN_SM90_DECODE_FP8_BF16_MMA", false);
+  return switch_value(g_fp8_bf16_mma_mode, from_env);
 }
 
 void set_decode_packed_small_pages_mode(int mode) { g_packed_small_pages_mode.store(clamp_mode(mode)); }
