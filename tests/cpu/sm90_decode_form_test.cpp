@@ -231,15 +231,15 @@ TEST(Sm90DecodeSplitPlan, LargeShapesKeepTheWaveFillingCount) {
   EXPECT_EQ(auto_splits({32, 2, 1, 32768, 256, false, 16}), 2);
 }
 
-// Paged K/V in pages that are not a multiple of the 64-key tile (boxes of gcd(page_size, 64) rows,
-// or gathered) fill a wave of two CTAs per SM where two fit (decode_split_plan.h split_wave_of,
-// docs/DECODE_SM90.md section 18): twice the bytes in flight per SM for the shapes that ran one
+// Paged K/V (DecodeSplitShape::paged: pages that are not a multiple of the 64-key tile, and with
+// the default switch every page size) fill a wave of two CTAs per SM where two fit
+// (decode_split_plan.h split_wave_of, docs/DECODE_SM90.md sections 18 and 29): twice the bytes in flight per SM for the shapes that ran one
 // CTA per SM. D 256 (one CTA per SM), D 64 and fp8 (already a wave of two), small problems (the
 // costed / cluster plan) and one-split grids keep their count.
 TEST(Sm90DecodeSplitPlan, SmallPagesFillAWaveOfTwo) {
   auto small = [](const Shape& s) {
     sm90_engine::DecodeSplitShape d = plan_shape(s);
-    d.small_pages = true;
+    d.paged = true;
     return d;
   };
   // 64/8 B1 x 128K: 16 splits of 128 tiles (128 CTAs) -> 33 of 63 (264 CTAs, two per SM).

@@ -484,6 +484,8 @@ size_t work_list_workspace_bytes(int64_t slots, int64_t batch, int64_t hq, int64
 // workspace); with the switch off (set_decode_work_list_mode(0)) the ordinary plan runs, and
 // agrees with the reference too.
 TEST_F(Sm90Decode, WorkListFoldedPlanAgainstReferenceAndRepeatable) {
+  // Written for pages of 64 at a wave of one CTA an SM (the plan before section 29).
+  ForcedSwitch wave_of_one(sm90_engine::set_decode_paged_wave_two_mode, 0);
   auto lens_of = [](int batch, int longest) {
     std::vector<int> lens;
     for (int i = 0; i < batch; ++i) lens.push_back(i % 7 == 0 ? longest - i : (i * 37) % 900 + (i % 5 == 0 ? 0 : 1));
@@ -511,7 +513,8 @@ TEST_F(Sm90Decode, WorkListFoldedPlanAgainstReferenceAndRepeatable) {
     auto p = make_problem(c);
     sm90_engine::DecodeSplitShape shape;
     shape.head_dim = static_cast<int>(sh.d);
-    shape.small_pages = sh.page > 0 && sm90_engine::paged_box_rows(sh.page) < sm90_engine::kBlockKV;
+    shape.paged = sh.page > 0 && (sm90_engine::paged_box_rows(sh.page) < sm90_engine::kBlockKV ||
+                                  sm90_engine::decode_paged_wave_two());  // the engine's split_shape
     const int64_t batch = static_cast<int64_t>(sh.lens.size());
     const int64_t slots = cuda_engine::list_slot_bound(
         cuda_engine::list_plane_wave(sms, sm90_engine::split_wave_of(shape), sh.hkv, 1), batch);
@@ -562,6 +565,8 @@ int64_t host_list_chunk(const std::vector<int>& lens, int plane_wave, bool guard
 // mixed and equal lengths: the search and the closed form, each with the uniform shortcut on and
 // off), two a lane (B 60), several waves (B 300, mixed and equal).
 TEST_F(Sm90Decode, WorkListCountsAreTheHostPlan) {
+  // Written for pages of 64 at a wave of one CTA an SM (the plan before section 29).
+  ForcedSwitch wave_of_one(sm90_engine::set_decode_paged_wave_two_mode, 0);
   auto lens_of = [](int batch, int longest) {
     std::vector<int> lens;
     for (int i = 0; i < batch; ++i)
@@ -586,7 +591,7 @@ TEST_F(Sm90Decode, WorkListCountsAreTheHostPlan) {
     const int64_t batch = static_cast<int64_t>(lens.size());
     sm90_engine::DecodeSplitShape shape;
     shape.head_dim = 128;
-    shape.small_pages = sm90_engine::paged_box_rows(64) < sm90_engine::kBlockKV;
+    shape.paged = sm90_engine::paged_box_rows(64) < sm90_engine::kBlockKV || sm90_engine::decode_paged_wave_two();
     const int plane_wave = cuda_engine::list_plane_wave(sms, sm90_engine::split_wave_of(shape), 1, 1);
     const size_t list_bytes =
         work_list_workspace_bytes(cuda_engine::list_slot_bound(plane_wave, batch), batch, 8, 128);
@@ -713,6 +718,8 @@ TEST_F(Sm90Decode, WorkListUniformFastBitwiseD256AndSeveralWaves) { expect_unifo
 // slots of one sequence's rows -- P for this batch of 24 <= P -- then the per-sequence counts),
 // which no split count of the ordinary plan gives.
 TEST_F(Sm90Decode, WorkListIsTaken) {
+  // Written for pages of 64 at a wave of one CTA an SM (the plan before section 29).
+  ForcedSwitch wave_of_one(sm90_engine::set_decode_paged_wave_two_mode, 0);
   Case c = decode_case(8, 1, 1, work_list_lens(32768));
   c.kv = KvKind::kPaged;
   c.page_size = 64;
@@ -754,6 +761,39 @@ std::vector<int32_t> run_and_read_list_counts(const Problem& p, size_t bytes, in
   return ok ? got : std::vector<int32_t>{};
 }
 
+// Section 29 (session 19): paged K/V of any page size plans a wave of two CTAs an SM, and the list
+// takes its several-wave plan at one CTA an SM where the wave of two puts the batch in the band
+// (P / 2 < B <= P). Mixed lengths on pages of 64 (the first at 2048, the rest spread over [1, 2048],
+// one empty; K/V bound 128 MiB or more): 8/1 B128 takes the list at P = 2 x SMs; 64/8 B32 is in the
+// band at P = 2 x SMs / 8 and takes P = SMs / 8. Each: the list's workspace, the fp64 reference.
+TEST_F(Sm90Decode, PagedWaveTwoListPlans) {
+  int dev = 0, sms = 0;
+  ASSERT_EQ(cudaGetDevice(&dev), cudaSuccess);
+  ASSERT_EQ(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev), cudaSuccess);
+  ForcedSwitch wave_two(sm90_engine::set_decode_paged_wave_two_mode, 1);
+  struct Row {
+    int64_t hq, hkv;
+    int batch;
+    int plane_wave;
+  };
+  for (const Row& r : std::vector<Row>{{8, 1, 128, 2 * sms}, {64, 8, 32, sms / 8}}) {
+    std::vector<int> lens(static_cast<size_t>(r.batch));
+    for (int i = 0; i < r.batch; ++i) lens[static_cast<size_t>(i)] = i == 0 ? 2048 : (i * 7919) % 2049;
+    Case c = decode_case(r.hq, r.hkv, 1, lens);
+    c.kv = KvKind::kPaged;
+    c.page_size = 64;
+    c.num_splits = 0;
+    auto p = make_problem(c);
+    RunOptions opt;
+    opt.engine = kEngine;
+    size_t bytes = 0;
+    ASSERT_TRUE(attention_workspace_bytes(p->device_params(), opt, &bytes).ok());
+    EXPECT_EQ(bytes, work_list_workspace_bytes(cuda_engine::list_slot_bound(r.plane_wave, r.batch), r.batch, r.hq, 128))
+        << describe(c) << ": not the list at P " << r.plane_wave;
+    check_case(c, kEngine);
+  }
+}
+
 // Session 12 (docs/DECODE_SM90.md section 25): the near-wave plan, GROUPATTN_SM90_DECODE_LIST_NEAR_WAVE
 // forced on, for the band the list turned away (P / 2 < B <= P: 8/1 d128 B128 on 132 SMs, P 132):
 // the one-wave plan over both CTA places of every SM (P' 264), near-uniform lengths one split a
@@ -765,6 +805,8 @@ std::vector<int32_t> run_and_read_list_counts(const Problem& p, size_t bytes, in
 // list_near_wave's plan on the host; against the fp64 reference; 3 runs bitwise. Then equal lengths
 // (page 64): one split a sequence, the ordinary plan's.
 TEST_F(Sm90Decode, WorkListNearWaveMixedB128) {
+  // Written for pages of 64 at a wave of one CTA an SM (the plan before section 29).
+  ForcedSwitch wave_of_one(sm90_engine::set_decode_paged_wave_two_mode, 0);
   constexpr int kBatch = 128, kLongest = 2048;
   std::vector<int> mixed(kBatch);
   uint32_t x = 12345u;
@@ -791,7 +833,8 @@ TEST_F(Sm90Decode, WorkListNearWaveMixedB128) {
     // band's wave with the switch on.
     sm90_engine::DecodeSplitShape shape;
     shape.head_dim = 128;
-    shape.small_pages = page > 0 && sm90_engine::paged_box_rows(page) < sm90_engine::kBlockKV;
+    shape.paged = page > 0 && (sm90_engine::paged_box_rows(page) < sm90_engine::kBlockKV ||
+                               sm90_engine::decode_paged_wave_two());
     const int split_wave = sm90_engine::split_wave_of(shape);
     const int wave = cuda_engine::list_plane_wave(sms, split_wave, 1, 1);
     const bool served = cuda_engine::list_serves_batch(kBatch, wave);

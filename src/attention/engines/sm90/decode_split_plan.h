@@ -86,23 +86,27 @@ struct DecodeSplitShape {
   int head_dim = 128;
   int col_tile = 8;
   bool fp8 = false;
-  // Paged K/V whose pages are not a multiple of the 64-key tile (boxes of gcd(page_size, 64) < 64
-  // rows, or the gathered path): more work per byte on the producer warp's critical path.
-  bool small_pages = false;
+  // Paged K/V that fills a wave of two (split_wave_of): pages not a multiple of the 64-key tile
+  // (boxes of gcd(page_size, 64) < 64 rows, or the gathered path: more work per byte on the producer
+  // warp's critical path), and with GROUPATTN_SM90_DECODE_PAGED_WAVE_TWO on (the default) every page
+  // size (the block-table reads; section 29). The engine sets it (sm90_engine.cu split_shape).
+  bool paged = false;
 };
 
-// CTAs per SM the wave-filling count fills (decode_tile().split_wave), except that small pages take
-// a wave of two wherever two CTAs fit an SM (D 64, D 128, fp8; D 256 holds one). Why
+// CTAs per SM the wave-filling count fills (decode_tile().split_wave), except that paged K/V
+// (DecodeSplitShape::paged) takes a wave of two wherever two CTAs fit an SM (D 64, D 128, fp8; D 256
+// holds one). Why
 // (docs/DECODE_SM90.md section 18): at one CTA per SM a CTA's ring keeps ~2 stages (64 KB at D 128)
 // in flight, just what the SM's share of the HBM rate needs at the loaded latency (~33 KB/us x
 // ~2 us), so every cycle the producer spends between a stage's release and its last box issue
 // (16 boxes at page 16, D 128) is lost bandwidth: 64/8 B1 x 128K page 16 2818 GB/s against 4176
 // contiguous, at one CTA per SM; the same page size at two CTAs per SM (64/8 B32 x 32K) 4251
 // against 4474. A second CTA doubles the bytes in flight per SM and covers one producer's gaps with
-// the other's stream.
+// the other's stream. Page 64 too (section 29): 64/8 B1 x 128K 136.0 us at 16 splits against 130.2
+// at 33 (session 19, forced counts), where contiguous K/V loses at 33 (124.6 against 125.9).
 inline int split_wave_of(const DecodeSplitShape& s) {
   const DecodeTile t = decode_tile(s.head_dim, s.fp8);
-  return s.small_pages && t.ctas_per_sm >= 2 ? std::max(t.split_wave, 2) : t.split_wave;
+  return s.paged && t.ctas_per_sm >= 2 ? std::max(t.split_wave, 2) : t.split_wave;
 }
 
 // CTAs of a launch with `splits` splits (batch x KV heads x column blocks x splits).
@@ -140,7 +144,7 @@ inline double split_cost_us(const DecodeSplitShape& s, int splits) {
 // >= 8 tiles per split, the fewest splits with the shortest longest split) unless the cheapest
 // count of at most one CTA per SM, >= kMinCostedTilesPerSplit tiles per split and <=
 // cuda_engine::kMaxSplits saves kMinPlanGainUs by the model. Grids of more than one CTA per SM (D 64
-// and fp8 fill a wave of two, and small pages: split_wave_of) keep the wave-filling count: the model
+// and fp8 fill a wave of two, and paged K/V: split_wave_of) keep the wave-filling count: the model
 // has no term for two CTAs sharing an SM.
 //
 // The cheapest count is found among few candidates, not all (host cost per call): 1; for each

@@ -194,6 +194,13 @@ int prefill_last_persistent_grid();
 void set_decode_fp8_one_converter_wg_mode(int mode);
 bool decode_fp8_one_converter_wg();
 
+// The swap-AB split plan's wave of two CTAs an SM for paged K/V of any page size, and the work
+// list's several-wave fallback where a wave of two puts the batch in the band (decode_split_plan.h
+// split_wave_of, sm90_engine.cu list_plan; docs/DECODE_SM90.md section 29), the same kind of switch:
+// GROUPATTN_SM90_DECODE_PAGED_WAVE_TWO ("0": the plans before session 19; default on).
+void set_decode_paged_wave_two_mode(int mode);
+bool decode_paged_wave_two();
+
 // fp8 K/V in the swap-AB form with a bf16 Q: both GEMMs in bf16 as before session 19
 // (DecodeLaunch::fp8_bf16_mma; docs/DECODE_SM90.md section 28), the same kind of switch:
 // GROUPATTN_SM90_DECODE_FP8_BF16_MMA ("1": bf16 GEMMs; default f16).

@@ -81,6 +81,8 @@ struct Geometry {
 std::atomic<int> g_fp8_one_converter_wg_mode{-1};
 // sm90_engine::set_decode_packed_small_pages_mode: -1 the environment, 0 off, 1 on.
 std::atomic<int> g_packed_small_pages_mode{-1};
+// sm90_engine::set_decode_paged_wave_two_mode: -1 the environment, 0 off, 1 on.
+std::atomic<int> g_paged_wave_two_mode{-1};
 // sm90_engine::set_decode_fp8_bf16_mma_mode: -1 the environment, 0 off, 1 on.
 std::atomic<int> g_fp8_bf16_mma_mode{-1};
 
@@ -155,7 +157,7 @@ sm90_engine::DecodeSplitShape split_shape(const AttentionParams& p, const Geomet
   shape.head_dim = static_cast<int>(g.head_dim);
   shape.col_tile = g.col_tile;
   shape.fp8 = kv_is_fp8(p);
-  shape.small_pages = small_pages(p);
+  shape.paged = small_pages(p) || (kv_layout(p) == KvLayout::kPaged && sm90_engine::decode_paged_wave_two());
   return shape;
 }
 
@@ -200,7 +202,10 @@ bool use_cluster_reduction(const AttentionParams& p, const Geometry& g, int num_
 // kListMinKvBytes (the plan's few us). Depends only on shapes and flags, never on data; the plan
 // itself is computed by the decode CTAs (decode_work_list.cuh fold_list_slot).
 //
-// The near-wave switch (GROUPATTN_SM90_DECODE_LIST_NEAR_WAVE, default off; docs/DECODE_SM90.md
+// The list's wave P is the ordinary plan's (split_wave_of: two CTAs an SM for paged K/V, D 64 and
+// fp8). Where that puts the batch in the band P / 2 < B <= P and one CTA an SM is a wave the batch
+// exceeds, the list runs its several-wave plan at that wave (session 19, section 29). The near-wave
+// switch (GROUPATTN_SM90_DECODE_LIST_NEAR_WAVE, default off; docs/DECODE_SM90.md
 // section 25) also takes the batches list_serves_batch turns away at the ordinary wave (P / 2 < B <=
 // P), at the wave decode_work_list.h list_near_wave picks: every CTA place (D 128 16-bit: two an SM,
 // the one-wave plan with the near-uniform guard) or one CTA an SM (several waves).
@@ -224,14 +229,23 @@ ListPlan list_plan(const AttentionParams& p, const Geometry& g, int num_splits, 
   if (g.batch * ((g.max_k + sm90_engine::kBlockKV - 1) / sm90_engine::kBlockKV) >= std::numeric_limits<int32_t>::max()) return l;
   const int split_wave = sm90_engine::split_wave_of(split_shape(p, g, sm_count));
   l.plane_wave = cuda_engine::list_plane_wave(sm_count, split_wave, g.heads_kv, g.m_blocks);
+  const int one_per_sm = cuda_engine::list_plane_wave(sm_count, 1, g.heads_kv, g.m_blocks);
   if (!cuda_engine::list_serves_batch(g.batch, l.plane_wave)) {  // 2..kListMaxBatch, not P / 2 < B <= P
-    if (!sm90_engine::decode_list_near_wave()) return l;
-    const int ctas_per_sm = sm90_engine::decode_tile(static_cast<int>(g.head_dim), kv_is_fp8(p)).ctas_per_sm;
-    const cuda_engine::NearWave nw =
-        cuda_engine::list_near_wave(sm_count, split_wave, ctas_per_sm, g.heads_kv, g.m_blocks, g.batch);
-    if (nw.plane_wave == 0) return l;
-    l.plane_wave = nw.plane_wave;
-    l.near_wave = nw.near_uniform_guard;
+    if (sm90_engine::decode_paged_wave_two() && split_wave > 1 && g.batch > one_per_sm &&
+        cuda_engine::list_serves_batch(g.batch, one_per_sm)) {
+      // A wave of two (paged, D 64, fp8) that puts the batch in the band: the several-wave plan at
+      // one CTA an SM, as the cuda engine's list_plane_wave_for (64/8 B32 x 32K mixed on pages of
+      // 64: P 33 -> 16; docs/DECODE_SM90.md section 29).
+      l.plane_wave = one_per_sm;
+    } else {
+      if (!sm90_engine::decode_list_near_wave()) return l;
+      const int ctas_per_sm = sm90_engine::decode_tile(static_cast<int>(g.head_dim), kv_is_fp8(p)).ctas_per_sm;
+      const cuda_engine::NearWave nw =
+          cuda_engine::list_near_wave(sm_count, split_wave, ctas_per_sm, g.heads_kv, g.m_blocks, g.batch);
+      if (nw.plane_wave == 0) return l;
+      l.plane_wave = nw.plane_wave;
+      l.near_wave = nw.near_uniform_guard;
+    }
   }
   l.slots = cuda_engine::list_slot_bound(l.plane_wave, g.batch);
   l.use = l.slots * g.m_blocks <= std::numeric_limits<int32_t>::max();
@@ -515,6 +529,18 @@ void set_decode_fp8_one_converter_wg_mode(int mode) { g_fp8_one_converter_wg_mod
 bool decode_fp8_one_converter_wg() {
   static const bool from_env = env_switch("GROUPATTN_SM90_FP8_CONVERTER_WGS", false);
   return switch_value(g_fp8_one_converter_wg_mode, from_env);
+}
+
+void set_decode_paged_wave_two_mode(int mode) { g_paged_wave_two_mode.store(clamp_mode(mode)); }
+
+// GROUPATTN_SM90_DECODE_PAGED_WAVE_TWO=0: the swap-AB plans before session 19 -- paged K/V in pages
+// of a multiple of 64 keys plans its splits for a wave of one CTA an SM instead of two
+// (decode_split_plan.h split_wave_of), and the work list takes no several-wave fallback where a
+// wave of two puts the batch in the band (list_plan) -- docs/DECODE_SM90.md section 29. Read once.
+// Each plan is exact (the split count changes the combine's rounding, not the semantics).
+bool decode_paged_wave_two() {
+  static const bool from_env = env_switch("GROUPATTN_SM90_DECODE_PAGED_WAVE_TWO", true);
+  return switch_value(g_paged_wave_two_mode, from_env);
 }
 
 void set_decode_fp8_bf16_mma_mode(int mode) { g_fp8_bf16_mma_mode.store(clamp_mode(mode)); }
