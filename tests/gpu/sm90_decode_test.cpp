@@ -970,18 +970,19 @@ TEST_F(Sm90Decode, Fp8KvCacheHeadRatiosRingWrap) {
   }
 }
 
-// fp8 K/V with a bf16 Q in the swap-AB form (<= 32 packed rows a KV head): both GEMMs run in f16
-// with Q scaled by 2^e (DecodeTraits::kF16Mma, docs/DECODE_SM90.md section 28), and the switch's
-// bf16 GEMMs (the form before it) must match the reference too: every head ratio at 1, 2 and 4
-// tokens (column tiles 8, 16 and 32), a 4099-key sequence beside a 65-key one, split and paged.
+// fp8 K/V with a bf16 Q: both GEMMs run in f16 with Q scaled by 2^e (swap-AB: DecodeTraits::kF16Mma;
+// packed rows: PrefillTraits::kSF16; docs/DECODE_SM90.md sections 28 and 30), and the switch's bf16
+// GEMMs (the forms before them) must match the reference too: every head ratio at 1, 2 and 4 tokens
+// (column tiles 8, 16 and 32; or packed rows at >= 33 rows), the packed form at 8 and 16 tokens of
+// group 8 (one and two consumer warpgroups), a 4099-key sequence beside a 65-key one, split and paged.
 TEST_F(Sm90Decode, Fp8F16GemmsAndBf16GemmsMatchReference) {
   for (auto [hq, hkv] : kHeadRatios) {
-    for (int tokens : {1, 2, 4}) {
-      if (hq / hkv * tokens > 32) continue;  // the packed-rows form
+    for (int tokens : {1, 2, 4, 8, 16}) {
+      if (tokens >= 8 && hq / hkv != 8) continue;  // the packed-rows form: group 8 (64 and 128 rows)
       Case c = decode_case(hq, hkv, tokens, {4099, 65});
       c.kv_fp8 = true;
-      c.num_splits = tokens == 2 ? 3 : 1;
-      if (tokens == 4) {
+      c.num_splits = tokens == 2 || tokens == 16 ? 3 : 1;
+      if (tokens == 4 || tokens == 8) {
         c.kv = KvKind::kPaged;
         c.page_size = 64;
       }
@@ -1010,7 +1011,7 @@ TEST_F(Sm90Decode, Fp8BF16QueryMagnitudes) {
       {"2^-100, scale x 2^100", {0x1p-100}, d_scale * 0x1p100f},
       {"0", {0.0}, NAN}};
   for (const Magnitude& m : magnitudes) {
-    for (int tokens : {1, 4}) {
+    for (int tokens : {1, 4, 8, 16}) {  // swap-AB (one CTA's Q scale), packed rows (one a warpgroup)
       Case c = decode_case(64, 8, tokens, {700, 65});
       c.kv_fp8 = true;
       c.num_splits = 2;

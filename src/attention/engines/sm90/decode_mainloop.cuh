@@ -55,6 +55,7 @@
 #include "attention/engines/sm90/decode_traits.h"
 #include "attention/engines/sm90/decode_phase_stamps.cuh"
 #include "cuda/cp_async.cuh"
+#include "cuda/q_to_f16.cuh"
 #include "cuda/sm90/hopper.cuh"
 #include "cuda/sm90/wgmma.cuh"
 
@@ -271,13 +272,8 @@ __device__ void produce(const KernelParams& p, const CtaWork& w, const SmemMap<T
 // fp8: the row's head dims in the order of the S^T fragment columns (see the header): logical
 // chunk ch (k-step ch / 2, half hi = ch % 2) holds d = 32 q + 4 (ch / 2) + 2 hi + {0, 1}, q = 0..3.
 // Returns the factor the scores must be multiplied by: 1, or for a bf16 Q going to f16 GEMMs
-// (MmaElement) 2^-e, where Q was stored as Q x 2^e (exact: a power of two) rounded to f16. e puts
-// the largest |q| of the CTA's rows in [2^14, 2^15), so no component overflows and every component
-// of magnitude >= qmax x 2^-29 keeps all 8 of its significant bits (an f16 normal has 11); smaller
-// ones round as f16 subnormals, an absolute error <= qmax x 2^-40 a component, i.e. a score error
-// below 2^-30 of the largest score's scale -- far inside the bf16 budget. Q with no finite non-zero
-// maximum (all zero, or an inf) takes e = 0, so infs and NaNs reach the scores as before. e is
-// clamped to [-120, 120] (a qmax below 2^-105: its scores are 0 to fp32 precision either way).
+// (MmaElement) 2^-e, the CTA's rows stored as Q x 2^e rounded to f16 (cuda/q_to_f16.cuh: the rule
+// for e and why the scores stay exact).
 template <class Traits>
 __device__ float load_q(const KernelParams& p, const CtaWork& w, const SmemMap<Traits>& sm, int tid) {
   using T = typename Traits::Element;
@@ -321,39 +317,28 @@ __device__ float load_q(const KernelParams& p, const CtaWork& w, const SmemMap<T
     static_assert(kChunks % Traits::kConsumerThreads == 0, "whole chunks a thread");
     constexpr int kPerThread = kChunks / Traits::kConsumerThreads;
     uint4 vals[kPerThread];
-    float qmax = 0.f;  // fmaxf skips NaNs
+    float qmax = 0.f;
 #pragma unroll
     for (int i = 0; i < kPerThread; ++i) {
       vals[i] = load_chunk(tid + i * Traits::kConsumerThreads);
-      for (const uint32_t x : {vals[i].x, vals[i].y, vals[i].z, vals[i].w}) {  // a bf16 is a float's top half
-        qmax = fmaxf(qmax, fmaxf(fabsf(__uint_as_float(x << 16)), fabsf(__uint_as_float(x & 0xffff0000u))));
-      }
+      for (const uint32_t x : {vals[i].x, vals[i].y, vals[i].z, vals[i].w}) qmax = fmaxf(qmax, cuda::bf16x2_abs_max(x));
     }
     const int warp = tid / 32, lane = tid % 32;
-#pragma unroll
-    for (int o = 16; o > 0; o /= 2) qmax = fmaxf(qmax, __shfl_xor_sync(0xffffffffu, qmax, o));
-    float* red = sm.red_sum();  // (first used by the epilogue, after many barriers)
-    if (lane == 0) red[warp] = qmax;
+    auto* red = reinterpret_cast<uint32_t*>(sm.red_sum());  // (first used by the epilogue, after many barriers)
+    const uint32_t warp_max = cuda::warp_max_bits(qmax);
+    if (lane == 0) red[warp] = warp_max;
     hw::named_bar_sync(kBarMax, Traits::kConsumerThreads);
-#pragma unroll
-    for (int wi = 0; wi < Traits::kConsumerWarps; ++wi) qmax = fmaxf(qmax, red[wi]);
-    int e = 0;
-    if (qmax > 0.f && qmax <= 3.402823466e38f) {  // finite and non-zero
-      int ex = 0;
-      (void)frexpf(qmax, &ex);  // qmax in [2^(ex - 1), 2^ex)
-      e = min(max(15 - ex, -120), 120);
-    }
-    const float upscale = __int_as_float((127 + e) << 23);  // 2^e and 2^-e, both fp32 normals
-    unscale = __int_as_float((127 - e) << 23);
-    const auto to_f16 = [upscale](uint32_t x) {
-      const __half2 h =
-          __floats2half2_rn(__uint_as_float(x << 16) * upscale, __uint_as_float(x & 0xffff0000u) * upscale);
-      return *reinterpret_cast<const uint32_t*>(&h);
-    };
+    static_assert(Traits::kConsumerWarps == 4, "four warps' maxima");
+    const uint32_t all_max = cuda::warp_max_bits(__uint_as_float(max(max(red[0], red[1]), max(red[2], red[3]))));
+    const int e = cuda::f16_q_exponent(__uint_as_float(all_max));
+    const float up = cuda::pow2f(e);
+    unscale = cuda::pow2f(-e);
 #pragma unroll
     for (int i = 0; i < kPerThread; ++i) {
       const uint4 v = vals[i];
-      store_chunk(tid + i * Traits::kConsumerThreads, make_uint4(to_f16(v.x), to_f16(v.y), to_f16(v.z), to_f16(v.w)));
+      store_chunk(tid + i * Traits::kConsumerThreads,
+                  make_uint4(cuda::bf16x2_to_f16x2_scaled(v.x, up), cuda::bf16x2_to_f16x2_scaled(v.y, up),
+                             cuda::bf16x2_to_f16x2_scaled(v.z, up), cuda::bf16x2_to_f16x2_scaled(v.w, up)));
     }
   }
   hw::fence_proxy_async_smem();  // generic stores -> wgmma operand reads (a barrier follows)

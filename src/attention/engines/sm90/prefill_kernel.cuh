@@ -42,6 +42,7 @@
 #include "attention/engines/cuda/kernel_params.h"
 #include "attention/engines/cuda/seq_and_mask.cuh"
 #include "attention/engines/sm90/decode_combine.cuh"
+#include "cuda/q_to_f16.cuh"
 #include "attention/engines/sm90/decode_traits.h"
 #include "attention/engines/sm90/launch.h"
 #include "attention/engines/sm90/prefill_phase_stamps.cuh"
@@ -236,8 +237,13 @@ __device__ __forceinline__ int acc_col(int i, int lane) { return 8 * (i >> 2) + 
 template <class Traits>
 using PvElement = std::conditional_t<Traits::kPvF16, __half, typename Traits::Element>;
 
+// The element type of S = Q K^T's operands (Q and the K tiles): Q's type, or f16 with an fp8 cache
+// (PrefillTraits::kSF16; Q enters f16 scaled, load_packed_q).
 template <class Traits>
-using WgmmaS = hw::Wgmma<std::is_same_v<typename Traits::Element, __nv_bfloat16>, Traits::kBlockN, 0, 0>;
+using SElement = std::conditional_t<Traits::kSF16, __half, typename Traits::Element>;
+
+template <class Traits>
+using WgmmaS = hw::Wgmma<std::is_same_v<SElement<Traits>, __nv_bfloat16>, Traits::kBlockN, 0, 0>;
 
 // Packed decode: one KV tile as kKvSubBoxes 64-row boxes per d block of K and of V (paged: each box
 // inside one page, page_size being a multiple of 64; smaller pages: produce_packed_decode_runs
@@ -650,7 +656,7 @@ __device__ void convert_fp8(const KernelParams& p, const Smem<Traits>& sm, const
       // The first kKSlots tiles pass at once (a fresh barrier completes the phase before phase 0).
       hw::mbar_wait(sm.k_empty(ks), (static_cast<uint32_t>(t / kKs) & 1u) ^ 1u);
       hw::fence_proxy_async_smem();  // wgmma's reads of the old tile (async proxy) before these writes
-      widen_row<Traits, typename Traits::Element>(sm.k(ks), sm.fp8_k(slot), u, live);
+      widen_row<Traits, SElement<Traits>>(sm.k(ks), sm.fp8_k(slot), u, live);
       publish(sm.k_full(ks));
     }
     if (widen_v) {
@@ -724,10 +730,14 @@ __device__ __forceinline__ void fence_output(float (&o)[Traits::kDBlocks][32],
 // prefill's TMA boxes give (row n of block db at n * 128 bytes, 16-byte chunk c at c ^ (n % 8):
 // 128B swizzle, K-major). Row r = m0 + 64 wg + n is token r / group, query head kv_group * group +
 // r % group; rows past the sequence's are zero. Any group works (a TMA box {64 d, group, tokens}
-// would need group x tokens-per-box = 64).
+// would need group x tokens-per-box = 64). Returns what the scores must be multiplied by: 1, or for
+// a bf16 Q going to an f16 S product (SElement) 2^-e, where the rows were stored as Q x 2^e rounded
+// to f16, e from the warpgroup's largest |q| (cuda/q_to_f16.cuh: the rule and why the scores stay
+// exact). bar: a named barrier of the warpgroup's 128
+// threads (the caller's, used again after).
 template <class Traits>
-__device__ __forceinline__ void load_packed_q(const KernelParams& p, const Work& w, const Smem<Traits>& sm, int wg,
-                                              int tid_in_wg) {
+__device__ __forceinline__ float load_packed_q(const KernelParams& p, const Work& w, const Smem<Traits>& sm, int wg,
+                                               int tid_in_wg, uint32_t bar) {
   using T = typename Traits::Element;
   constexpr int kChunksPerRow = Traits::kHeadDim / 8;  // 16-byte chunks
   constexpr int kChunksPerBlock = Traits::kSwizzleElems / 8;
@@ -746,6 +756,29 @@ __device__ __forceinline__ void load_packed_q(const KernelParams& p, const Work&
                                                static_cast<int64_t>(head) * p.q_head_stride + ch * 8);
     }
   }
+  float unscale = 1.f;
+  if constexpr (!std::is_same_v<T, SElement<Traits>>) {  // bf16 Q, f16 S: the warpgroup's max |q| first
+    float qmax = 0.f;
+#pragma unroll
+    for (int j = 0; j < kPerThread; ++j) {
+      for (const uint32_t x : {val[j].x, val[j].y, val[j].z, val[j].w}) qmax = fmaxf(qmax, cuda::bf16x2_abs_max(x));
+    }
+    // The four warps' maxima in the first bytes of the warpgroup's own Q rows, before the rows.
+    uint32_t* red = reinterpret_cast<uint32_t*>(sm.q() + wg * Traits::kRowsPerWg * 128);
+    const uint32_t warp_max = cuda::warp_max_bits(qmax);
+    if (tid_in_wg % 32 == 0) red[tid_in_wg / 32] = warp_max;
+    hw::named_bar_sync(bar, 128);
+    const uint32_t all_max = cuda::warp_max_bits(__uint_as_float(max(max(red[0], red[1]), max(red[2], red[3]))));
+    hw::named_bar_sync(bar, 128);  // every thread has read them before the rows overwrite them
+    const int e = cuda::f16_q_exponent(__uint_as_float(all_max));
+    const float up = cuda::pow2f(e);
+    unscale = cuda::pow2f(-e);
+#pragma unroll
+    for (int j = 0; j < kPerThread; ++j) {
+      val[j] = make_uint4(cuda::bf16x2_to_f16x2_scaled(val[j].x, up), cuda::bf16x2_to_f16x2_scaled(val[j].y, up),
+                          cuda::bf16x2_to_f16x2_scaled(val[j].z, up), cuda::bf16x2_to_f16x2_scaled(val[j].w, up));
+    }
+  }
 #pragma unroll
   for (int j = 0; j < kPerThread; ++j) {
     const int c = tid_in_wg + 128 * j, n = c / kChunksPerRow, ch = c % kChunksPerRow;
@@ -754,6 +787,7 @@ __device__ __forceinline__ void load_packed_q(const KernelParams& p, const Work&
                               ((cc ^ (n % 8)) * 16)) = val[j];
   }
   hw::fence_proxy_async_smem();  // generic stores -> wgmma operand reads (the warpgroup's barrier follows)
+  return unscale;
 }
 
 // Epilogue of one consumer warpgroup (Traits::kStagedEpilogue): its normalised O (row r of the
@@ -929,6 +963,19 @@ __device__ void consume(const KernelParams& p, const Work& w, const Smem<Traits>
   // Softcap: s -> cap * tanh(s * scale / cap). The quotient once, before the loop: the IEEE
   // division's slow path is a subroutine call, whose return address spilled inside the loop at
   // 160 registers (three consumer warpgroups, D 64).
+  // Packed decode with a bf16 Q and an f16 S product (SElement): Q goes in as Q x 2^e, so it is
+  // loaded here, before the score scale that 2^-e joins (loading it where the other forms do, and
+  // scaling `scale` and `inv_cap` there, spilled 8 bytes of the 224-register consumers).
+  constexpr bool kScaledQ = Traits::kPackedDecode && !std::is_same_v<typename Traits::Element, SElement<Traits>>;
+  constexpr uint32_t kBarQ = 4;  // + wg: each warpgroup reads only its own Q rows
+  float q_unscale = 1.f;
+  if constexpr (kScaledQ) {
+    if (blk_begin < blk_end) {
+      q_unscale = load_packed_q<Traits>(p, w, sm, wg, 32 * warp_in_wg + lane, kBarQ + wg);
+      hw::named_bar_sync(kBarQ + wg, 128);
+    }
+  }
+  if constexpr (kScaledQ) k_scale *= q_unscale;
   float scale = p.scale;
   if constexpr (Traits::kFp8Kv) scale *= k_scale;
   const float inv_cap = p.softcap > 0.f ? scale / p.softcap : 0.f;
@@ -1069,9 +1116,10 @@ __device__ void consume(const KernelParams& p, const Work& w, const Smem<Traits>
   // O(it-1) done -> free its stage -> O *= alpha(it) -> P(it) becomes the next A operand.
   if (blk_begin < blk_end) {
     if constexpr (Traits::kPackedDecode) {
-      constexpr uint32_t kBarQ = 4;  // + wg: each warpgroup reads only its own Q rows
-      load_packed_q<Traits>(p, w, sm, wg, 32 * warp_in_wg + lane);
-      hw::named_bar_sync(kBarQ + wg, 128);
+      if constexpr (!kScaledQ) {  // (a scaled Q was loaded above)
+        (void)load_packed_q<Traits>(p, w, sm, wg, 32 * warp_in_wg + lane, kBarQ + wg);
+        hw::named_bar_sync(kBarQ + wg, 128);
+      }
     } else {
       hw::mbar_wait(sm.q_full(), 0u);
       GA_PREFILL_STAMP(wg == 0 && warp_in_wg == 0 && lane == 0, kQLanded);
@@ -1457,9 +1505,10 @@ Status launch_prefill(const cuda_engine::KernelParams& p, const PrefillLaunch& l
 // the split combine. The kernel takes no Q map in this mode: the K map fills its slot (the V map the
 // unread O map's). kFp8: an
 // f8e4m3 cache (head dim 128; the decode engine's fp8 maps, boxes of 64 rows of 128 bytes).
-template <class T, int kHeadDim, bool kFp8>
-Status launch_decode_packed_kv(const cuda_engine::KernelParams& p, const DecodeLaunch& l, cudaStream_t stream) {
-  using Traits = PrefillTraits<T, kHeadDim, /*kPackedDecode=*/true, kFp8>;
+template <class Traits>
+Status launch_decode_packed_traits(const cuda_engine::KernelParams& p, const DecodeLaunch& l, cudaStream_t stream) {
+  using T = typename Traits::Element;
+  constexpr bool kFp8 = Traits::kFp8Kv;
   auto* kernel = sm90_prefill_kernel<Traits>;
   GA_RETURN_IF_ERROR(
       cuda::set_max_dynamic_smem_once<sm90_prefill_kernel<Traits>>(static_cast<int>(Traits::kSmemBytes)));
@@ -1473,6 +1522,14 @@ Status launch_decode_packed_kv(const cuda_engine::KernelParams& p, const DecodeL
                                                    : "sm90_prefill_kernel (packed decode)"));
   if (p.num_splits == 1) return Status::Ok();
   return launch_split_combine<T, Traits::kHeadDim>(p, stream);
+}
+
+template <class T, int kHeadDim, bool kFp8>
+Status launch_decode_packed_kv(const cuda_engine::KernelParams& p, const DecodeLaunch& l, cudaStream_t stream) {
+  if constexpr (kFp8 && std::is_same_v<T, __nv_bfloat16>) {  // the A/B switch's S in bf16
+    if (l.fp8_bf16_mma) return launch_decode_packed_traits<PrefillTraitsFp8QTypeS<T>>(p, l, stream);
+  }
+  return launch_decode_packed_traits<PrefillTraits<T, kHeadDim, /*kPackedDecode=*/true, kFp8>>(p, l, stream);
 }
 
 // The fp8 K/V kernels compile in their own translation units (inst_decode_packed_fp8_{bf16,f16}.cu),

@@ -113,11 +113,14 @@ constexpr PrefillTile packed_decode_tile(int head_dim) {
 // kD256N80_: the 80-key D 256 prefill form (kPrefillTileD256N80). PrefillTraits and
 // PrefillTraitsD256N80 below are the names the kernels are instantiated with (distinct types, so
 // the default kernels keep their symbols).
-template <class T, int kHeadDim_, bool kPackedDecode_, bool kFp8Kv_, bool kD256N80_>
+// kSF16_ (fp8 only, the default there): S = Q K^T in f16 too (section 28 of DECODE_SM90.md): K
+// widens to f16 in one instruction a pair, and a bf16 Q enters f16 scaled by 2^e (load_packed_q).
+template <class T, int kHeadDim_, bool kPackedDecode_, bool kFp8Kv_, bool kD256N80_, bool kSF16_ = kFp8Kv_>
 struct PrefillTraitsBase {
   using Element = T;
   static constexpr bool kPackedDecode = kPackedDecode_;
   static constexpr bool kFp8Kv = kFp8Kv_;
+  static constexpr bool kSF16 = kSF16_;
   static constexpr int kHeadDim = kHeadDim_;
   static constexpr PrefillTile kTile = kD256N80_        ? kPrefillTileD256N80
                                        : kPackedDecode_ ? packed_decode_tile(kHeadDim_)
@@ -210,7 +213,8 @@ struct PrefillTraitsBase {
   // per e4m3 pair where bf16 takes four instructions (widen_e4m3x2), and P in [0, 1] is rounded to
   // 2^-11 relative as an f16 against bf16's 2^-8. The price: a p below 2^-25 becomes 0 (bf16 keeps
   // it), at most 2^-18 of a row sum >= 1 per 128-key tile, and only for keys 17+ natural-log units
-  // below the row's max. Exact either way: every e4m3 value is an f16. S = Q K^T stays in Q's type.
+  // below the row's max. Exact either way: every e4m3 value is an f16. S = Q K^T: f16 as well with
+  // kSF16 (the default for fp8), else Q's type.
   static constexpr bool kPvF16 = kFp8Kv;
   static constexpr int kFp8TileBytes = kBlockN * kHeadDim;
   static constexpr int kFp8StageBytes = 2 * kFp8TileBytes;  // K then V
@@ -276,10 +280,16 @@ struct PrefillTraitsBase {
                 "laid out as the Q blocks, within one CTA's shared memory");
   static_assert(!kD256N80_ || (kHeadDim == 256 && !kPackedDecode && !kFp8Kv && kSplitKv && kStages == 2),
                 "the 80-key form: D 256 prefill, 16-bit K/V, two split stages");
+  static_assert(!kSF16 || kFp8Kv, "S in f16 for an fp8 cache only");
 };
 
 template <class T, int kHeadDim_ = 128, bool kPackedDecode_ = false, bool kFp8Kv_ = false>
 struct PrefillTraits : PrefillTraitsBase<T, kHeadDim_, kPackedDecode_, kFp8Kv_, false> {};
+
+// The fp8 packed-decode form with S = Q K^T in Q's type (before session 19): the A/B switch
+// GROUPATTN_SM90_DECODE_FP8_BF16_MMA (DecodeLaunch::fp8_bf16_mma), bf16 Q only.
+template <class T>
+struct PrefillTraitsFp8QTypeS : PrefillTraitsBase<T, 128, true, true, false, false> {};
 
 // The 80-key D 256 prefill form (kPrefillTileD256N80): sm90_prefill_kernel<PrefillTraitsD256N80<T>, ...>.
 template <class T>
