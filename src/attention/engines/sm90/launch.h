@@ -22,8 +22,8 @@ struct DecodeLaunch {
   bool fp8 = false;    // f8e4m3 K/V (head dim 128): fp8 tensor maps, in-register conversion
   // fp8 packed rows with section 17's single converter warpgroup (decode_fp8_one_converter_wg).
   bool fp8_one_converter_wg = false;
-  // fp8 swap-AB with both GEMMs in bf16 for a bf16 Q, the form before session 19
-  // (decode_fp8_bf16_mma; default: f16 GEMMs, DecodeTraits::kF16Mma).
+  // fp8 with a bf16 Q: the GEMMs in bf16 as before session 19 -- swap-AB both, packed rows S
+  // (decode_fp8_bf16_mma; default f16: DecodeTraits::kF16Mma, PrefillTraits::kSF16).
   bool fp8_bf16_mma = false;
   // Cluster mode (p.cluster_reduce) with a caller-forced split count: one cluster resident at a
   // time is enough (an automatic count needs the whole grid resident, one wave).
@@ -201,9 +201,9 @@ bool decode_fp8_one_converter_wg();
 void set_decode_paged_wave_two_mode(int mode);
 bool decode_paged_wave_two();
 
-// fp8 K/V in the swap-AB form with a bf16 Q: both GEMMs in bf16 as before session 19
-// (DecodeLaunch::fp8_bf16_mma; docs/DECODE_SM90.md section 28), the same kind of switch:
-// GROUPATTN_SM90_DECODE_FP8_BF16_MMA ("1": bf16 GEMMs; default f16).
+// fp8 K/V with a bf16 Q: the GEMMs in bf16 as before session 19, both in the swap-AB form and
+// S = Q K^T in the packed-rows form (DecodeLaunch::fp8_bf16_mma; docs/DECODE_SM90.md sections 28
+// and 30), the same kind of switch: GROUPATTN_SM90_DECODE_FP8_BF16_MMA ("1": bf16; default f16).
 void set_decode_fp8_bf16_mma_mode(int mode);
 bool decode_fp8_bf16_mma();
 

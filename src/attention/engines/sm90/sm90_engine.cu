@@ -545,10 +545,10 @@ bool decode_paged_wave_two() {
 
 void set_decode_fp8_bf16_mma_mode(int mode) { g_fp8_bf16_mma_mode.store(clamp_mode(mode)); }
 
-// GROUPATTN_SM90_DECODE_FP8_BF16_MMA=1: fp8 swap-AB decode with a bf16 Q runs both GEMMs in bf16 (the
-// form before session 19) instead of f16 with Q scaled by 2^e (docs/DECODE_SM90.md section 28). Read
-// once. Not the same bits: P^T rounds to bf16 instead of f16; each form is checked against the fp64
-// reference.
+// GROUPATTN_SM90_DECODE_FP8_BF16_MMA=1: fp8 decode with a bf16 Q runs its GEMMs in bf16 as before
+// session 19 (swap-AB: both; packed rows: S = Q K^T) instead of f16 with Q scaled by 2^e
+// (docs/DECODE_SM90.md sections 28 and 30). Read once. Not the same bits in the swap-AB form (P^T
+// rounds to bf16 instead of f16); each form is checked against the fp64 reference.
 bool decode_fp8_bf16_mma() {
   static const bool from_env = env_switch("GROUPATTN_SM90_DECODE_FP8_BF16_MMA", false);
   return switch_value(g_fp8_bf16_mma_mode, from_env);
