@@ -717,18 +717,31 @@ TEST_F(Sm90Decode, WorkListUniformFastBitwiseD256AndSeveralWaves) { expect_unifo
 // The list is what ran: the engine asks for the list's workspace (partials of list_slot_bound
 // slots of one sequence's rows -- P for this batch of 24 <= P -- then the per-sequence counts),
 // which no split count of the ordinary plan gives.
-TEST_F(Sm90Decode, WorkListIsTaken) {
-  // Written for pages of 64 at a wave of one CTA an SM (the plan before section 29).
-  ForcedSwitch wave_of_one(sm90_engine::set_decode_paged_wave_two_mode, 0);
-  Case c = decode_case(8, 1, 1, work_list_lens(32768));
+// One token a sequence of the given lengths on pages of 64 (shuffled), the automatic split plan.
+Case paged64_case(int64_t hq, int64_t hkv, std::vector<int> lens) {
+  Case c = decode_case(hq, hkv, 1, std::move(lens));
   c.kv = KvKind::kPaged;
   c.page_size = 64;
   c.num_splits = 0;
-  auto p = make_problem(c);
+  return c;
+}
+
+// The workspace the sm90 engine asks for p (its plan: the work list's, the split partials', none).
+size_t sm90_workspace_bytes(const Problem& p) {
   RunOptions opt;
   opt.engine = kEngine;
   size_t bytes = 0;
-  ASSERT_TRUE(attention_workspace_bytes(p->device_params(), opt, &bytes).ok());
+  EXPECT_TRUE(attention_workspace_bytes(p.device_params(), opt, &bytes).ok()) << describe(p.c);
+  return bytes;
+}
+
+TEST_F(Sm90Decode, WorkListIsTaken) {
+  // Written for pages of 64 at a wave of one CTA an SM (the plan before section 29).
+  ForcedSwitch wave_of_one(sm90_engine::set_decode_paged_wave_two_mode, 0);
+  Case c = paged64_case(8, 1, work_list_lens(32768));
+  auto p = make_problem(c);
+  size_t bytes = sm90_workspace_bytes(*p);
+  RunOptions opt;
   int dev = 0, sms = 0;
   ASSERT_EQ(cudaGetDevice(&dev), cudaSuccess);
   ASSERT_EQ(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev), cudaSuccess);
@@ -779,16 +792,9 @@ TEST_F(Sm90Decode, PagedWaveTwoListPlans) {
   for (const Row& r : std::vector<Row>{{8, 1, 128, 2 * sms}, {64, 8, 32, sms / 8}}) {
     std::vector<int> lens(static_cast<size_t>(r.batch));
     for (int i = 0; i < r.batch; ++i) lens[static_cast<size_t>(i)] = i == 0 ? 2048 : (i * 7919) % 2049;
-    Case c = decode_case(r.hq, r.hkv, 1, lens);
-    c.kv = KvKind::kPaged;
-    c.page_size = 64;
-    c.num_splits = 0;
+    const Case c = paged64_case(r.hq, r.hkv, lens);
     auto p = make_problem(c);
-    RunOptions opt;
-    opt.engine = kEngine;
-    size_t bytes = 0;
-    ASSERT_TRUE(attention_workspace_bytes(p->device_params(), opt, &bytes).ok());
-    EXPECT_EQ(bytes, work_list_workspace_bytes(cuda_engine::list_slot_bound(r.plane_wave, r.batch), r.batch, r.hq, 128))
+    EXPECT_EQ(sm90_workspace_bytes(*p), work_list_workspace_bytes(cuda_engine::list_slot_bound(r.plane_wave, r.batch), r.batch, r.hq, 128))
         << describe(c) << ": not the list at P " << r.plane_wave;
     check_case(c, kEngine);
   }

@@ -25,7 +25,7 @@
 //
 // fp8 (e4m3) K/V, D = 128 only: both A operands come from registers (the RS form, which takes
 // 16-bit A only): each thread loads its fragment's bytes of the fp8 tile straight from the
-// 128B-swizzled TMA box and converts e4m3 pairs to Element pairs in registers (exact), so no
+// 128B-swizzled TMA box and converts e4m3 pairs to 16-bit pairs (MmaElement) in registers (exact), so no
 // converted copy of the tile is written to shared memory and no barrier is spent on one. The B
 // operands (Q, P^T) and the accumulator maps stay as above; two permutations, free because a sum
 // does not care about the order of its terms, make every thread's loads contiguous:

@@ -193,7 +193,7 @@ constexpr int column_tile(int64_t cols) {
 // kHeadDim_: D == Dv, one of kDecodeHeadDims. kFp8_: the K/V cache is f8e4m3 (D 128 only): the
 // ring holds fp8 K and V tiles ([64 keys][128 d] bytes, one 128B-swizzled TMA box each, half the
 // bytes of a 16-bit stage, so twice the stages in the same shared memory). The consumer threads load them
-// straight into wgmma's register A fragments, converting e4m3 -> Element in registers (exact),
+// straight into wgmma's register A fragments, converting e4m3 -> the GEMMs' 16-bit type in registers (exact),
 // and run the RS form of both GEMMs (decode_mainloop.cuh); no converted copy in shared memory.
 // Per-(sequence, KV head) scales fold into the score scale (k) and the output (v).
 // kF16Mma_ (fp8 only, the default there): both GEMMs run in f16 whatever Q's dtype -- an e4m3 pair
