@@ -27,7 +27,9 @@ __device__ __forceinline__ float bf16x2_abs_max(uint32_t pair) {
 // as float bits: non-negative floats order as their bits. redux.sync gives every lane the same
 // value in a uniform register, so the score scale derived from it stays there (a per-thread copy
 // of it spilled 8 bytes in the packed fp8 kernel's 224-register consumers).
-__device__ __forceinline__ uint32_t warp_max_bits(float x) { return __reduce_max_sync(0xffffffffu, __float_as_uint(x)); }
+__device__ __forceinline__ uint32_t warp_max_bits(float x) {
+  return __reduce_max_sync(0xffffffffu, __float_as_uint(x));
+}
 
 // e for a row set whose largest |q| is qmax (see the file comment). Integer bits only: frexpf's
 // slow path spilled in the packed kernel's 224-register consumers.
@@ -42,7 +44,8 @@ __device__ __forceinline__ float pow2f(int e) { return __int_as_float((127 + e) 
 
 // A bf16 pair times 2^e (the exact power `up`) rounded to an f16 pair (low half = low half).
 __device__ __forceinline__ uint32_t bf16x2_to_f16x2_scaled(uint32_t pair, float up) {
-  const __half2 h = __floats2half2_rn(__uint_as_float(pair << 16) * up, __uint_as_float(pair & 0xffff0000u) * up);
+  const __half2 h =
+      __floats2half2_rn(__uint_as_float(pair << 16) * up, __uint_as_float(pair & 0xffff0000u) * up);
   return *reinterpret_cast<const uint32_t*>(&h);
 }
 

@@ -233,9 +233,9 @@ TEST(Sm90DecodeSplitPlan, LargeShapesKeepTheWaveFillingCount) {
 
 // Paged K/V (DecodeSplitShape::paged: pages that are not a multiple of the 64-key tile, and with
 // the default switch every page size) fill a wave of two CTAs per SM where two fit
-// (decode_split_plan.h split_wave_of, docs/DECODE_SM90.md sections 18 and 29): twice the bytes in flight per SM for the shapes that ran one
-// CTA per SM. D 256 (one CTA per SM), D 64 and fp8 (already a wave of two), small problems (the
-// costed / cluster plan) and one-split grids keep their count.
+// (decode_split_plan.h split_wave_of, docs/DECODE_SM90.md sections 18 and 29): twice the bytes in flight per
+// SM for the shapes that ran one CTA per SM. D 256 (one CTA per SM), D 64 and fp8 (already a wave of two),
+// small problems (the costed / cluster plan) and one-split grids keep their count.
 TEST(Sm90DecodeSplitPlan, SmallPagesFillAWaveOfTwo) {
   auto small = [](const Shape& s) {
     sm90_engine::DecodeSplitShape d = plan_shape(s);

@@ -591,7 +591,8 @@ TEST_F(Sm90Decode, WorkListCountsAreTheHostPlan) {
     const int64_t batch = static_cast<int64_t>(lens.size());
     sm90_engine::DecodeSplitShape shape;
     shape.head_dim = 128;
-    shape.paged = sm90_engine::paged_box_rows(64) < sm90_engine::kBlockKV || sm90_engine::decode_paged_wave_two();
+    shape.paged =
+        sm90_engine::paged_box_rows(64) < sm90_engine::kBlockKV || sm90_engine::decode_paged_wave_two();
     const int plane_wave = cuda_engine::list_plane_wave(sms, sm90_engine::split_wave_of(shape), 1, 1);
     const size_t list_bytes =
         work_list_workspace_bytes(cuda_engine::list_slot_bound(plane_wave, batch), batch, 8, 128);
@@ -794,7 +795,9 @@ TEST_F(Sm90Decode, PagedWaveTwoListPlans) {
     for (int i = 0; i < r.batch; ++i) lens[static_cast<size_t>(i)] = i == 0 ? 2048 : (i * 7919) % 2049;
     const Case c = paged64_case(r.hq, r.hkv, lens);
     auto p = make_problem(c);
-    EXPECT_EQ(sm90_workspace_bytes(*p), work_list_workspace_bytes(cuda_engine::list_slot_bound(r.plane_wave, r.batch), r.batch, r.hq, 128))
+    EXPECT_EQ(
+        sm90_workspace_bytes(*p),
+        work_list_workspace_bytes(cuda_engine::list_slot_bound(r.plane_wave, r.batch), r.batch, r.hq, 128))
         << describe(c) << ": not the list at P " << r.plane_wave;
     check_case(c, kEngine);
   }

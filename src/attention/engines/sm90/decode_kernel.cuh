@@ -284,7 +284,8 @@ static_assert(kMaxClusterSplits <= cuda::kMaxCachedClusterSize, "cuda::max_activ
 // its rank is the split). Where the device cannot hold the clusters it needs at once (below), the
 // workspace mode (the engine reserves the workspace whenever it splits).
 template <class Traits>
-Status launch_decode_traits(const cuda_engine::KernelParams& params, const DecodeLaunch& l, cudaStream_t stream) {
+Status launch_decode_traits(const cuda_engine::KernelParams& params, const DecodeLaunch& l,
+                            cudaStream_t stream) {
   using T = typename Traits::Element;
   constexpr int kHeadDim = Traits::kHeadDim;
   auto* kernel = sm90_decode_kernel<Traits>;

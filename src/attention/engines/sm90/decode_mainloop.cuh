@@ -52,8 +52,8 @@
 
 #include "attention/engines/cuda/kernel_params.h"
 #include "attention/engines/cuda/seq_and_mask.cuh"
-#include "attention/engines/sm90/decode_traits.h"
 #include "attention/engines/sm90/decode_phase_stamps.cuh"
+#include "attention/engines/sm90/decode_traits.h"
 #include "cuda/cp_async.cuh"
 #include "cuda/q_to_f16.cuh"
 #include "cuda/sm90/hopper.cuh"
@@ -321,15 +321,18 @@ __device__ float load_q(const KernelParams& p, const CtaWork& w, const SmemMap<T
 #pragma unroll
     for (int i = 0; i < kPerThread; ++i) {
       vals[i] = load_chunk(tid + i * Traits::kConsumerThreads);
-      for (const uint32_t x : {vals[i].x, vals[i].y, vals[i].z, vals[i].w}) qmax = fmaxf(qmax, cuda::bf16x2_abs_max(x));
+      for (const uint32_t x : {vals[i].x, vals[i].y, vals[i].z, vals[i].w})
+        qmax = fmaxf(qmax, cuda::bf16x2_abs_max(x));
     }
     const int warp = tid / 32, lane = tid % 32;
-    auto* red = reinterpret_cast<uint32_t*>(sm.red_sum());  // (first used by the epilogue, after many barriers)
+    // The warps' maxima in red_sum, which the epilogue first uses after many barriers.
+    auto* red = reinterpret_cast<uint32_t*>(sm.red_sum());
     const uint32_t warp_max = cuda::warp_max_bits(qmax);
     if (lane == 0) red[warp] = warp_max;
     hw::named_bar_sync(kBarMax, Traits::kConsumerThreads);
     static_assert(Traits::kConsumerWarps == 4, "four warps' maxima");
-    const uint32_t all_max = cuda::warp_max_bits(__uint_as_float(max(max(red[0], red[1]), max(red[2], red[3]))));
+    const uint32_t all_max =
+        cuda::warp_max_bits(__uint_as_float(max(max(red[0], red[1]), max(red[2], red[3]))));
     const int e = cuda::f16_q_exponent(__uint_as_float(all_max));
     const float up = cuda::pow2f(e);
     unscale = cuda::pow2f(-e);

@@ -42,7 +42,6 @@
 #include "attention/engines/cuda/kernel_params.h"
 #include "attention/engines/cuda/seq_and_mask.cuh"
 #include "attention/engines/sm90/decode_combine.cuh"
-#include "cuda/q_to_f16.cuh"
 #include "attention/engines/sm90/decode_traits.h"
 #include "attention/engines/sm90/launch.h"
 #include "attention/engines/sm90/prefill_phase_stamps.cuh"
@@ -51,6 +50,7 @@
 #include "cuda/fast_math.cuh"
 #include "cuda/mma_sm80.cuh"
 #include "cuda/pdl.cuh"
+#include "cuda/q_to_f16.cuh"
 #include "cuda/sm90/hopper.cuh"
 #include "cuda/sm90/wgmma.cuh"
 
@@ -733,11 +733,10 @@ __device__ __forceinline__ void fence_output(float (&o)[Traits::kDBlocks][32],
 // would need group x tokens-per-box = 64). Returns what the scores must be multiplied by: 1, or for
 // a bf16 Q going to an f16 S product (SElement) 2^-e, where the rows were stored as Q x 2^e rounded
 // to f16, e from the warpgroup's largest |q| (cuda/q_to_f16.cuh: the rule and why the scores stay
-// exact). bar: a named barrier of the warpgroup's 128
-// threads (the caller's, used again after).
+// exact). bar: a named barrier of the warpgroup's 128 threads (the caller's, used again after).
 template <class Traits>
-__device__ __forceinline__ float load_packed_q(const KernelParams& p, const Work& w, const Smem<Traits>& sm, int wg,
-                                               int tid_in_wg, uint32_t bar) {
+__device__ __forceinline__ float load_packed_q(const KernelParams& p, const Work& w, const Smem<Traits>& sm,
+                                               int wg, int tid_in_wg, uint32_t bar) {
   using T = typename Traits::Element;
   constexpr int kChunksPerRow = Traits::kHeadDim / 8;  // 16-byte chunks
   constexpr int kChunksPerBlock = Traits::kSwizzleElems / 8;
@@ -761,22 +760,25 @@ __device__ __forceinline__ float load_packed_q(const KernelParams& p, const Work
     float qmax = 0.f;
 #pragma unroll
     for (int j = 0; j < kPerThread; ++j) {
-      for (const uint32_t x : {val[j].x, val[j].y, val[j].z, val[j].w}) qmax = fmaxf(qmax, cuda::bf16x2_abs_max(x));
+      for (const uint32_t x : {val[j].x, val[j].y, val[j].z, val[j].w})
+        qmax = fmaxf(qmax, cuda::bf16x2_abs_max(x));
     }
     // The four warps' maxima in the first bytes of the warpgroup's own Q rows, before the rows.
     uint32_t* red = reinterpret_cast<uint32_t*>(sm.q() + wg * Traits::kRowsPerWg * 128);
     const uint32_t warp_max = cuda::warp_max_bits(qmax);
     if (tid_in_wg % 32 == 0) red[tid_in_wg / 32] = warp_max;
     hw::named_bar_sync(bar, 128);
-    const uint32_t all_max = cuda::warp_max_bits(__uint_as_float(max(max(red[0], red[1]), max(red[2], red[3]))));
+    const uint32_t all_max =
+        cuda::warp_max_bits(__uint_as_float(max(max(red[0], red[1]), max(red[2], red[3]))));
     hw::named_bar_sync(bar, 128);  // every thread has read them before the rows overwrite them
     const int e = cuda::f16_q_exponent(__uint_as_float(all_max));
     const float up = cuda::pow2f(e);
     unscale = cuda::pow2f(-e);
 #pragma unroll
     for (int j = 0; j < kPerThread; ++j) {
-      val[j] = make_uint4(cuda::bf16x2_to_f16x2_scaled(val[j].x, up), cuda::bf16x2_to_f16x2_scaled(val[j].y, up),
-                          cuda::bf16x2_to_f16x2_scaled(val[j].z, up), cuda::bf16x2_to_f16x2_scaled(val[j].w, up));
+      val[j] =
+          make_uint4(cuda::bf16x2_to_f16x2_scaled(val[j].x, up), cuda::bf16x2_to_f16x2_scaled(val[j].y, up),
+                     cuda::bf16x2_to_f16x2_scaled(val[j].z, up), cuda::bf16x2_to_f16x2_scaled(val[j].w, up));
     }
   }
 #pragma unroll
@@ -966,7 +968,8 @@ __device__ void consume(const KernelParams& p, const Work& w, const Smem<Traits>
   // Packed decode with a bf16 Q and an f16 S product (SElement): Q goes in as Q x 2^e, so it is
   // loaded here, before the score scale that 2^-e joins (loading it where the other forms do, and
   // scaling `scale` and `inv_cap` there, spilled 8 bytes of the 224-register consumers).
-  constexpr bool kScaledQ = Traits::kPackedDecode && !std::is_same_v<typename Traits::Element, SElement<Traits>>;
+  constexpr bool kScaledQ =
+      Traits::kPackedDecode && !std::is_same_v<typename Traits::Element, SElement<Traits>>;
   constexpr uint32_t kBarQ = 4;  // + wg: each warpgroup reads only its own Q rows
   float q_unscale = 1.f;
   if constexpr (kScaledQ) {
@@ -1506,7 +1509,8 @@ Status launch_prefill(const cuda_engine::KernelParams& p, const PrefillLaunch& l
 // unread O map's). kFp8: an
 // f8e4m3 cache (head dim 128; the decode engine's fp8 maps, boxes of 64 rows of 128 bytes).
 template <class Traits>
-Status launch_decode_packed_traits(const cuda_engine::KernelParams& p, const DecodeLaunch& l, cudaStream_t stream) {
+Status launch_decode_packed_traits(const cuda_engine::KernelParams& p, const DecodeLaunch& l,
+                                   cudaStream_t stream) {
   using T = typename Traits::Element;
   constexpr bool kFp8 = Traits::kFp8Kv;
   auto* kernel = sm90_prefill_kernel<Traits>;
@@ -1525,7 +1529,8 @@ Status launch_decode_packed_traits(const cuda_engine::KernelParams& p, const Dec
 }
 
 template <class T, int kHeadDim, bool kFp8>
-Status launch_decode_packed_kv(const cuda_engine::KernelParams& p, const DecodeLaunch& l, cudaStream_t stream) {
+Status launch_decode_packed_kv(const cuda_engine::KernelParams& p, const DecodeLaunch& l,
+                               cudaStream_t stream) {
   if constexpr (kFp8 && std::is_same_v<T, __nv_bfloat16>) {  // the A/B switch's S in bf16
     if (l.fp8_bf16_mma) return launch_decode_packed_traits<PrefillTraitsFp8QTypeS<T>>(p, l, stream);
   }

@@ -239,7 +239,8 @@ ListPlan list_plan(const AttentionParams& p, const Geometry& g, int num_splits, 
       l.plane_wave = one_per_sm;
     } else {
       if (!sm90_engine::decode_list_near_wave()) return l;
-      const int ctas_per_sm = sm90_engine::decode_tile(static_cast<int>(g.head_dim), kv_is_fp8(p)).ctas_per_sm;
+      const int ctas_per_sm =
+          sm90_engine::decode_tile(static_cast<int>(g.head_dim), kv_is_fp8(p)).ctas_per_sm;
       const cuda_engine::NearWave nw =
           cuda_engine::list_near_wave(sm_count, split_wave, ctas_per_sm, g.heads_kv, g.m_blocks, g.batch);
       if (nw.plane_wave == 0) return l;
