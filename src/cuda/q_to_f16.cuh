@@ -31,8 +31,8 @@ __device__ __forceinline__ uint32_t warp_max_bits(float x) {
   return __reduce_max_sync(0xffffffffu, __float_as_uint(x));
 }
 
-// e for a row set whose largest |q| is qmax (see the file comment). Integer bits only: frexpf's
-// slow path spilled in the packed kernel's 224-register consumers.
+// e for a row set whose largest |q| is qmax (see the file comment), from the float's bits (no
+// frexpf call).
 __device__ __forceinline__ int f16_q_exponent(float qmax) {
   const int biased = (__float_as_int(qmax) >> 23) & 0xff;  // qmax in [2^(biased - 127), 2^(biased - 126))
   if (!(qmax > 0.f) || biased == 0xff) return 0;           // zero, NaN-only, inf
@@ -47,6 +47,33 @@ __device__ __forceinline__ uint32_t bf16x2_to_f16x2_scaled(uint32_t pair, float 
   const __half2 h =
       __floats2half2_rn(__uint_as_float(pair << 16) * up, __uint_as_float(pair & 0xffff0000u) * up);
   return *reinterpret_cast<const uint32_t*>(&h);
+}
+
+// The rows one Q scale serves, loaded by a warpgroup's four warps as bf16 pairs (vals: this
+// thread's chunks), to f16 x 2^e in place; returns 2^-e. red: four words of shared memory for the
+// warps' maxima; sync(): the warpgroup's barrier, called once between their writes and reads (a
+// caller that overwrites red afterwards syncs again first).
+template <int kChunks, class Sync>
+__device__ __forceinline__ float scale_q_to_f16(uint4 (&vals)[kChunks], uint32_t* red, int tid_in_wg,
+                                                Sync sync) {
+  float qmax = 0.f;
+#pragma unroll
+  for (int j = 0; j < kChunks; ++j) {
+    for (const uint32_t x : {vals[j].x, vals[j].y, vals[j].z, vals[j].w})
+      qmax = fmaxf(qmax, bf16x2_abs_max(x));
+  }
+  const uint32_t warp_max = warp_max_bits(qmax);
+  if (tid_in_wg % 32 == 0) red[tid_in_wg / 32] = warp_max;
+  sync();
+  const uint32_t all_max = warp_max_bits(__uint_as_float(max(max(red[0], red[1]), max(red[2], red[3]))));
+  const int e = f16_q_exponent(__uint_as_float(all_max));
+  const float up = pow2f(e);
+#pragma unroll
+  for (int j = 0; j < kChunks; ++j) {
+    vals[j] = make_uint4(bf16x2_to_f16x2_scaled(vals[j].x, up), bf16x2_to_f16x2_scaled(vals[j].y, up),
+                         bf16x2_to_f16x2_scaled(vals[j].z, up), bf16x2_to_f16x2_scaled(vals[j].w, up));
+  }
+  return pow2f(-e);
 }
 
 }  // namespace groupattn::cuda

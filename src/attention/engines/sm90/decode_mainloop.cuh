@@ -307,6 +307,8 @@ __device__ float load_q(const KernelParams& p, const CtaWork& w, const SmemMap<T
   };
   float unscale = 1.f;
   if constexpr (std::is_same_v<T, MmaElement<Traits>>) {
+    // store_chunk's stores written out: with the call, the 16-bit kernels' Q prologue compiled to
+    // different SASS than the one measured (session 19).
     for (int c = tid; c < kChunks; c += Traits::kConsumerThreads) {
       const int n = c / kChunksPerRow, ch = c % kChunksPerRow;
       const uint4 val = load_chunk(c);
@@ -317,32 +319,14 @@ __device__ float load_q(const KernelParams& p, const CtaWork& w, const SmemMap<T
     static_assert(kChunks % Traits::kConsumerThreads == 0, "whole chunks a thread");
     constexpr int kPerThread = kChunks / Traits::kConsumerThreads;
     uint4 vals[kPerThread];
-    float qmax = 0.f;
 #pragma unroll
-    for (int i = 0; i < kPerThread; ++i) {
-      vals[i] = load_chunk(tid + i * Traits::kConsumerThreads);
-      for (const uint32_t x : {vals[i].x, vals[i].y, vals[i].z, vals[i].w})
-        qmax = fmaxf(qmax, cuda::bf16x2_abs_max(x));
-    }
-    const int warp = tid / 32, lane = tid % 32;
-    // The warps' maxima in red_sum, which the epilogue first uses after many barriers.
-    auto* red = reinterpret_cast<uint32_t*>(sm.red_sum());
-    const uint32_t warp_max = cuda::warp_max_bits(qmax);
-    if (lane == 0) red[warp] = warp_max;
-    hw::named_bar_sync(kBarMax, Traits::kConsumerThreads);
+    for (int i = 0; i < kPerThread; ++i) vals[i] = load_chunk(tid + i * Traits::kConsumerThreads);
     static_assert(Traits::kConsumerWarps == 4, "four warps' maxima");
-    const uint32_t all_max =
-        cuda::warp_max_bits(__uint_as_float(max(max(red[0], red[1]), max(red[2], red[3]))));
-    const int e = cuda::f16_q_exponent(__uint_as_float(all_max));
-    const float up = cuda::pow2f(e);
-    unscale = cuda::pow2f(-e);
+    // The warps' maxima in red_sum, which the epilogue first uses after many barriers.
+    unscale = cuda::scale_q_to_f16(vals, reinterpret_cast<uint32_t*>(sm.red_sum()), tid,
+                                   [] { hw::named_bar_sync(kBarMax, Traits::kConsumerThreads); });
 #pragma unroll
-    for (int i = 0; i < kPerThread; ++i) {
-      const uint4 v = vals[i];
-      store_chunk(tid + i * Traits::kConsumerThreads,
-                  make_uint4(cuda::bf16x2_to_f16x2_scaled(v.x, up), cuda::bf16x2_to_f16x2_scaled(v.y, up),
-                             cuda::bf16x2_to_f16x2_scaled(v.z, up), cuda::bf16x2_to_f16x2_scaled(v.w, up)));
-    }
+    for (int i = 0; i < kPerThread; ++i) store_chunk(tid + i * Traits::kConsumerThreads, vals[i]);
   }
   hw::fence_proxy_async_smem();  // generic stores -> wgmma operand reads (a barrier follows)
   return unscale;

@@ -756,30 +756,11 @@ __device__ __forceinline__ float load_packed_q(const KernelParams& p, const Work
     }
   }
   float unscale = 1.f;
-  if constexpr (!std::is_same_v<T, SElement<Traits>>) {  // bf16 Q, f16 S: the warpgroup's max |q| first
-    float qmax = 0.f;
-#pragma unroll
-    for (int j = 0; j < kPerThread; ++j) {
-      for (const uint32_t x : {val[j].x, val[j].y, val[j].z, val[j].w})
-        qmax = fmaxf(qmax, cuda::bf16x2_abs_max(x));
-    }
+  if constexpr (!std::is_same_v<T, SElement<Traits>>) {  // bf16 Q, f16 S: scaled by the warpgroup's max |q|
     // The four warps' maxima in the first bytes of the warpgroup's own Q rows, before the rows.
-    uint32_t* red = reinterpret_cast<uint32_t*>(sm.q() + wg * Traits::kRowsPerWg * 128);
-    const uint32_t warp_max = cuda::warp_max_bits(qmax);
-    if (tid_in_wg % 32 == 0) red[tid_in_wg / 32] = warp_max;
-    hw::named_bar_sync(bar, 128);
-    const uint32_t all_max =
-        cuda::warp_max_bits(__uint_as_float(max(max(red[0], red[1]), max(red[2], red[3]))));
+    unscale = cuda::scale_q_to_f16(val, reinterpret_cast<uint32_t*>(sm.q() + wg * Traits::kRowsPerWg * 128),
+                                   tid_in_wg, [bar] { hw::named_bar_sync(bar, 128); });
     hw::named_bar_sync(bar, 128);  // every thread has read them before the rows overwrite them
-    const int e = cuda::f16_q_exponent(__uint_as_float(all_max));
-    const float up = cuda::pow2f(e);
-    unscale = cuda::pow2f(-e);
-#pragma unroll
-    for (int j = 0; j < kPerThread; ++j) {
-      val[j] =
-          make_uint4(cuda::bf16x2_to_f16x2_scaled(val[j].x, up), cuda::bf16x2_to_f16x2_scaled(val[j].y, up),
-                     cuda::bf16x2_to_f16x2_scaled(val[j].z, up), cuda::bf16x2_to_f16x2_scaled(val[j].w, up));
-    }
   }
 #pragma unroll
   for (int j = 0; j < kPerThread; ++j) {
@@ -962,23 +943,21 @@ __device__ void consume(const KernelParams& p, const Work& w, const Smem<Traits>
     v_scale = p.v_scale[w.b * p.v_scale_b_stride + w.kvh * p.v_scale_h_stride];
   }
 
-  // Softcap: s -> cap * tanh(s * scale / cap). The quotient once, before the loop: the IEEE
-  // division's slow path is a subroutine call, whose return address spilled inside the loop at
-  // 160 registers (three consumer warpgroups, D 64).
   // Packed decode with a bf16 Q and an f16 S product (SElement): Q goes in as Q x 2^e, so it is
   // loaded here, before the score scale that 2^-e joins (loading it where the other forms do, and
   // scaling `scale` and `inv_cap` there, spilled 8 bytes of the 224-register consumers).
   constexpr bool kScaledQ =
       Traits::kPackedDecode && !std::is_same_v<typename Traits::Element, SElement<Traits>>;
   constexpr uint32_t kBarQ = 4;  // + wg: each warpgroup reads only its own Q rows
-  float q_unscale = 1.f;
   if constexpr (kScaledQ) {
     if (blk_begin < blk_end) {
-      q_unscale = load_packed_q<Traits>(p, w, sm, wg, 32 * warp_in_wg + lane, kBarQ + wg);
+      k_scale *= load_packed_q<Traits>(p, w, sm, wg, 32 * warp_in_wg + lane, kBarQ + wg);
       hw::named_bar_sync(kBarQ + wg, 128);
     }
   }
-  if constexpr (kScaledQ) k_scale *= q_unscale;
+  // Softcap: s -> cap * tanh(s * scale / cap). The quotient once, before the loop: the IEEE
+  // division's slow path is a subroutine call, whose return address spilled inside the loop at
+  // 160 registers (three consumer warpgroups, D 64).
   float scale = p.scale;
   if constexpr (Traits::kFp8Kv) scale *= k_scale;
   const float inv_cap = p.softcap > 0.f ? scale / p.softcap : 0.f;

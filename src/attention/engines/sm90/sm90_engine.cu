@@ -228,25 +228,24 @@ ListPlan list_plan(const AttentionParams& p, const Geometry& g, int num_splits, 
   // The plan sums the batch's tile counts in 32-bit integers.
   if (g.batch * ((g.max_k + sm90_engine::kBlockKV - 1) / sm90_engine::kBlockKV) >= std::numeric_limits<int32_t>::max()) return l;
   const int split_wave = sm90_engine::split_wave_of(split_shape(p, g, sm_count));
-  l.plane_wave = cuda_engine::list_plane_wave(sm_count, split_wave, g.heads_kv, g.m_blocks);
-  const int one_per_sm = cuda_engine::list_plane_wave(sm_count, 1, g.heads_kv, g.m_blocks);
-  if (!cuda_engine::list_serves_batch(g.batch, l.plane_wave)) {  // 2..kListMaxBatch, not P / 2 < B <= P
-    if (sm90_engine::decode_paged_wave_two() && split_wave > 1 && g.batch > one_per_sm &&
-        cuda_engine::list_serves_batch(g.batch, one_per_sm)) {
-      // A wave of two (paged, D 64, fp8) that puts the batch in the band: the several-wave plan at
-      // one CTA an SM, as the cuda engine's list_plane_wave_for (64/8 B32 x 32K mixed on pages of
-      // 64: P 33 -> 16; docs/DECODE_SM90.md section 29).
-      l.plane_wave = one_per_sm;
-    } else {
-      if (!sm90_engine::decode_list_near_wave()) return l;
-      const int ctas_per_sm =
-          sm90_engine::decode_tile(static_cast<int>(g.head_dim), kv_is_fp8(p)).ctas_per_sm;
-      const cuda_engine::NearWave nw =
-          cuda_engine::list_near_wave(sm_count, split_wave, ctas_per_sm, g.heads_kv, g.m_blocks, g.batch);
-      if (nw.plane_wave == 0) return l;
-      l.plane_wave = nw.plane_wave;
-      l.near_wave = nw.near_uniform_guard;
-    }
+  if (sm90_engine::decode_paged_wave_two()) {
+    // P, or where a wave of two (paged, D 64, fp8) puts the batch in the band the several-wave plan
+    // at one CTA an SM (64/8 B32 x 32K mixed on pages of 64: P 33 -> 16; docs/DECODE_SM90.md
+    // section 29); 0: neither serves the batch.
+    l.plane_wave = cuda_engine::list_plane_wave_for(sm_count, split_wave, g.heads_kv, g.m_blocks, g.batch);
+  } else {
+    const int wave = cuda_engine::list_plane_wave(sm_count, split_wave, g.heads_kv, g.m_blocks);
+    l.plane_wave =
+        cuda_engine::list_serves_batch(g.batch, wave) ? wave : 0;  // 2..kListMaxBatch, not P / 2 < B <= P
+  }
+  if (l.plane_wave == 0) {
+    if (!sm90_engine::decode_list_near_wave()) return l;
+    const int ctas_per_sm = sm90_engine::decode_tile(static_cast<int>(g.head_dim), kv_is_fp8(p)).ctas_per_sm;
+    const cuda_engine::NearWave nw =
+        cuda_engine::list_near_wave(sm_count, split_wave, ctas_per_sm, g.heads_kv, g.m_blocks, g.batch);
+    if (nw.plane_wave == 0) return l;
+    l.plane_wave = nw.plane_wave;
+    l.near_wave = nw.near_uniform_guard;
   }
   l.slots = cuda_engine::list_slot_bound(l.plane_wave, g.batch);
   l.use = l.slots * g.m_blocks <= std::numeric_limits<int32_t>::max();
