@@ -454,9 +454,8 @@ Status launch_state(const DeviceParams& p, const int64_t* offsets, const float* 
 }
 
 template <class T, int K>
-Status launch_prep_t(const DeviceParams& p, void* workspace, const ChunkLayout& l, int dev, cudaStream_t stream) {
-  auto* offsets = static_cast<int64_t*>(workspace);
-  auto* blocks = reinterpret_cast<float*>(static_cast<char*>(workspace) + l.offsets_bytes);
+Status launch_prep_t(const DeviceParams& p, int64_t* offsets, float* blocks, const ChunkLayout& l, int dev,
+                     cudaStream_t stream) {
   const bool driver = kda_driver_launch();
   if (p.cu_seqlens != nullptr) {  // dense: the kernels compute the offsets (chunk_offset())
     GA_RETURN_IF_ERROR(cuda::launch_plain<kda_chunk_map_kernel>(driver, dev, dim3(1), dim3(kWarp), 0, stream,
@@ -491,7 +490,7 @@ Status launch_chunked_t(const DeviceParams& p, void* workspace, const ChunkLayou
   g_last_cluster_chunked = launched;
   GA_RETURN_IF_ERROR(cluster);
   if (launched) return Status::Ok();
-  GA_RETURN_IF_ERROR((launch_prep_t<T, K>(p, workspace, l, dev, stream)));
+  GA_RETURN_IF_ERROR((launch_prep_t<T, K>(p, offsets, blocks, l, dev, stream)));
   const int64_t ctas16 = p.N * p.HV * (p.V / 16);
   // The column-owning kernel: 2 warps a CTA where the 16-column grid exceeds one CTA an SM, K in
   // halves (4 warps) where it fits (state_cols_kind). The K-quarter kernel is the measured
