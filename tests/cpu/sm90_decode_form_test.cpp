@@ -70,6 +70,25 @@ TEST(Sm90DecodeForm, HeadDims64And256Thresholds) {
   EXPECT_EQ(sm90_engine::packed_decode_min_rows(128, true), 33);
 }
 
+// Below the cut at head dims 64 and 256 (DECODE_SM90.md section 31): the packed form from 16 rows
+// where the call reads 64 MiB of K/V or more; sm90_engine.cu plan_geometry also keeps swap-AB where
+// its work list would run (GPU tests: Sm90Decode.PackedBelowCutIsTakenBitwise, the list tests).
+TEST(Sm90DecodeForm, PackedBelowTheCutAtHeadDims64And256) {
+  using sm90_engine::packed_rows_below_cut;
+  constexpr int64_t kMiB = int64_t{1} << 20;
+  EXPECT_TRUE(packed_rows_below_cut(64, false, 16, 64 * kMiB));    // 16/1 d64 B8 x 32K, one token
+  EXPECT_TRUE(packed_rows_below_cut(64, false, 16, 256 * kMiB));   // B128 x 8K
+  EXPECT_TRUE(packed_rows_below_cut(256, false, 16, 64 * kMiB));   // 32/2 d256 B8 x 4K
+  EXPECT_TRUE(packed_rows_below_cut(256, false, 32, 64 * kMiB));   // 32/2 x 2 tokens
+  EXPECT_FALSE(packed_rows_below_cut(64, false, 16, 64 * kMiB - 1));  // 16/1 d64 B16 x 4K lost 16 %
+  EXPECT_FALSE(packed_rows_below_cut(256, false, 16, 16 * kMiB));  // 32/2 d256 B1 x 8K lost 17 %
+  EXPECT_FALSE(packed_rows_below_cut(64, false, 17, 256 * kMiB));  // at the cut: packed_rows_form's already
+  EXPECT_FALSE(packed_rows_below_cut(256, false, 33, 256 * kMiB));
+  EXPECT_FALSE(packed_rows_below_cut(64, false, 8, 256 * kMiB));   // 8 rows
+  EXPECT_FALSE(packed_rows_below_cut(128, false, 16, 256 * kMiB)); // D 128 keeps its cut of 32
+  EXPECT_FALSE(packed_rows_below_cut(128, true, 16, 256 * kMiB));  // fp8
+}
+
 // The split reduction (decode_traits.h cluster_reduction, docs/DECODE_SM90.md section 14) and the
 // automatic split count (decode_split_plan.h auto_decode_splits, section 15: the wave-filling count
 // of sections 8-14 unless the cost model -- stream time against the combine kernel's serial cost

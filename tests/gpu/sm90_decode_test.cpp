@@ -1280,6 +1280,55 @@ TEST_F(Sm90Decode, PackedRowsD64D256HeadRatiosTokens) {
   }
 }
 
+// Below the cut (section 31, decode_traits.h packed_rows_below_cut): from 16 rows and 64 MiB of K/V
+// at D 64 / 256, "sm90" runs the packed form where swap-AB's work list would not (these K/V bounds
+// are below kListMinKvBytes): its O and LSE are "sm90-rows"'s bit for bit. One token of 16/1 d64 (B16
+// x 16K) and 32/2 d256 (B8 x 4K), two of 16/2 d256 (16 rows) and 32/2 d256 (32 rows); equal lengths
+// (batched K/V, no seqlens_k) and mixed lengths with an empty sequence (seqlens_k, NaN past each
+// length); each against the fp64 reference too. With the switch off, or 1 key short of the bound,
+// "sm90" keeps swap-AB: correct, and not those bits.
+TEST_F(Sm90Decode, PackedBelowCutIsTakenBitwise) {
+  struct Row {
+    int64_t d, hq, hkv;
+    int tokens, batch, capacity;
+  };
+  int differs_with_switch_off = 0, cases = 0;
+  for (const Row& r : std::vector<Row>{
+           {64, 16, 1, 1, 16, 16384}, {256, 32, 2, 1, 8, 4096}, {256, 16, 2, 2, 8, 4096}, {256, 32, 2, 2, 8, 4096}}) {
+    for (bool mixed : {false, true}) {
+      std::vector<int> lens(static_cast<size_t>(r.batch), r.capacity);
+      if (mixed) {  // the first at the capacity (so batched K/V is capacity keys long), one empty
+        for (int i = 1; i < r.batch; ++i) lens[static_cast<size_t>(i)] = i == 1 ? 0 : 64 + (i * 389) % 1200;
+      }
+      Case c = decode_case(r.hq, r.hkv, r.tokens, lens, r.d);
+      c.num_splits = 0;
+      c.stale_rows_nan = mixed;
+      auto p = make_problem(c);
+      HostTensor o_auto = like(p->out), l_auto = like(p->lse), o_rows = like(p->out), l_rows = like(p->lse);
+      ASSERT_TRUE(run_cuda(*p, &o_auto, &l_auto, kEngine).ok()) << describe(c);
+      ASSERT_TRUE(run_cuda(*p, &o_rows, &l_rows, "sm90-rows").ok()) << describe(c);
+      EXPECT_TRUE(bitwise_equal(o_auto, o_rows) && bitwise_equal(l_auto, l_rows))
+          << describe(c) << ": sm90 did not run the packed form below the cut";
+      check_case(c, kEngine);
+      ForcedSwitch off(sm90_engine::set_decode_packed_below_cut_mode, 0);
+      HostTensor o_off = like(p->out), l_off = like(p->lse);
+      ASSERT_TRUE(run_cuda(*p, &o_off, &l_off, kEngine).ok()) << describe(c);
+      differs_with_switch_off += bitwise_equal(o_off, o_rows) ? 0 : 1;
+      ++cases;
+      check_case(c, kEngine);
+    }
+  }
+  EXPECT_EQ(differs_with_switch_off, cases) << "with the switch off sm90 still ran the packed form";
+  // One key short of 64 MiB: swap-AB.
+  Case c = decode_case(16, 1, 1, std::vector<int>(16, 16383), 64);
+  c.num_splits = 0;
+  auto p = make_problem(c);
+  HostTensor o_auto = like(p->out), l_auto = like(p->lse), o_rows = like(p->out), l_rows = like(p->lse);
+  ASSERT_TRUE(run_cuda(*p, &o_auto, &l_auto, kEngine).ok()) << describe(c);
+  ASSERT_TRUE(run_cuda(*p, &o_rows, &l_rows, "sm90-rows").ok()) << describe(c);
+  EXPECT_FALSE(bitwise_equal(o_auto, o_rows)) << describe(c) << ": the packed form below 64 MiB";
+}
+
 TEST_F(Sm90Decode, PackedRowsD64D256LengthsAroundTilesAndSplits) {
   for (int64_t d : kPackedHeadDims64256) expect_packed_lengths_around_tiles(false, d);
 }

@@ -335,6 +335,14 @@ def test_pins_expectations():
     assert e("sm90", d64)["all"][0] == pins.SM90_DECODE  # one token: 16 rows
     assert e("sm90", dict(d256, new=2))["all"][0] == pins.SM90_DECODE  # 32 rows < 33
     assert e("sm90", dict(d256, new=3))["all"][0] == pins.SM90_PREFILL  # 48 rows
+    # Below the cut from 64 MiB of K/V: packed where swap-AB's work list cannot run (K/V bound < 128 MiB,
+    # or one sequence), either form where it can.
+    assert e("sm90", dict(d64, batch=8, kv_len=32768))["all"][0] == pins.SM90_PREFILL  # 64 MiB
+    assert e("sm90", dict(d256, kv_len=131072))["all"][0] == pins.SM90_PREFILL  # B1: no list
+    assert e("sm90", dict(d256, new=2, batch=8, kv_len=4096))["all"][0] == pins.SM90_PREFILL  # 32 rows, 64 MiB
+    assert e("sm90", dict(d64, batch=32, kv_len=4096))["all"][0] == pins.SM90_DECODE  # 32 MiB
+    assert e("sm90", dict(d64, batch=128, kv_len=8192))["all"] == ["sm90_engine::sm90_"]  # 256 MiB: the list may run
+    assert e("sm90", dict(dec1, batch=32, kv_len=32768))["all"][0] == pins.SM90_DECODE  # d 128 keeps swap-AB
     assert not e("sm90-prefill", dec8)["serves"] and e("sm90-prefill", pf)["all"] == [pins.SM90_PREFILL_PERSISTENT]
     assert e("sm90-prefill", dict(pf, sq=384))["all"] == [pins.SM90_PREFILL]  # causal, Sq - Sk = 128: the plain grid
     full = dict(pf, causal=False)  # D 128 batched: the persistent form; D 256 and varlen: the plain grid

@@ -68,6 +68,29 @@ constexpr int64_t packed_decode_min_rows(int64_t head_dim, bool fp8) {
   return kPackedDecodeMinRows;
 }
 
+// Below the cut at head dims 64 and 256: from 16 rows (one token of group 16, two of group 8) the
+// packed-rows form also streams faster than swap-AB's 16- or 32-column tiles once the call reads
+// kPackedBelowCutMinKvBytes of K/V; below that its fixed cost per call (~11 us against swap-AB's ~8
+// at 4-17 MB) loses. Measured in session 20 (DECODE_SM90.md section 31; contiguous K/V without
+// lengths, one token unless marked; us swap-AB / packed):
+//   >= 64 MiB  d64 16/1 B8 x 32K 27.6 / 25.7, B32 x 32K 70.9 / 70.0, B128 x 8K 71.2 / 67.1; 8/1 x 2
+//              tokens B32 x 32K 73.2 / 70.9; d256 32/2 B1 x 32K 28.8 / 26.9, B2 x 16K, B4 x 8K, B8 x 4K,
+//              B16 x 2K 1.6-2.5 us less, B32 x 4K 72.2 / 70.2, B1 x 128K 72.5 / 70.5, B128 x 8K 482.7 /
+//              470.5; 32 rows (32/2 x 2) B8 x 4K 39.2 / 28.2, B32 x 4K 83.4 / 73.1; 16/2 x 2 B32 x 4K
+//              73.8 / 71.1
+//   < 64 MiB   d64 B1 x 8K 10.3 / 11.4, B8 x 8K 11.9 / 13.5, B16 x 4K 11.0 / 12.8, B16 x 1K 7.8 / 10.8,
+//              B1 x 128K 19.6 / 19.9 (but B1 x 32K 13.6 / 12.3, B32 x 4K 18.1 / 17.7); d256 B1 x 8K
+//              16.6 / 19.5, B8 x 1K 12.8 / 17.5
+// The bound is the host's (the longest length); the packed form plans every sequence by it, so the
+// engine keeps swap-AB wherever swap-AB would balance mixed lengths with its work list (sm90_engine.cu
+// plan_geometry). D 128 keeps its cut of 32: at 8 and 16 rows the forms tie within 1 %.
+inline constexpr int64_t kPackedBelowCutMinRows = 16;
+inline constexpr int64_t kPackedBelowCutMinKvBytes = int64_t{64} << 20;
+constexpr bool packed_rows_below_cut(int64_t head_dim, bool fp8, int64_t rows, int64_t kv_bytes) {
+  return !fp8 && (head_dim == 64 || head_dim == 256) && rows >= kPackedBelowCutMinRows &&
+         rows < packed_decode_min_rows(head_dim, false) && kv_bytes >= kPackedBelowCutMinKvBytes;
+}
+
 // Pages of a multiple of 8 but not of 64 keys (16-bit; the packed form's per-page runs, section 22):
 // at D 128 with exactly 32 rows swap-AB needs one 32-column block, and where HBM is the limit it
 // beats the per-page producer, which tops out near 3.1 TB/s. Measured at page 16 x 4 tokens, session

@@ -85,6 +85,8 @@ std::atomic<int> g_packed_small_pages_mode{-1};
 std::atomic<int> g_paged_wave_two_mode{-1};
 // sm90_engine::set_decode_fp8_bf16_mma_mode: -1 the environment, 0 off, 1 on.
 std::atomic<int> g_fp8_bf16_mma_mode{-1};
+// sm90_engine::set_decode_packed_below_cut_mode: -1 the environment, 0 off, 1 on.
+std::atomic<int> g_packed_below_cut_mode{-1};
 
 // Pages that are not a multiple of a 64-key tile: a tile then spans several pages (TMA runs of
 // paged_box_rows(page_size) rows, or the gather path for pages that are not a multiple of 8).
@@ -252,6 +254,21 @@ ListPlan list_plan(const AttentionParams& p, const Geometry& g, int num_splits, 
   return l;
 }
 
+// The geometry a call runs: geometry(), except that kAuto and kWorkspaceSplits take the packed-rows
+// form below its cut where decode_traits.h packed_rows_below_cut says it streams faster and swap-AB
+// would not run its work list -- the list balances mixed lengths the packed form would plan by the
+// longest sequence, and the host cannot tell equal lengths from mixed (docs/DECODE_SM90.md section
+// 31). GROUPATTN_SM90_DECODE_PACKED_BELOW_CUT=0 keeps swap-AB there.
+Geometry plan_geometry(const AttentionParams& p, Form form, int sm_count) {
+  const Geometry g = geometry(p, form);
+  if (g.packed_rows || !sm90_engine::decode_packed_below_cut() || !pages_fit_packed_rows(p) ||
+      !sm90_engine::packed_rows_below_cut(g.head_dim, kv_is_fp8(p), g.cols, kv_bound_bytes(p, g))) {
+    return g;
+  }
+  if (list_plan(p, g, num_splits_for(p, g, sm_count), sm_count, form).use) return g;
+  return geometry(p, Form::kPackedRows);
+}
+
 // Work-list workspace (decode_work_list.h): the partials of l.slots slots of max_q x Hq rows, then
 // the per-sequence {count, first slot}.
 size_t list_partials_bytes(const ListPlan& l, const Geometry& g) {
@@ -359,7 +376,7 @@ class Sm90Attention final : public AttentionEngine {
   size_t workspace_bytes(const AttentionParams& p) const override {
     int dev = 0, sms = 0, cc = 0;
     if (!cuda_current_device(&dev, &sms, &cc).ok()) return 0;
-    const Geometry g = geometry(p, form_);
+    const Geometry g = plan_geometry(p, form_, sms);
     const int splits = num_splits_for(p, g, sms);
     if (const ListPlan l = list_plan(p, g, splits, sms, form_); l.use) return list_workspace_bytes(l, g);
     if (splits <= 1) return 0;
@@ -383,7 +400,7 @@ class Sm90Attention final : public AttentionEngine {
     // shared-memory attribute and cluster occupancy come from per-device caches keyed by it.
     int dev = 0, sms = 0, cc = 0;
     GA_RETURN_IF_ERROR(cuda_current_device(&dev, &sms, &cc));
-    const Geometry g = geometry(p, form_);
+    const Geometry g = plan_geometry(p, form_, sms);
     KernelParams kp = cuda_engine::kernel_params_from(p);
     kp.m_blocks = g.m_blocks;
     kp.num_splits = num_splits_for(p, g, sms);
@@ -564,6 +581,16 @@ void set_decode_packed_small_pages_mode(int mode) { g_packed_small_pages_mode.st
 bool decode_packed_small_pages() {
   static const bool from_env = env_switch("GROUPATTN_SM90_DECODE_PACKED_SMALL_PAGES", true);
   return switch_value(g_packed_small_pages_mode, from_env);
+}
+
+void set_decode_packed_below_cut_mode(int mode) { g_packed_below_cut_mode.store(clamp_mode(mode)); }
+
+// GROUPATTN_SM90_DECODE_PACKED_BELOW_CUT=0: 16-bit K/V at head dims 64 and 256 keeps swap-AB below
+// the packed-rows cut (plan_geometry; docs/DECODE_SM90.md section 31), as before session 20. Read
+// once. Each form is checked against the fp64 reference.
+bool decode_packed_below_cut() {
+  static const bool from_env = env_switch("GROUPATTN_SM90_DECODE_PACKED_BELOW_CUT", true);
+  return switch_value(g_packed_below_cut_mode, from_env);
 }
 
 }  // namespace sm90_engine
