@@ -4,7 +4,7 @@
 # results JSON, the report and its plots. Everything goes to $OUT (else bench/results/gpu-bench).
 #
 #   GROUPATTN_BENCH_COMMIT=<commit> bash bench/gpu-bench.sh [--quick] [--suite S]
-#       [--suite-minutes prefill=1.5,decode=2.5,kda=2]
+#       [--suite-minutes prefill=1.5,decode=2.5,kda=2] [--order turning|shuffled|self]
 #
 # <commit>: the hash of the tree being run, typed in from the machine that holds the repository.
 # Not `git rev-parse HEAD` on the GPU machine: its copy of .git can be stale (session 8: it reported
@@ -18,12 +18,14 @@ set -uo pipefail
 SUITE=all
 QUICK=""
 MINUTES="prefill=1.2,decode=2.5,kda=4"
+ORDER=turning
 while [[ $# -gt 0 ]]; do
   case "$1" in
     --quick) QUICK=--quick; MINUTES="prefill=1,decode=1,kda=1.5"; shift ;;
     --suite) SUITE="$2"; shift 2 ;;
     --suite-minutes) MINUTES="$2"; shift 2 ;;
-    *) echo "gpu-bench: unknown argument $1 (accepted: --quick, --suite S, --suite-minutes SPEC)" >&2; exit 2 ;;
+    --order) ORDER="$2"; shift 2 ;;
+    *) echo "gpu-bench: unknown argument $1 (accepted: --quick, --suite S, --suite-minutes SPEC, --order O)" >&2; exit 2 ;;
   esac
 done
 DEST="${OUT:-bench/results/gpu-bench}"
@@ -59,7 +61,7 @@ if [[ -n "${BENCH_DEADLINE:-}" ]]; then
   (( BENCH_TIMEOUT_S < 10 )) && BENCH_TIMEOUT_S=10
   echo "gpu-bench: run.py gets ${BENCH_TIMEOUT_S}s (BENCH_DEADLINE)"
 fi
-timeout "${BENCH_TIMEOUT_S:-0}" python3 bench/run.py --suite "$SUITE" $QUICK --suite-minutes "$MINUTES" --out "$DEST/bench.json" 2>&1 | tee "$DEST/run.log"
+timeout "${BENCH_TIMEOUT_S:-0}" python3 bench/run.py --suite "$SUITE" $QUICK --suite-minutes "$MINUTES" --order "$ORDER" --out "$DEST/bench.json" 2>&1 | tee "$DEST/run.log"
 rc=${PIPESTATUS[0]}
 echo "gpu-bench: run.py exit $rc after $(( $(date +%s) - t0 ))s"
 if [[ -f "$DEST/bench.json" ]]; then
