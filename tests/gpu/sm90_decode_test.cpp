@@ -1285,8 +1285,8 @@ TEST_F(Sm90Decode, PackedRowsD64D256HeadRatiosTokens) {
 // are below kListMinKvBytes): its O and LSE are "sm90-rows"'s bit for bit. One token of 16/1 d64 (B16
 // x 16K) and 32/2 d256 (B8 x 4K), two of 16/2 d256 (16 rows) and 32/2 d256 (32 rows); equal lengths
 // (batched K/V, no seqlens_k) and mixed lengths with an empty sequence (seqlens_k, NaN past each
-// length); each against the fp64 reference too. With the switch off, or 1 key short of the bound,
-// "sm90" keeps swap-AB: correct, and not those bits.
+// length); each against the fp64 reference too. With the switch off, 1 key short of the bound, or
+// on pages of 16 keys, "sm90" keeps swap-AB: correct, and not those bits.
 TEST_F(Sm90Decode, PackedBelowCutIsTakenBitwise) {
   struct Row {
     int64_t d, hq, hkv;
@@ -1319,14 +1319,23 @@ TEST_F(Sm90Decode, PackedBelowCutIsTakenBitwise) {
     }
   }
   EXPECT_EQ(differs_with_switch_off, cases) << "with the switch off sm90 still ran the packed form";
-  // One key short of 64 MiB: swap-AB.
-  Case c = decode_case(16, 1, 1, std::vector<int>(16, 16383), 64);
-  c.num_splits = 0;
-  auto p = make_problem(c);
-  HostTensor o_auto = like(p->out), l_auto = like(p->lse), o_rows = like(p->out), l_rows = like(p->lse);
-  ASSERT_TRUE(run_cuda(*p, &o_auto, &l_auto, kEngine).ok()) << describe(c);
-  ASSERT_TRUE(run_cuda(*p, &o_rows, &l_rows, "sm90-rows").ok()) << describe(c);
-  EXPECT_FALSE(bitwise_equal(o_auto, o_rows)) << describe(c) << ": the packed form below 64 MiB";
+  // Swap-AB one key short of 64 MiB, and on pages of 16 keys at 64 MiB (32/2 d256 B1 x 32K), while
+  // pages of 64 there take the packed form.
+  Case short_kv = decode_case(16, 1, 1, std::vector<int>(16, 16383), 64);
+  Case page16 = decode_case(32, 2, 1, {32768}, 256);
+  page16.kv = KvKind::kPaged;
+  page16.page_size = 16;
+  Case page64 = page16;
+  page64.page_size = 64;
+  for (Case* c : {&short_kv, &page16, &page64}) {
+    c->num_splits = 0;
+    auto p = make_problem(*c);
+    HostTensor o_auto = like(p->out), l_auto = like(p->lse), o_rows = like(p->out), l_rows = like(p->lse);
+    ASSERT_TRUE(run_cuda(*p, &o_auto, &l_auto, kEngine).ok()) << describe(*c);
+    ASSERT_TRUE(run_cuda(*p, &o_rows, &l_rows, "sm90-rows").ok()) << describe(*c);
+    EXPECT_EQ(bitwise_equal(o_auto, o_rows), c == &page64) << describe(*c) << ": the form sm90 took";
+    check_case(*c, kEngine);
+  }
 }
 
 TEST_F(Sm90Decode, PackedRowsD64D256LengthsAroundTilesAndSplits) {

@@ -339,6 +339,8 @@ def test_pins_expectations():
     # or one sequence), either form where it can.
     assert e("sm90", dict(d64, batch=8, kv_len=32768))["all"][0] == pins.SM90_PREFILL  # 64 MiB
     assert e("sm90", dict(d256, kv_len=131072))["all"][0] == pins.SM90_PREFILL  # B1: no list
+    assert e("sm90", dict(d256, kv_len=131072, page=64))["all"][0] == pins.SM90_PREFILL
+    assert e("sm90", dict(d256, kv_len=131072, page=16))["all"][0] == pins.SM90_DECODE  # small pages: swap-AB
     assert e("sm90", dict(d256, new=2, batch=8, kv_len=4096))["all"][0] == pins.SM90_PREFILL  # 32 rows, 64 MiB
     assert e("sm90", dict(d64, batch=32, kv_len=4096))["all"][0] == pins.SM90_DECODE  # 32 MiB
     assert e("sm90", dict(d64, batch=128, kv_len=8192))["all"] == ["sm90_engine::sm90_"]  # 256 MiB: the list may run

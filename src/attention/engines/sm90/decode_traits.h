@@ -82,8 +82,10 @@ constexpr int64_t packed_decode_min_rows(int64_t head_dim, bool fp8) {
 //              B1 x 128K 19.6 / 19.9 (but B1 x 32K 13.6 / 12.3, B32 x 4K 18.1 / 17.7); d256 B1 x 8K
 //              16.6 / 19.5, B8 x 1K 12.8 / 17.5
 // The bound is the host's (the longest length); the packed form plans every sequence by it, so the
-// engine keeps swap-AB wherever swap-AB would balance mixed lengths with its work list (sm90_engine.cu
-// plan_geometry). D 128 keeps its cut of 32: at 8 and 16 rows the forms tie within 1 %.
+// engine keeps swap-AB wherever swap-AB would balance mixed lengths with its work list, and on pages
+// of fewer than 64 keys, where the packed form's per-page runs lose at D 256 (sm90_engine.cu
+// plan_geometry). D 128 keeps its cut of 32: at 16 rows the packed form won 0.2-2.1 % at >= 64 MiB
+// (session 20 call 3), inside the suite's noise.
 inline constexpr int64_t kPackedBelowCutMinRows = 16;
 inline constexpr int64_t kPackedBelowCutMinKvBytes = int64_t{64} << 20;
 constexpr bool packed_rows_below_cut(int64_t head_dim, bool fp8, int64_t rows, int64_t kv_bytes) {

@@ -255,13 +255,16 @@ ListPlan list_plan(const AttentionParams& p, const Geometry& g, int num_splits, 
 }
 
 // The geometry a call runs: geometry(), except that kAuto and kWorkspaceSplits take the packed-rows
-// form below its cut where decode_traits.h packed_rows_below_cut says it streams faster and swap-AB
-// would not run its work list -- the list balances mixed lengths the packed form would plan by the
-// longest sequence, and the host cannot tell equal lengths from mixed (docs/DECODE_SM90.md section
-// 31). GROUPATTN_SM90_DECODE_PACKED_BELOW_CUT=0 keeps swap-AB there.
+// form below its cut where decode_traits.h packed_rows_below_cut says it streams faster, K/V are
+// contiguous or in pages of a multiple of 64 keys, and swap-AB would not run its work list -- the
+// list balances mixed lengths the packed form would plan by the longest sequence, and the host
+// cannot tell equal lengths from mixed (docs/DECODE_SM90.md section 31). Smaller pages keep
+// swap-AB: the packed form's per-page runs at D 256 lost 20 % (32/2 B1 x 128K page 16: 96.8 us
+// against swap-AB's 80.4 in the suites at 94629f0 and e9f0fb4). GROUPATTN_SM90_DECODE_PACKED_BELOW_CUT=0
+// keeps swap-AB everywhere below the cut.
 Geometry plan_geometry(const AttentionParams& p, Form form, int sm_count) {
   const Geometry g = geometry(p, form);
-  if (g.packed_rows || !sm90_engine::decode_packed_below_cut() || !pages_fit_packed_rows(p) ||
+  if (g.packed_rows || !sm90_engine::decode_packed_below_cut() || small_pages(p) ||
       !sm90_engine::packed_rows_below_cut(g.head_dim, kv_is_fp8(p), g.cols, kv_bound_bytes(p, g))) {
     return g;
   }
