@@ -76,17 +76,17 @@ TEST(Sm90DecodeForm, HeadDims64And256Thresholds) {
 TEST(Sm90DecodeForm, PackedBelowTheCutAtHeadDims64And256) {
   using sm90_engine::packed_rows_below_cut;
   constexpr int64_t kMiB = int64_t{1} << 20;
-  EXPECT_TRUE(packed_rows_below_cut(64, false, 16, 64 * kMiB));    // 16/1 d64 B8 x 32K, one token
-  EXPECT_TRUE(packed_rows_below_cut(64, false, 16, 256 * kMiB));   // B128 x 8K
-  EXPECT_TRUE(packed_rows_below_cut(256, false, 16, 64 * kMiB));   // 32/2 d256 B8 x 4K
-  EXPECT_TRUE(packed_rows_below_cut(256, false, 32, 64 * kMiB));   // 32/2 x 2 tokens
+  EXPECT_TRUE(packed_rows_below_cut(64, false, 16, 64 * kMiB));       // 16/1 d64 B8 x 32K, one token
+  EXPECT_TRUE(packed_rows_below_cut(64, false, 16, 256 * kMiB));      // B128 x 8K
+  EXPECT_TRUE(packed_rows_below_cut(256, false, 16, 64 * kMiB));      // 32/2 d256 B8 x 4K
+  EXPECT_TRUE(packed_rows_below_cut(256, false, 32, 64 * kMiB));      // 32/2 x 2 tokens
   EXPECT_FALSE(packed_rows_below_cut(64, false, 16, 64 * kMiB - 1));  // 16/1 d64 B16 x 4K lost 16 %
-  EXPECT_FALSE(packed_rows_below_cut(256, false, 16, 16 * kMiB));  // 32/2 d256 B1 x 8K lost 17 %
+  EXPECT_FALSE(packed_rows_below_cut(256, false, 16, 16 * kMiB));     // 32/2 d256 B1 x 8K lost 17 %
   EXPECT_FALSE(packed_rows_below_cut(64, false, 17, 256 * kMiB));  // at the cut: packed_rows_form's already
   EXPECT_FALSE(packed_rows_below_cut(256, false, 33, 256 * kMiB));
-  EXPECT_FALSE(packed_rows_below_cut(64, false, 8, 256 * kMiB));   // 8 rows
-  EXPECT_FALSE(packed_rows_below_cut(128, false, 16, 256 * kMiB)); // D 128 keeps its cut of 32
-  EXPECT_FALSE(packed_rows_below_cut(128, true, 16, 256 * kMiB));  // fp8
+  EXPECT_FALSE(packed_rows_below_cut(64, false, 8, 256 * kMiB));    // 8 rows
+  EXPECT_FALSE(packed_rows_below_cut(128, false, 16, 256 * kMiB));  // D 128 keeps its cut of 32
+  EXPECT_FALSE(packed_rows_below_cut(128, true, 16, 256 * kMiB));   // fp8
 }
 
 // The split reduction (decode_traits.h cluster_reduction, docs/DECODE_SM90.md section 14) and the

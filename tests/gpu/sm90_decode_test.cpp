@@ -1287,14 +1287,24 @@ TEST_F(Sm90Decode, PackedRowsD64D256HeadRatiosTokens) {
 // (batched K/V, no seqlens_k) and mixed lengths with an empty sequence (seqlens_k, NaN past each
 // length); each against the fp64 reference too. With the switch off, 1 key short of the bound, or
 // on pages of 16 keys, "sm90" keeps swap-AB: correct, and not those bits.
+// Whether "sm90" gives p O and LSE bit for bit equal to the pinned packed form's ("sm90-rows").
+bool sm90_gives_packed_bits(Problem& p) {
+  HostTensor o_auto = like(p.out), l_auto = like(p.lse), o_rows = like(p.out), l_rows = like(p.lse);
+  const bool ran =
+      run_cuda(p, &o_auto, &l_auto, kEngine).ok() && run_cuda(p, &o_rows, &l_rows, "sm90-rows").ok();
+  EXPECT_TRUE(ran) << describe(p.c);
+  return ran && bitwise_equal(o_auto, o_rows) && bitwise_equal(l_auto, l_rows);
+}
+
 TEST_F(Sm90Decode, PackedBelowCutIsTakenBitwise) {
   struct Row {
     int64_t d, hq, hkv;
     int tokens, batch, capacity;
   };
-  int differs_with_switch_off = 0, cases = 0;
-  for (const Row& r : std::vector<Row>{
-           {64, 16, 1, 1, 16, 16384}, {256, 32, 2, 1, 8, 4096}, {256, 16, 2, 2, 8, 4096}, {256, 32, 2, 2, 8, 4096}}) {
+  for (const Row& r : std::vector<Row>{{64, 16, 1, 1, 16, 16384},
+                                       {256, 32, 2, 1, 8, 4096},
+                                       {256, 16, 2, 2, 8, 4096},
+                                       {256, 32, 2, 2, 8, 4096}}) {
     for (bool mixed : {false, true}) {
       std::vector<int> lens(static_cast<size_t>(r.batch), r.capacity);
       if (mixed) {  // the first at the capacity (so batched K/V is capacity keys long), one empty
@@ -1304,21 +1314,14 @@ TEST_F(Sm90Decode, PackedBelowCutIsTakenBitwise) {
       c.num_splits = 0;
       c.stale_rows_nan = mixed;
       auto p = make_problem(c);
-      HostTensor o_auto = like(p->out), l_auto = like(p->lse), o_rows = like(p->out), l_rows = like(p->lse);
-      ASSERT_TRUE(run_cuda(*p, &o_auto, &l_auto, kEngine).ok()) << describe(c);
-      ASSERT_TRUE(run_cuda(*p, &o_rows, &l_rows, "sm90-rows").ok()) << describe(c);
-      EXPECT_TRUE(bitwise_equal(o_auto, o_rows) && bitwise_equal(l_auto, l_rows))
+      EXPECT_TRUE(sm90_gives_packed_bits(*p))
           << describe(c) << ": sm90 did not run the packed form below the cut";
       check_case(c, kEngine);
       ForcedSwitch off(sm90_engine::set_decode_packed_below_cut_mode, 0);
-      HostTensor o_off = like(p->out), l_off = like(p->lse);
-      ASSERT_TRUE(run_cuda(*p, &o_off, &l_off, kEngine).ok()) << describe(c);
-      differs_with_switch_off += bitwise_equal(o_off, o_rows) ? 0 : 1;
-      ++cases;
+      EXPECT_FALSE(sm90_gives_packed_bits(*p)) << describe(c) << ": the packed form with the switch off";
       check_case(c, kEngine);
     }
   }
-  EXPECT_EQ(differs_with_switch_off, cases) << "with the switch off sm90 still ran the packed form";
   // Swap-AB one key short of 64 MiB, and on pages of 16 keys at 64 MiB (32/2 d256 B1 x 32K), while
   // pages of 64 there take the packed form.
   Case short_kv = decode_case(16, 1, 1, std::vector<int>(16, 16383), 64);
@@ -1330,10 +1333,7 @@ TEST_F(Sm90Decode, PackedBelowCutIsTakenBitwise) {
   for (Case* c : {&short_kv, &page16, &page64}) {
     c->num_splits = 0;
     auto p = make_problem(*c);
-    HostTensor o_auto = like(p->out), l_auto = like(p->lse), o_rows = like(p->out), l_rows = like(p->lse);
-    ASSERT_TRUE(run_cuda(*p, &o_auto, &l_auto, kEngine).ok()) << describe(*c);
-    ASSERT_TRUE(run_cuda(*p, &o_rows, &l_rows, "sm90-rows").ok()) << describe(*c);
-    EXPECT_EQ(bitwise_equal(o_auto, o_rows), c == &page64) << describe(*c) << ": the form sm90 took";
+    EXPECT_EQ(sm90_gives_packed_bits(*p), c == &page64) << describe(*c) << ": the form sm90 took";
     check_case(*c, kEngine);
   }
 }

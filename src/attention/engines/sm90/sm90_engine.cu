@@ -4,9 +4,10 @@
 //
 // Two kernel forms: the swap-AB decode kernel (decode_kernel.cuh; KV positions on wgmma's M side,
 // packed query columns on N) and, for a 16-bit cache at head dim 64, 128 or 256 or an f8e4m3 one at
-// 128 with group x new tokens >= packed_decode_min_rows (D 64 17, D 128 32, D 256 33; fp8 64), the
-// packed-rows form (the prefill kernel's packed-decode mode: query rows on M, KV tiles of
-// packed_decode_tile; docs/DECODE_SM90.md sections 12, 13 and 15).
+// 128 with group x new tokens >= packed_decode_min_rows (D 64 17, D 128 32, D 256 33; fp8 33) --
+// and at D 64 / 256 from 16 rows where the call reads >= 64 MiB (plan_geometry) --, the packed-rows
+// form (the prefill kernel's packed-decode mode: query rows on M, KV tiles of packed_decode_tile;
+// docs/DECODE_SM90.md sections 12, 13, 15 and 31).
 //
 // Split-KV of the swap-AB kernel reduces either through the workspace and the combine kernel or,
 // for small problems, inside a thread-block cluster of the splits (decode_traits.h
@@ -303,8 +304,9 @@ class Sm90Attention final : public AttentionEngine {
         return "Hopper decode, sm90 with split-KV always merged through the workspace and the combine kernel, "
                "never a thread-block cluster (tests, benchmarks; automatic selection uses sm90), sm90a";
       default:
-        return "Hopper decode (wgmma swap-AB, or packed query rows for group x new tokens >= 32 (D 64 17, D 256 33, "
-               "fp8 64); TMA; fp8 K/V widened in registers or, packed rows, in shared memory; small split problems reduce in "
+        return "Hopper decode (wgmma swap-AB, or packed query rows for group x new tokens >= 32 (D 64 17, "
+               "D 256 33, fp8 33; D 64 / 256 from 16 where the call reads >= 64 MiB of K/V); TMA; fp8 K/V "
+               "widened in registers or, packed rows, in shared memory; small split problems reduce in "
                "thread-block clusters), sm90a";
     }
   }
