@@ -56,7 +56,7 @@ SM90_DECODE_HEAD_DIMS = (64, 128, 256)
 SM90_MAX_NEW_TOKENS = 16
 PACKED_FP8_HEAD_DIM = 128
 PACKED_MIN_ROWS = {64: 17, 128: 32, 256: 33}  # 16-bit K/V, per head dim
-PACKED_MIN_ROWS_FP8 = 64
+PACKED_MIN_ROWS_FP8 = 33  # decode_traits.h kPackedDecodeMinRowsFp8 (64 until session 8)
 SMALL_PAGES_SWAP_AB_MIN_KV_BYTES = 192 << 20  # decode_traits.h kSmallPagesSwapAbMinKvBytes
 CUDA_DECODE_MAX_PACKED_ROWS = 16  # launch.h kDecodeMaxPackedRows
 # decode_traits.h packed_rows_below_cut: 16-bit d 64 / 256 from 16 rows and 64 MiB of K/V (the host's

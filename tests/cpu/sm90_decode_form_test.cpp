@@ -1,8 +1,8 @@
 // Which kernel form of the sm90 decode engine serves which problem (decode_traits.h
-// packed_rows_form, the one place the choice is made): the packed-rows multi-token form for a
-// 16-bit cache with group x new tokens >= 17 (head dim 64), 32 (128) or 33 (256), or an f8e4m3
-// cache at head dim 128 with >= 64, swap-AB for everything else. Pure host function: runs without
-// a GPU.
+// packed_rows_form and packed_rows_below_cut, where the choice is made): the packed-rows multi-token
+// form for a 16-bit cache with group x new tokens >= 17 (head dim 64), 32 (128) or 33 (256), or an
+// f8e4m3 cache at head dim 128 with >= 33, and at head dims 64 / 256 from 16 rows where the call
+// reads >= 64 MiB of K/V; swap-AB for everything else. Pure host functions: run without a GPU.
 #include <gtest/gtest.h>
 
 #include <algorithm>

@@ -322,7 +322,8 @@ def test_pins_expectations():
     assert e("sm90-rows", dec1)["all"] == [pins.SM90_PREFILL, pins.COMBINE]  # packed at any group
     assert e("sm90", dec8)["all"][0] == pins.SM90_PREFILL  # 64 packed rows
     assert e("sm90", dict(dec8, new=4, hq=64))["all"][0] == pins.SM90_PREFILL  # 32 rows
-    assert e("sm90", dict(dec8, new=4, kv_dtype="f8e4m3"))["all"][0] == pins.SM90_DECODE  # fp8 needs 64
+    assert e("sm90", dict(dec8, new=4, kv_dtype="f8e4m3"))["all"][0] == pins.SM90_DECODE  # fp8 needs 33
+    assert e("sm90", dict(dec8, new=5, kv_dtype="f8e4m3"))["all"][0] == pins.SM90_PREFILL  # 40 rows
     assert e("sm90", dict(dec8, page=16))["all"][0] == pins.SM90_PREFILL  # 16-bit small pages: 64 rows packed
     big = dict(dec8, page=16, new=4, batch=32, kv_len=32768)  # 32 rows, K/V bound 4 GiB >= 192 MiB
     assert e("sm90", big)["all"][0] == pins.SM90_DECODE and e("sm90", dict(big, batch=1))["all"][0] == pins.SM90_PREFILL
