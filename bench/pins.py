@@ -61,7 +61,7 @@ SMALL_PAGES_SWAP_AB_MIN_KV_BYTES = 192 << 20  # decode_traits.h kSmallPagesSwapA
 CUDA_DECODE_MAX_PACKED_ROWS = 16  # launch.h kDecodeMaxPackedRows
 # decode_traits.h packed_rows_below_cut: 16-bit d 64 / 256 from 16 rows and 64 MiB of K/V (the host's
 # bound), contiguous or pages of a multiple of 64 keys, where swap-AB would not run its work list
-# (sm90_engine.cu plan_geometry; decode_work_list.h kListMinKvBytes, kListMaxBatch).
+# (sm90_engine.cu plan_call; decode_work_list.h kListMinKvBytes, kListMaxBatch).
 PACKED_BELOW_CUT_MIN_ROWS, PACKED_BELOW_CUT_MIN_KV_BYTES = 16, 64 << 20
 LIST_MIN_KV_BYTES, LIST_MAX_BATCH = 128 << 20, 1024
 
@@ -109,7 +109,7 @@ def expected_kernels(engine: str, p: Dict) -> Dict:
             kv_bytes = 2 * p["batch"] * max_k * p["hkv"] * d * 2
             if (packable and not packed and not fp8 and not small and d in (64, 256)
                     and rows >= PACKED_BELOW_CUT_MIN_ROWS and kv_bytes >= PACKED_BELOW_CUT_MIN_KV_BYTES):
-                # Below the cut (sm90_engine.cu plan_geometry): packed unless swap-AB's work list runs. The
+                # Below the cut (sm90_engine.cu plan_call): packed unless swap-AB's work list runs. The
                 # suite always passes cache lengths, so the list can run where the K/V bound and the batch
                 # allow it; its plan (the wave band) is not mirrored here: there either form is accepted.
                 if kv_bytes < LIST_MIN_KV_BYTES or not 2 <= p["batch"] <= LIST_MAX_BATCH:

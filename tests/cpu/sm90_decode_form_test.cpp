@@ -71,7 +71,7 @@ TEST(Sm90DecodeForm, HeadDims64And256Thresholds) {
 }
 
 // Below the cut at head dims 64 and 256 (DECODE_SM90.md section 31): the packed form from 16 rows
-// where the call reads 64 MiB of K/V or more; sm90_engine.cu plan_geometry also keeps swap-AB where
+// where the call reads 64 MiB of K/V or more; sm90_engine.cu plan_call also keeps swap-AB where
 // its work list would run (GPU tests: Sm90Decode.PackedBelowCutIsTakenBitwise, the list tests).
 TEST(Sm90DecodeForm, PackedBelowTheCutAtHeadDims64And256) {
   using sm90_engine::packed_rows_below_cut;

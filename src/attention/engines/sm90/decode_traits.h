@@ -84,7 +84,7 @@ constexpr int64_t packed_decode_min_rows(int64_t head_dim, bool fp8) {
 // The bound is the host's (the longest length); the packed form plans every sequence by it, so the
 // engine keeps swap-AB wherever swap-AB would balance mixed lengths with its work list, and on pages
 // of fewer than 64 keys, where the packed form's per-page runs lose at D 256 (sm90_engine.cu
-// plan_geometry). D 128 keeps its cut of 32: at 16 rows the packed form won 0.2-2.1 % at >= 64 MiB
+// plan_call). D 128 keeps its cut of 32: at 16 rows the packed form won 0.2-2.1 % at >= 64 MiB
 // (session 20 call 3), inside the suite's noise.
 inline constexpr int64_t kPackedBelowCutMinRows = 16;
 inline constexpr int64_t kPackedBelowCutMinKvBytes = int64_t{64} << 20;

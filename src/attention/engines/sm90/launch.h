@@ -214,7 +214,7 @@ void set_decode_packed_small_pages_mode(int mode);
 bool decode_packed_small_pages();
 
 // The packed-rows form below its cut at head dims 64 and 256 (decode_traits.h packed_rows_below_cut,
-// sm90_engine.cu plan_geometry; docs/DECODE_SM90.md section 31), the same kind of switch:
+// sm90_engine.cu plan_call; docs/DECODE_SM90.md section 31), the same kind of switch:
 // GROUPATTN_SM90_DECODE_PACKED_BELOW_CUT ("0": swap-AB there as before; default on).
 void set_decode_packed_below_cut_mode(int mode);
 bool decode_packed_below_cut();

@@ -5,7 +5,7 @@
 // Two kernel forms: the swap-AB decode kernel (decode_kernel.cuh; KV positions on wgmma's M side,
 // packed query columns on N) and, for a 16-bit cache at head dim 64, 128 or 256 or an f8e4m3 one at
 // 128 with group x new tokens >= packed_decode_min_rows (D 64 17, D 128 32, D 256 33; fp8 33) --
-// and at D 64 / 256 from 16 rows where the call reads >= 64 MiB (plan_geometry) --, the packed-rows
+// and at D 64 / 256 from 16 rows where the call reads >= 64 MiB (plan_call) --, the packed-rows
 // form (the prefill kernel's packed-decode mode: query rows on M, KV tiles of packed_decode_tile;
 // docs/DECODE_SM90.md sections 12, 13, 15 and 31).
 //
@@ -255,7 +255,14 @@ ListPlan list_plan(const AttentionParams& p, const Geometry& g, int num_splits, 
   return l;
 }
 
-// The geometry a call runs: geometry(), except that kAuto and kWorkspaceSplits take the packed-rows
+// A call's plan, computed once for workspace_bytes and run: its geometry, split count and work list.
+struct CallPlan {
+  Geometry g;
+  int num_splits = 0;
+  ListPlan list;
+};
+
+// geometry(), its split count and list, except that kAuto and kWorkspaceSplits take the packed-rows
 // form below its cut where decode_traits.h packed_rows_below_cut says it streams faster, K/V are
 // contiguous or in pages of a multiple of 64 keys, and swap-AB would not run its work list -- the
 // list balances mixed lengths the packed form would plan by the longest sequence, and the host
@@ -263,14 +270,19 @@ ListPlan list_plan(const AttentionParams& p, const Geometry& g, int num_splits, 
 // swap-AB: the packed form's per-page runs at D 256 lost 20 % (32/2 B1 x 128K page 16: 96.8 us
 // against swap-AB's 80.4 in the suites at 94629f0 and e9f0fb4). GROUPATTN_SM90_DECODE_PACKED_BELOW_CUT=0
 // keeps swap-AB everywhere below the cut.
-Geometry plan_geometry(const AttentionParams& p, Form form, int sm_count) {
-  const Geometry g = geometry(p, form);
-  if (g.packed_rows || !sm90_engine::decode_packed_below_cut() || small_pages(p) ||
-      !sm90_engine::packed_rows_below_cut(g.head_dim, kv_is_fp8(p), g.cols, kv_bound_bytes(p, g))) {
-    return g;
+CallPlan plan_call(const AttentionParams& p, Form form, int sm_count) {
+  CallPlan c;
+  c.g = geometry(p, form);
+  c.num_splits = num_splits_for(p, c.g, sm_count);
+  c.list = list_plan(p, c.g, c.num_splits, sm_count, form);
+  if (c.list.use || c.g.packed_rows || !sm90_engine::decode_packed_below_cut() || small_pages(p) ||
+      !sm90_engine::packed_rows_below_cut(c.g.head_dim, kv_is_fp8(p), c.g.cols, kv_bound_bytes(p, c.g))) {
+    return c;
   }
-  if (list_plan(p, g, num_splits_for(p, g, sm_count), sm_count, form).use) return g;
-  return geometry(p, Form::kPackedRows);
+  c.g = geometry(p, Form::kPackedRows);
+  c.num_splits = num_splits_for(p, c.g, sm_count);
+  c.list = ListPlan{};  // (list_plan never serves the packed form)
+  return c;
 }
 
 // Work-list workspace (decode_work_list.h): the partials of l.slots slots of max_q x Hq rows, then
@@ -381,9 +393,10 @@ class Sm90Attention final : public AttentionEngine {
   size_t workspace_bytes(const AttentionParams& p) const override {
     int dev = 0, sms = 0, cc = 0;
     if (!cuda_current_device(&dev, &sms, &cc).ok()) return 0;
-    const Geometry g = plan_geometry(p, form_, sms);
-    const int splits = num_splits_for(p, g, sms);
-    if (const ListPlan l = list_plan(p, g, splits, sms, form_); l.use) return list_workspace_bytes(l, g);
+    const CallPlan c = plan_call(p, form_, sms);
+    const Geometry& g = c.g;
+    const int splits = c.num_splits;
+    if (c.list.use) return list_workspace_bytes(c.list, g);
     if (splits <= 1) return 0;
     if (g.batch > 0 && g.max_q > 0 && g.heads_kv > 0 && use_cluster_reduction(p, g, splits, sms, form_)) {
       KernelParams kp = cuda_engine::kernel_params_from(p);
@@ -405,13 +418,14 @@ class Sm90Attention final : public AttentionEngine {
     // shared-memory attribute and cluster occupancy come from per-device caches keyed by it.
     int dev = 0, sms = 0, cc = 0;
     GA_RETURN_IF_ERROR(cuda_current_device(&dev, &sms, &cc));
-    const Geometry g = plan_geometry(p, form_, sms);
+    const CallPlan c = plan_call(p, form_, sms);
+    const Geometry& g = c.g;
     KernelParams kp = cuda_engine::kernel_params_from(p);
     kp.m_blocks = g.m_blocks;
-    kp.num_splits = num_splits_for(p, g, sms);
+    kp.num_splits = c.num_splits;
     if (g.batch == 0 || g.max_q == 0 || g.heads_kv == 0) return Status::Ok();
     kp.cluster_reduce = use_cluster_reduction(p, g, kp.num_splits, sms, form_);
-    const ListPlan list = list_plan(p, g, kp.num_splits, sms, form_);
+    const ListPlan& list = c.list;
     if (list.use) {
       if (workspace == nullptr) return Status(StatusCode::kInternal, "sm90 engine: work-list run without workspace");
       kp.num_splits = static_cast<int>(list.slots);
@@ -591,7 +605,7 @@ bool decode_packed_small_pages() {
 void set_decode_packed_below_cut_mode(int mode) { g_packed_below_cut_mode.store(clamp_mode(mode)); }
 
 // GROUPATTN_SM90_DECODE_PACKED_BELOW_CUT=0: 16-bit K/V at head dims 64 and 256 keeps swap-AB below
-// the packed-rows cut (plan_geometry; docs/DECODE_SM90.md section 31), as before session 20. Read
+// the packed-rows cut (plan_call; docs/DECODE_SM90.md section 31), as before session 20. Read
 // once. Each form is checked against the fp64 reference.
 bool decode_packed_below_cut() {
   static const bool from_env = env_switch("GROUPATTN_SM90_DECODE_PACKED_BELOW_CUT", true);
