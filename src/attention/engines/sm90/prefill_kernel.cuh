@@ -232,6 +232,58 @@ __device__ __forceinline__ void fence_u32(uint32_t (&r)[4]) {
 __device__ __forceinline__ int acc_half(int i) { return (i >> 1) & 1; }  // 0: row r, 1: row r + 8
 __device__ __forceinline__ int acc_col(int i, int lane) { return 8 * (i >> 2) + 2 * (lane & 3) + (i & 1); }
 
+// Online softmax of one tile's scores in place (scores -> probabilities) for the thread's two rows
+// (its kS / 2 values of each, then the quad: lanes 4q..4q+3), updating the running max and sum;
+// alpha: how much each row's earlier O must shrink (applied by the caller once the previous tile's O
+// product has completed). Scores enter the log2 domain through one FFMA inside the exponent:
+// p = 2^(s * mult - m), m the row max of s * mult (mult > 0, so the max commutes with it).
+// Each row reduces in one serial chain: four chains a row, combined as a tree, measured 1.5-3.5 %
+// slower (session 21 call 1) -- ptxas then computes both rows' maxima before the first exponential,
+// where with one chain it starts row 0's exponentials under row 1's max.
+template <int kS>
+__device__ __forceinline__ void online_softmax_rows(float (&sacc)[kS], float (&m_run)[2], float (&l_run)[2],
+                                                    float mult, float (&alpha)[2]) {
+#pragma unroll
+  for (int r = 0; r < 2; ++r) {
+    float mx = -INFINITY;
+#pragma unroll
+    for (int i = 0; i < kS; ++i)
+      if (acc_half(i) == r) mx = fmaxf(mx, sacc[i]);
+    mx = fmaxf(mx, __shfl_xor_sync(kFullMask, mx, 1));
+    mx = fmaxf(mx, __shfl_xor_sync(kFullMask, mx, 2));
+    const float m_new = fmaxf(m_run[r], mx * mult);
+    const float m_use = m_new == -INFINITY ? 0.f : m_new;
+    alpha[r] = ::groupattn::cuda::fast_exp2(m_run[r] - m_use);
+    m_run[r] = m_new;
+    float sum = 0.f;
+#pragma unroll
+    for (int i = 0; i < kS; ++i) {
+      if (acc_half(i) == r) {
+        sacc[i] = ::groupattn::cuda::fast_exp2(fmaf(sacc[i], mult, -m_use));
+        sum += sacc[i];
+      }
+    }
+    l_run[r] = l_run[r] * alpha[r] + sum;
+  }
+}
+
+// O *= alpha per row. At head dim 256 (kDBlocks 4: 128 products a thread) skipped where every row of
+// the warp keeps its max -- alpha exactly 1, which after a long row's first tiles is most tiles;
+// multiplying by 1 is the identity, so the skip changes no bit. One vote per warp and tile (the warp
+// owns its rows' accumulators). Measured (session 21 calls 1-2, docs/PREFILL_SM90.md "The softmax's
+// chains and the rescale"): D 256 full -2.1 to -2.8 %, but D 128 full +0.4 to +2.0 % (the vote on the
+// path to the next GEMM issue costs more than 64 products) and D 64 within noise: those keep it off.
+template <int kDBlocks>
+__device__ __forceinline__ void rescale_o(float (&o)[kDBlocks][32], const float (&alpha)[2]) {
+  if constexpr (kDBlocks >= 4) {
+    if (__all_sync(kFullMask, alpha[0] == 1.f && alpha[1] == 1.f)) return;
+  }
+#pragma unroll
+  for (int hh = 0; hh < kDBlocks; ++hh)
+#pragma unroll
+    for (int i = 0; i < 32; ++i) o[hh][i] *= alpha[acc_half(i)];
+}
+
 // The element type of O += P V's operands (P packed in registers, the V tiles): Q's type, or f16
 // with an fp8 cache (PrefillTraits::kPvF16).
 template <class Traits>
@@ -1011,29 +1063,7 @@ __device__ void consume(const KernelParams& p, const Work& w, const Smem<Traits>
       }
     }
 
-    // Online softmax per row: the thread's 32 values of each row, then the quad (lanes 4q..4q+3).
-#pragma unroll
-    for (int r = 0; r < 2; ++r) {
-      float mx = -INFINITY;
-#pragma unroll
-      for (int i = 0; i < kS; ++i)
-        if (acc_half(i) == r) mx = fmaxf(mx, sacc[i]);
-      mx = fmaxf(mx, __shfl_xor_sync(kFullMask, mx, 1));
-      mx = fmaxf(mx, __shfl_xor_sync(kFullMask, mx, 2));
-      const float m_new = fmaxf(m_run[r], mx * mult);  // mult > 0: the max commutes with it
-      const float m_use = m_new == -INFINITY ? 0.f : m_new;  // a row with no visible key yet
-      alpha[r] = ::groupattn::cuda::fast_exp2(m_run[r] - m_use);
-      m_run[r] = m_new;
-      float sum = 0.f;
-#pragma unroll
-      for (int i = 0; i < kS; ++i) {
-        if (acc_half(i) == r) {
-          sacc[i] = ::groupattn::cuda::fast_exp2(fmaf(sacc[i], mult, -m_use));  // masked: -inf -> 0
-          sum += sacc[i];
-        }
-      }
-      l_run[r] = l_run[r] * alpha[r] + sum;
-    }
+    online_softmax_rows(sacc, m_run, l_run, mult, alpha);
   };
   auto pack_p = [&](uint32_t (&pf)[Traits::kBlockN / 16][4]) {
 #pragma unroll
@@ -1187,10 +1217,7 @@ __device__ void consume(const KernelParams& p, const Work& w, const Smem<Traits>
       hw::wgmma_wait<0>();
       fence_output<Traits>(o, pfrag);
       release(prev_stage);
-#pragma unroll
-      for (int hh = 0; hh < Traits::kDBlocks; ++hh)
-#pragma unroll
-        for (int i = 0; i < 32; ++i) o[hh][i] *= alpha[acc_half(i)];
+      rescale_o(o, alpha);
       pack_p(pfrag);  // after the wait: P(it-1)'s registers are free again
       prev_stage = stage;
     }

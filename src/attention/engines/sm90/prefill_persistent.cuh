@@ -288,28 +288,7 @@ __device__ void consume_persistent(const KernelParams& p, const PersistentSmem<T
         sacc[i] = (j < v.lo || j > v.hi) ? -INFINITY : sacc[i];
       }
     }
-#pragma unroll
-    for (int r = 0; r < 2; ++r) {
-      float mx = -INFINITY;
-#pragma unroll
-      for (int i = 0; i < kS; ++i)
-        if (acc_half(i) == r) mx = fmaxf(mx, sacc[i]);
-      mx = fmaxf(mx, __shfl_xor_sync(kFullMask, mx, 1));
-      mx = fmaxf(mx, __shfl_xor_sync(kFullMask, mx, 2));
-      const float m_new = fmaxf(m_run[r], mx * mult);
-      const float m_use = m_new == -INFINITY ? 0.f : m_new;
-      alpha[r] = ::groupattn::cuda::fast_exp2(m_run[r] - m_use);
-      m_run[r] = m_new;
-      float sum = 0.f;
-#pragma unroll
-      for (int i = 0; i < kS; ++i) {
-        if (acc_half(i) == r) {
-          sacc[i] = ::groupattn::cuda::fast_exp2(fmaf(sacc[i], mult, -m_use));
-          sum += sacc[i];
-        }
-      }
-      l_run[r] = l_run[r] * alpha[r] + sum;
-    }
+    online_softmax_rows(sacc, m_run, l_run, mult, alpha);
   };
   auto pack_p = [&](uint32_t (&pf)[Traits::kBlockN / 16][4]) {
 #pragma unroll
@@ -439,10 +418,7 @@ __device__ void consume_persistent(const KernelParams& p, const PersistentSmem<T
 #pragma unroll
         for (int i = 0; i < 32; ++i) o[hh][i] = 0.f;
     } else {
-#pragma unroll
-      for (int hh = 0; hh < Traits::kDBlocks; ++hh)
-#pragma unroll
-        for (int i = 0; i < 32; ++i) o[hh][i] *= alpha[acc_half(i)];
+      rescale_o(o, alpha);
     }
     pack_p(pfrag);
   };
