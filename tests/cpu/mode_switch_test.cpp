@@ -49,5 +49,30 @@ TEST(ModeSwitch, OverridesWinUntilReset) {
   EXPECT_EQ(switches::switch_int(mode, 3), 3);
 }
 
+// BoolSwitch: the default where the variable is unset, the variable's value read on first use and
+// then kept (a later setenv changes nothing: no getenv per call), overrides until reset to -1.
+TEST(ModeSwitch, BoolSwitchReadsTheEnvironmentOnce) {
+  unsetenv(kVar);
+  switches::BoolSwitch unset_on{kVar, true};
+  EXPECT_TRUE(unset_on.on());
+  switches::BoolSwitch unset_off{kVar, false};
+  EXPECT_FALSE(unset_off.on());
+  setenv(kVar, "0", 1);
+  EXPECT_TRUE(unset_on.on());  // read already: kept
+  switches::BoolSwitch zero{kVar, true};
+  EXPECT_FALSE(zero.on());
+  setenv(kVar, "1", 1);
+  EXPECT_FALSE(zero.on());
+  zero.set_mode(1);
+  EXPECT_TRUE(zero.on());
+  zero.set_mode(0);
+  EXPECT_FALSE(zero.on());
+  zero.set_mode(5);  // clamped to 1
+  EXPECT_TRUE(zero.on());
+  zero.set_mode(-3);  // back to the environment's value as first read
+  EXPECT_FALSE(zero.on());
+  unsetenv(kVar);
+}
+
 }  // namespace
 }  // namespace groupattn::test

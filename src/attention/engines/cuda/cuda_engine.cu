@@ -392,11 +392,11 @@ class CudaAttention final : public AttentionEngine {
 };
 
 // cuda_engine::set_cuda_decode_work_list_mode: -1 the environment, 0 off, 1 on.
-std::atomic<int> g_cuda_work_list_mode{-1};
+switches::BoolSwitch g_cuda_work_list_switch{"GROUPATTN_CUDA_DECODE_WORK_LIST", true};
 // cuda_engine::set_cuda_decode_split_v_mode: the same.
 std::atomic<int> g_cuda_split_v_mode{-1};
 // cuda_engine::set_cuda_prefill_d256_pair_pv_mode: the same.
-std::atomic<int> g_cuda_pair_pv_mode{-1};
+switches::BoolSwitch g_cuda_pair_pv_switch{"GROUPATTN_CUDA_PREFILL_D256_PAIR_PV", true};
 
 }  // namespace
 
@@ -418,15 +418,12 @@ int decode_ctas_per_sm_for(int64_t head_dim) {
 template int decode_ctas_per_sm_for<__nv_bfloat16>(int64_t);
 template int decode_ctas_per_sm_for<__half>(int64_t);
 
-void set_cuda_decode_work_list_mode(int mode) { g_cuda_work_list_mode.store(clamp_mode(mode)); }
+void set_cuda_decode_work_list_mode(int mode) { g_cuda_work_list_switch.set_mode(mode); }
 
 // The work list is on by default (measured +18 to +46 % on mixed-length rows, -1 to -4 % on equal
 // lengths; docs/ENGINES.md, "Mixed lengths: the work list"); GROUPATTN_CUDA_DECODE_WORK_LIST=0 turns
 // it off. Read once.
-bool cuda_decode_work_list() {
-  static const bool from_env = env_switch("GROUPATTN_CUDA_DECODE_WORK_LIST", true);
-  return switch_value(g_cuda_work_list_mode, from_env);
-}
+bool cuda_decode_work_list() { return g_cuda_work_list_switch.on(); }
 
 void set_cuda_decode_split_v_mode(int mode) { g_cuda_split_v_mode.store(clamp_mode(mode)); }
 
@@ -438,15 +435,12 @@ bool cuda_decode_split_v(bool paged) {
   return switch_value_or(g_cuda_split_v_mode, from_env, paged);
 }
 
-void set_cuda_prefill_d256_pair_pv_mode(int mode) { g_cuda_pair_pv_mode.store(clamp_mode(mode)); }
+void set_cuda_prefill_d256_pair_pv_mode(int mode) { g_cuda_pair_pv_switch.set_mode(mode); }
 
 // On by default (measured in session 13, docs/ENGINES.md "Session 12: cuda prefill against FA2":
 // -1.7 to -3.3 % on the three D 256 rows); GROUPATTN_CUDA_PREFILL_D256_PAIR_PV=0 turns it off. Read
 // once.
-bool cuda_prefill_d256_pair_pv() {
-  static const bool from_env = env_switch("GROUPATTN_CUDA_PREFILL_D256_PAIR_PV", true);
-  return switch_value(g_cuda_pair_pv_mode, from_env);
-}
+bool cuda_prefill_d256_pair_pv() { return g_cuda_pair_pv_switch.on(); }
 
 }  // namespace cuda_engine
 

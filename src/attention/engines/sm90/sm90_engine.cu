@@ -79,15 +79,15 @@ struct Geometry {
 };
 
 // sm90_engine::set_decode_fp8_one_converter_wg_mode: -1 the environment, 0 off, 1 on.
-std::atomic<int> g_fp8_one_converter_wg_mode{-1};
+switches::BoolSwitch g_fp8_one_converter_wg_switch{"GROUPATTN_SM90_FP8_CONVERTER_WGS", false};
 // sm90_engine::set_decode_packed_small_pages_mode: -1 the environment, 0 off, 1 on.
-std::atomic<int> g_packed_small_pages_mode{-1};
+switches::BoolSwitch g_packed_small_pages_switch{"GROUPATTN_SM90_DECODE_PACKED_SMALL_PAGES", true};
 // sm90_engine::set_decode_paged_wave_two_mode: -1 the environment, 0 off, 1 on.
-std::atomic<int> g_paged_wave_two_mode{-1};
+switches::BoolSwitch g_paged_wave_two_switch{"GROUPATTN_SM90_DECODE_PAGED_WAVE_TWO", true};
 // sm90_engine::set_decode_fp8_bf16_mma_mode: -1 the environment, 0 off, 1 on.
-std::atomic<int> g_fp8_bf16_mma_mode{-1};
+switches::BoolSwitch g_fp8_bf16_mma_switch{"GROUPATTN_SM90_DECODE_FP8_BF16_MMA", false};
 // sm90_engine::set_decode_packed_below_cut_mode: -1 the environment, 0 off, 1 on.
-std::atomic<int> g_packed_below_cut_mode{-1};
+switches::BoolSwitch g_packed_below_cut_switch{"GROUPATTN_SM90_DECODE_PACKED_BELOW_CUT", true};
 
 // Pages that are not a multiple of a 64-key tile: a tile then spans several pages (TMA runs of
 // paged_box_rows(page_size) rows, or the gather path for pages that are not a multiple of 8).
@@ -491,126 +491,96 @@ class Sm90Attention final : public AttentionEngine {
 };
 
 // sm90_engine::set_decode_work_list_mode: -1 the environment, 0 off, 1 on.
-std::atomic<int> g_work_list_mode{-1};
+switches::BoolSwitch g_work_list_switch{"GROUPATTN_SM90_DECODE_WORK_LIST", true};
 // sm90_engine::set_decode_list_heads_fastest_mode: -1 the environment, 0 off, 1 on.
-std::atomic<int> g_list_heads_fastest_mode{-1};
+switches::BoolSwitch g_list_heads_fastest_switch{"GROUPATTN_SM90_DECODE_LIST_HEADS_FASTEST", true};
 // sm90_engine::set_decode_list_uniform_fast_mode: -1 the environment, 0 off, 1 on.
-std::atomic<int> g_list_uniform_fast_mode{-1};
+switches::BoolSwitch g_list_uniform_fast_switch{"GROUPATTN_SM90_DECODE_LIST_UNIFORM_FAST", true};
 // sm90_engine::set_decode_list_near_wave_mode: -1 the environment, 0 off, 1 on.
-std::atomic<int> g_list_near_wave_mode{-1};
+switches::BoolSwitch g_list_near_wave_switch{"GROUPATTN_SM90_DECODE_LIST_NEAR_WAVE", false};
 // sm90_engine::set_decode_driver_launch_mode: -1 the environment, 0 off, 1 on.
-std::atomic<int> g_driver_launch_mode{-1};
+switches::BoolSwitch g_driver_launch_switch{"GROUPATTN_SM90_DECODE_DRIVER_LAUNCH", true};
 
 }  // namespace
 
 namespace sm90_engine {
 
-void set_decode_work_list_mode(int mode) { g_work_list_mode.store(clamp_mode(mode)); }
-void set_decode_list_heads_fastest_mode(int mode) { g_list_heads_fastest_mode.store(clamp_mode(mode)); }
-void set_decode_list_uniform_fast_mode(int mode) { g_list_uniform_fast_mode.store(clamp_mode(mode)); }
+void set_decode_work_list_mode(int mode) { g_work_list_switch.set_mode(mode); }
+void set_decode_list_heads_fastest_mode(int mode) { g_list_heads_fastest_switch.set_mode(mode); }
+void set_decode_list_uniform_fast_mode(int mode) { g_list_uniform_fast_switch.set_mode(mode); }
 
 // GROUPATTN_SM90_DECODE_WORK_LIST=0 turns the work list off (an A/B in one process); unset or any
 // other integer, on. Read once (host cost per call, issue 11).
-bool decode_work_list() {
-  static const bool from_env = env_switch("GROUPATTN_SM90_DECODE_WORK_LIST", true);
-  return switch_value(g_work_list_mode, from_env);
-}
+bool decode_work_list() { return g_work_list_switch.on(); }
 
 // The work list's grid with the KV head fastest (KernelParams::list_heads_fastest): on by default
 // (session 10, UNVERIFIED on GPU: predicted to remove most of the 64/8 uniform rows' 2 % loss,
 // docs/DECODE_SM90.md section 20, "The uniform 64/8 row"); GROUPATTN_SM90_DECODE_LIST_HEADS_FASTEST=0
 // restores session 9's (m_blocks x slots, Hkv, 1). Bitwise the same either way.
-bool decode_list_heads_fastest() {
-  static const bool from_env = env_switch("GROUPATTN_SM90_DECODE_LIST_HEADS_FASTEST", true);
-  return switch_value(g_list_heads_fastest_mode, from_env);
-}
+bool decode_list_heads_fastest() { return g_list_heads_fastest_switch.on(); }
 
 // The plan's shortcut for equal lengths (KernelParams::list_uniform_fast): on by default (session
 // 10, UNVERIFIED on GPU: predicted -1 us (0.5-2.5) of the uniform 8/1 rows' 3.4-5.7 us,
 // docs/DECODE_SM90.md section 20, "The uniform 8/1 row"); GROUPATTN_SM90_DECODE_LIST_UNIFORM_FAST=0
 // runs the general plan for them too. Bitwise the same either way.
-bool decode_list_uniform_fast() {
-  static const bool from_env = env_switch("GROUPATTN_SM90_DECODE_LIST_UNIFORM_FAST", true);
-  return switch_value(g_list_uniform_fast_mode, from_env);
-}
+bool decode_list_uniform_fast() { return g_list_uniform_fast_switch.on(); }
 
-void set_decode_list_near_wave_mode(int mode) { g_list_near_wave_mode.store(clamp_mode(mode)); }
+void set_decode_list_near_wave_mode(int mode) { g_list_near_wave_switch.set_mode(mode); }
 
 // The work list for P / 2 < B <= P (ListPlan::near_wave, decode_work_list.h list_near_wave): off by
 // default (measured in session 13: the mixed-length rows +6.4 / +45 / +30 %, but the equal-length
 // page-64 row -7.0 %; session 14: that row 142.7 against 133 us, the producer's first load ~3.4 us
 // late; docs/DECODE_SM90.md sections 25 and 27); GROUPATTN_SM90_DECODE_LIST_NEAR_WAVE=1
 // turns it on. Read once. Exact either way (each plan against the fp64 reference).
-bool decode_list_near_wave() {
-  static const bool from_env = env_switch("GROUPATTN_SM90_DECODE_LIST_NEAR_WAVE", false);
-  return switch_value(g_list_near_wave_mode, from_env);
-}
+bool decode_list_near_wave() { return g_list_near_wave_switch.on(); }
 
-void set_decode_driver_launch_mode(int mode) { g_driver_launch_mode.store(clamp_mode(mode)); }
+void set_decode_driver_launch_mode(int mode) { g_driver_launch_switch.set_mode(mode); }
 
 // The cluster launch through cuLaunchKernelEx on a cached CUfunction (docs/HOST_COST.md "Session 12"):
 // on by default (measured in session 12: the launch stage 3.56 -> 3.32 us, an empty cluster launch
 // 3.60 -> 3.07; every GPU test passed with it forced on); GROUPATTN_SM90_DECODE_DRIVER_LAUNCH=0 turns
 // it off. Read once.
-bool decode_driver_launch() {
-  static const bool from_env = env_switch("GROUPATTN_SM90_DECODE_DRIVER_LAUNCH", true);
-  return switch_value(g_driver_launch_mode, from_env);
-}
+bool decode_driver_launch() { return g_driver_launch_switch.on(); }
 
-void set_decode_fp8_one_converter_wg_mode(int mode) { g_fp8_one_converter_wg_mode.store(clamp_mode(mode)); }
+void set_decode_fp8_one_converter_wg_mode(int mode) { g_fp8_one_converter_wg_switch.set_mode(mode); }
 
 // GROUPATTN_SM90_FP8_CONVERTER_WGS=1: fp8 packed rows with section 17's single converter warpgroup
 // instead of section 21's two (measured the same speed or slower; docs/DECODE_SM90.md section 21).
 // Read once; the same bits either way.
-bool decode_fp8_one_converter_wg() {
-  static const bool from_env = env_switch("GROUPATTN_SM90_FP8_CONVERTER_WGS", false);
-  return switch_value(g_fp8_one_converter_wg_mode, from_env);
-}
+bool decode_fp8_one_converter_wg() { return g_fp8_one_converter_wg_switch.on(); }
 
-void set_decode_paged_wave_two_mode(int mode) { g_paged_wave_two_mode.store(clamp_mode(mode)); }
+void set_decode_paged_wave_two_mode(int mode) { g_paged_wave_two_switch.set_mode(mode); }
 
 // GROUPATTN_SM90_DECODE_PAGED_WAVE_TWO=0: the swap-AB plans before session 19 -- paged K/V in pages
 // of a multiple of 64 keys plans its splits for a wave of one CTA an SM instead of two
 // (decode_split_plan.h split_wave_of), and the work list takes no several-wave fallback where a
 // wave of two puts the batch in the band (list_plan) -- docs/DECODE_SM90.md section 29. Read once.
 // Each plan is exact (the split count changes the combine's rounding, not the semantics).
-bool decode_paged_wave_two() {
-  static const bool from_env = env_switch("GROUPATTN_SM90_DECODE_PAGED_WAVE_TWO", true);
-  return switch_value(g_paged_wave_two_mode, from_env);
-}
+bool decode_paged_wave_two() { return g_paged_wave_two_switch.on(); }
 
-void set_decode_fp8_bf16_mma_mode(int mode) { g_fp8_bf16_mma_mode.store(clamp_mode(mode)); }
+void set_decode_fp8_bf16_mma_mode(int mode) { g_fp8_bf16_mma_switch.set_mode(mode); }
 
 // GROUPATTN_SM90_DECODE_FP8_BF16_MMA=1: fp8 decode with a bf16 Q runs its GEMMs in bf16 as before
 // session 19 (swap-AB: both; packed rows: S = Q K^T) instead of f16 with Q scaled by 2^e
 // (docs/DECODE_SM90.md sections 28 and 30). Read once. Not the same bits in the swap-AB form (P^T
 // rounds to bf16 instead of f16); each form is checked against the fp64 reference.
-bool decode_fp8_bf16_mma() {
-  static const bool from_env = env_switch("GROUPATTN_SM90_DECODE_FP8_BF16_MMA", false);
-  return switch_value(g_fp8_bf16_mma_mode, from_env);
-}
+bool decode_fp8_bf16_mma() { return g_fp8_bf16_mma_switch.on(); }
 
-void set_decode_packed_small_pages_mode(int mode) { g_packed_small_pages_mode.store(clamp_mode(mode)); }
+void set_decode_packed_small_pages_mode(int mode) { g_packed_small_pages_switch.set_mode(mode); }
 
 // GROUPATTN_SM90_DECODE_PACKED_SMALL_PAGES=1: multi-token decode on 16-bit pages of a multiple of 8
 // (not of 64) keys takes the packed-rows form at the same row cuts as other layouts
 // (docs/DECODE_SM90.md section 22). On by default since session 10's measurement (page 16: 1.2-2.3x
 // faster on every row of more than 32 query rows a KV head; =0 restores swap-AB there); the same
 // answers either way up to the forms' rounding (each form is checked against the fp64 reference).
-bool decode_packed_small_pages() {
-  static const bool from_env = env_switch("GROUPATTN_SM90_DECODE_PACKED_SMALL_PAGES", true);
-  return switch_value(g_packed_small_pages_mode, from_env);
-}
+bool decode_packed_small_pages() { return g_packed_small_pages_switch.on(); }
 
-void set_decode_packed_below_cut_mode(int mode) { g_packed_below_cut_mode.store(clamp_mode(mode)); }
+void set_decode_packed_below_cut_mode(int mode) { g_packed_below_cut_switch.set_mode(mode); }
 
 // GROUPATTN_SM90_DECODE_PACKED_BELOW_CUT=0: 16-bit K/V at head dims 64 and 256 keeps swap-AB below
 // the packed-rows cut (plan_call; docs/DECODE_SM90.md section 31), as before session 20. Read
 // once. Each form is checked against the fp64 reference.
-bool decode_packed_below_cut() {
-  static const bool from_env = env_switch("GROUPATTN_SM90_DECODE_PACKED_BELOW_CUT", true);
-  return switch_value(g_packed_below_cut_mode, from_env);
-}
+bool decode_packed_below_cut() { return g_packed_below_cut_switch.on(); }
 
 }  // namespace sm90_engine
 

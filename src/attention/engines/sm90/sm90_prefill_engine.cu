@@ -32,19 +32,19 @@ using sm90_engine::kMaxGridYZ;
 using sm90_engine::kMaxNewTokens;
 
 // sm90_engine::set_prefill_q_ahead_mode: -1 the environment, 0 off, 1 on.
-std::atomic<int> g_q_ahead_mode{-1};
+switches::BoolSwitch g_q_ahead_switch{"GROUPATTN_SM90_PREFILL_Q_AHEAD", false};
 // sm90_engine::set_prefill_early_loads_mode: -1 the environment, 0 off, 1 on.
-std::atomic<int> g_early_loads_mode{-1};
+switches::BoolSwitch g_early_loads_switch{"GROUPATTN_SM90_PREFILL_EARLY_LOADS", true};
 // sm90_engine::set_prefill_stsm_epilogue_mode: -1 the environment, 0 off, 1 on.
-std::atomic<int> g_stsm_epilogue_mode{-1};
+switches::BoolSwitch g_stsm_epilogue_switch{"GROUPATTN_SM90_PREFILL_STSM_EPILOGUE", true};
 // sm90_engine::set_prefill_tma_store_o_mode: -1 the environment, 0 off, 1 on.
-std::atomic<int> g_tma_store_o_mode{-1};
+switches::BoolSwitch g_tma_store_o_switch{"GROUPATTN_SM90_PREFILL_TMA_STORE_O", true};
 // sm90_engine::set_prefill_d256_n80_mode: -1 the environment, 0 off, 1 on.
-std::atomic<int> g_d256_n80_mode{-1};
+switches::BoolSwitch g_d256_n80_switch{"GROUPATTN_SM90_PREFILL_D256_N80", true};
 // sm90_engine::set_prefill_persistent_mode: -1 the environment, 0 off, 1 on.
-std::atomic<int> g_persistent_mode{-1};
+switches::BoolSwitch g_persistent_switch{"GROUPATTN_SM90_PREFILL_PERSISTENT", true};
 // sm90_engine::set_prefill_persistent_causal_mode: -1 the environment, 0 off, 1 on.
-std::atomic<int> g_persistent_causal_mode{-1};
+switches::BoolSwitch g_persistent_causal_switch{"GROUPATTN_SM90_PREFILL_PERSISTENT_CAUSAL", true};
 // sm90_engine::set_prefill_persistent_grid: the persistent form's CTAs (0: one per SM).
 std::atomic<int> g_persistent_grid{0};
 // sm90_engine::prefill_last_persistent_grid: the last run's PrefillLaunch::persistent_grid.
@@ -193,60 +193,45 @@ class Sm90PrefillAttention final : public AttentionEngine {
 
 namespace sm90_engine {
 
-void set_prefill_q_ahead_mode(int mode) { g_q_ahead_mode.store(clamp_mode(mode)); }
-void set_prefill_early_loads_mode(int mode) { g_early_loads_mode.store(clamp_mode(mode)); }
-void set_prefill_stsm_epilogue_mode(int mode) { g_stsm_epilogue_mode.store(clamp_mode(mode)); }
-void set_prefill_tma_store_o_mode(int mode) { g_tma_store_o_mode.store(clamp_mode(mode)); }
-void set_prefill_d256_n80_mode(int mode) { g_d256_n80_mode.store(clamp_mode(mode)); }
-void set_prefill_persistent_mode(int mode) { g_persistent_mode.store(clamp_mode(mode)); }
-void set_prefill_persistent_causal_mode(int mode) { g_persistent_causal_mode.store(clamp_mode(mode)); }
+void set_prefill_q_ahead_mode(int mode) { g_q_ahead_switch.set_mode(mode); }
+void set_prefill_early_loads_mode(int mode) { g_early_loads_switch.set_mode(mode); }
+void set_prefill_stsm_epilogue_mode(int mode) { g_stsm_epilogue_switch.set_mode(mode); }
+void set_prefill_tma_store_o_mode(int mode) { g_tma_store_o_switch.set_mode(mode); }
+void set_prefill_d256_n80_mode(int mode) { g_d256_n80_switch.set_mode(mode); }
+void set_prefill_persistent_mode(int mode) { g_persistent_switch.set_mode(mode); }
+void set_prefill_persistent_causal_mode(int mode) { g_persistent_causal_switch.set_mode(mode); }
 void set_prefill_persistent_grid(int ctas) { g_persistent_grid.store(ctas > 0 ? ctas : 0); }
 int prefill_last_persistent_grid() { return g_last_persistent_grid.load(); }
 
 // GROUPATTN_SM90_PREFILL_Q_AHEAD=1: the producer prefetches a later CTA's Q into L2
 // (PrefillLaunch::q_prefetch_ahead; docs/PREFILL_SM90.md, "Where a short CTA's time goes"). Off by
 // default: on top of the early loads it measured +0.05 % (session 9 call 4); bitwise the same.
-bool prefill_q_ahead() {
-  static const bool from_env = env_switch("GROUPATTN_SM90_PREFILL_Q_AHEAD", false);
-  return switch_value(g_q_ahead_mode, from_env);
-}
+bool prefill_q_ahead() { return g_q_ahead_switch.on(); }
 
 // Thread 0 issues Q and the first KV tile before the CTA's __syncthreads
 // (PrefillLaunch::early_first_loads; docs/PREFILL_SM90.md, "The prologue's first loads"). On by
 // default since session 9 call 4 (with the stmatrix epilogue: -0.75 % GPU time over ten S2048 /
 // S8192 shapes, the whole GPU tier passed with both on); GROUPATTN_SM90_PREFILL_EARLY_LOADS=0 turns
 // it off. Bitwise the same either way.
-bool prefill_early_loads() {
-  static const bool from_env = env_switch("GROUPATTN_SM90_PREFILL_EARLY_LOADS", true);
-  return switch_value(g_early_loads_mode, from_env);
-}
+bool prefill_early_loads() { return g_early_loads_switch.on(); }
 
 // O into shared memory with stmatrix in the staged epilogue (head dims 128 and 256;
 // PrefillLaunch::stsm_epilogue; docs/PREFILL_SM90.md, "The prologue's first loads"). On by default
 // with the early loads (above); GROUPATTN_SM90_PREFILL_STSM_EPILOGUE=0 turns it off. Bitwise the same.
-bool prefill_stsm_epilogue() {
-  static const bool from_env = env_switch("GROUPATTN_SM90_PREFILL_STSM_EPILOGUE", true);
-  return switch_value(g_stsm_epilogue_mode, from_env);
-}
+bool prefill_stsm_epilogue() { return g_stsm_epilogue_switch.on(); }
 
 // O leaves the staged epilogue by TMA stores, each consumer warp its own 16 rows, batched Q only
 // (PrefillLaunch::tma_store_o; docs/PREFILL_SM90.md, "The epilogue by TMA store"). On by default
 // since session 10 (-0.6 % geomean over ten CLI shapes, -0.8 to -1.6 % on S2048 d128 / d256; the
 // stamped epilogue 1.47 -> 1.23 us); GROUPATTN_SM90_PREFILL_TMA_STORE_O=0 turns it off. Bitwise the same.
-bool prefill_tma_store_o() {
-  static const bool from_env = env_switch("GROUPATTN_SM90_PREFILL_TMA_STORE_O", true);
-  return switch_value(g_tma_store_o_mode, from_env);
-}
+bool prefill_tma_store_o() { return g_tma_store_o_switch.on(); }
 
 // Head dim 256 in the 80-key form (PrefillTraitsD256N80: 80-key tiles, 2 split stages, 224 KB;
 // PrefillLaunch::d256_n80; docs/PREFILL_SM90.md, "Head dim 256 with 80-key tiles"). On by default
 // (measured -0.6 to -6.4 % against the 64-key form on five shapes, session 11): =0 turns it off. The
 // results agree with the 64-key form's to rounding (other tile boundaries in the online softmax), not
 // bitwise.
-bool prefill_d256_n80() {
-  static const bool from_env = env_switch("GROUPATTN_SM90_PREFILL_D256_N80", true);
-  return switch_value(g_d256_n80_mode, from_env);
-}
+bool prefill_d256_n80() { return g_d256_n80_switch.on(); }
 
 // The persistent form (PrefillLaunch::persistent_grid; prefill_persistent.cuh; docs/PREFILL_SM90.md, "A
 // persistent form with per-warpgroup query tiles"): one CTA per SM over a static list of (sequence,
@@ -254,20 +239,14 @@ bool prefill_d256_n80() {
 // and the epilogue inside the warpgroup's turn cycle. On by default where choose_persistent admits
 // the problem (measured -2.4 to -5.0 % on three shapes, session 11); GROUPATTN_SM90_PREFILL_PERSISTENT=0
 // turns it off. Bitwise the same either way.
-bool prefill_persistent() {
-  static const bool from_env = env_switch("GROUPATTN_SM90_PREFILL_PERSISTENT", true);
-  return switch_value(g_persistent_mode, from_env);
-}
+bool prefill_persistent() { return g_persistent_switch.on(); }
 
 // The persistent form for causal attention (step C: pairs of 128-row blocks when Sq == Sk, single blocks
 // longest first otherwise; docs/PREFILL_SM90.md, "Step C as built"), where choose_persistent admits the
 // problem and the persistent form is on. On by default (measured -1.7 % at 32/8 and -2.6 % at 64/8 B8
 // S2048, -0.8 % on the B2 S8192 control, session 12): GROUPATTN_SM90_PREFILL_PERSISTENT_CAUSAL=0 turns it
 // off. Bitwise the same either way.
-bool prefill_persistent_causal() {
-  static const bool from_env = env_switch("GROUPATTN_SM90_PREFILL_PERSISTENT_CAUSAL", true);
-  return switch_value(g_persistent_causal_mode, from_env);
-}
+bool prefill_persistent_causal() { return g_persistent_causal_switch.on(); }
 
 }  // namespace sm90_engine
 

@@ -517,25 +517,19 @@ Status launch_chunked_t(const DeviceParams& p, void* workspace, const ChunkLayou
 // The measurement switches' test overrides (-1: the environment's; core/mode_switch.h).
 std::atomic<int> g_state_stages{-1};
 std::atomic<int> g_state_cols{-1};
-std::atomic<int> g_prep_pairs{-1};
-std::atomic<int> g_driver_launch{-1};
-std::atomic<int> g_cluster_chunked{-1};
+switches::BoolSwitch g_prep_pairs_switch{"GROUPATTN_KDA_PREP_PAIRS", true};
+switches::BoolSwitch g_driver_launch_switch{"GROUPATTN_KDA_DRIVER_LAUNCH", true};
+switches::BoolSwitch g_cluster_chunked_switch{"GROUPATTN_KDA_CLUSTER_CHUNKED", true};
 
 }  // namespace
 
-bool kda_driver_launch() {
-  static const bool from_env = switches::env_switch("GROUPATTN_KDA_DRIVER_LAUNCH", true);
-  return switches::switch_value(g_driver_launch, from_env);
-}
+bool kda_driver_launch() { return g_driver_launch_switch.on(); }
 
-void set_kda_driver_launch(int mode) { g_driver_launch.store(switches::clamp_mode(mode)); }
+void set_kda_driver_launch(int mode) { g_driver_launch_switch.set_mode(mode); }
 
-bool kda_cluster_chunked() {
-  static const bool from_env = switches::env_switch("GROUPATTN_KDA_CLUSTER_CHUNKED", true);
-  return switches::switch_value(g_cluster_chunked, from_env);
-}
+bool kda_cluster_chunked() { return g_cluster_chunked_switch.on(); }
 
-void set_kda_cluster_chunked(int mode) { g_cluster_chunked.store(switches::clamp_mode(mode)); }
+void set_kda_cluster_chunked(int mode) { g_cluster_chunked_switch.set_mode(mode); }
 
 bool last_chunked_used_cluster_kernel() { return g_last_cluster_chunked; }
 
@@ -558,12 +552,9 @@ int state_cols_kind(int64_t ctas16, int64_t sms) {
 
 void set_kda_state_cols(int mode) { g_state_cols.store(mode < 0 ? -1 : std::min(mode, 2)); }
 
-bool kda_prep_anchored() {
-  static const bool from_env = switches::env_switch("GROUPATTN_KDA_PREP_PAIRS", true);
-  return switches::switch_value(g_prep_pairs, from_env);
-}
+bool kda_prep_anchored() { return g_prep_pairs_switch.on(); }
 
-void set_kda_prep_pairs(int mode) { g_prep_pairs.store(switches::clamp_mode(mode)); }
+void set_kda_prep_pairs(int mode) { g_prep_pairs_switch.set_mode(mode); }
 
 Status launch_chunked(const DeviceParams& p, bool bf16, void* workspace, const ChunkLayout& layout,
                       cudaStream_t stream) {
