@@ -237,7 +237,7 @@ __device__ __forceinline__ int acc_col(int i, int lane) { return 8 * (i >> 2) + 
 // alpha: how much each row's earlier O must shrink (applied by the caller once the previous tile's O
 // product has completed). Scores enter the log2 domain through one FFMA inside the exponent:
 // p = 2^(s * mult - m), m the row max of s * mult (mult > 0, so the max commutes with it).
-// Each row reduces in one serial chain: four chains a row, combined as a tree, measured 1.5-3.5 %
+// Each row reduces in one serial chain: four chains a row, combined as a tree, measured 1.4-3.6 %
 // slower (session 21 call 1) -- ptxas then computes both rows' maxima before the first exponential,
 // where with one chain it starts row 0's exponentials under row 1's max.
 template <int kS>
@@ -252,14 +252,14 @@ __device__ __forceinline__ void online_softmax_rows(float (&sacc)[kS], float (&m
     mx = fmaxf(mx, __shfl_xor_sync(kFullMask, mx, 1));
     mx = fmaxf(mx, __shfl_xor_sync(kFullMask, mx, 2));
     const float m_new = fmaxf(m_run[r], mx * mult);
-    const float m_use = m_new == -INFINITY ? 0.f : m_new;
+    const float m_use = m_new == -INFINITY ? 0.f : m_new;  // a row with no visible key yet
     alpha[r] = ::groupattn::cuda::fast_exp2(m_run[r] - m_use);
     m_run[r] = m_new;
     float sum = 0.f;
 #pragma unroll
     for (int i = 0; i < kS; ++i) {
       if (acc_half(i) == r) {
-        sacc[i] = ::groupattn::cuda::fast_exp2(fmaf(sacc[i], mult, -m_use));
+        sacc[i] = ::groupattn::cuda::fast_exp2(fmaf(sacc[i], mult, -m_use));  // masked: -inf -> 0
         sum += sacc[i];
       }
     }
@@ -270,9 +270,9 @@ __device__ __forceinline__ void online_softmax_rows(float (&sacc)[kS], float (&m
 // O *= alpha per row. At head dim 256 (kDBlocks 4: 128 products a thread) skipped where every row of
 // the warp keeps its max -- alpha exactly 1, which after a long row's first tiles is most tiles;
 // multiplying by 1 is the identity, so the skip changes no bit. One vote per warp and tile (the warp
-// owns its rows' accumulators). Measured (session 21 calls 1-2, docs/PREFILL_SM90.md "The softmax's
-// chains and the rescale"): D 256 full -2.1 to -2.8 %, but D 128 full +0.4 to +2.0 % (the vote on the
-// path to the next GEMM issue costs more than 64 products) and D 64 within noise: those keep it off.
+// owns its rows' accumulators). Measured (session 21 calls 2-3, docs/PREFILL_SM90.md "The softmax's
+// chains and the rescale"): D 256 -0.5 to -3.6 %, but D 128 full +0.4 to +2.0 % (the vote on the path
+// to the next GEMM issue costs more than 64 products) and D 64 within noise: those keep it off.
 template <int kDBlocks>
 __device__ __forceinline__ void rescale_o(float (&o)[kDBlocks][32], const float (&alpha)[2]) {
   if constexpr (kDBlocks >= 4) {
