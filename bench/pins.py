@@ -98,15 +98,14 @@ def expected_kernels(engine: str, p: Dict) -> Dict:
         else:
             rows = (p["hq"] // p["hkv"]) * p["new"]
             need = PACKED_MIN_ROWS_FP8 if fp8 else PACKED_MIN_ROWS[d]
-            if small and d == 128:
-                # decode_traits.h packed_decode_min_rows_small_pages: swap-AB keeps exactly 32 rows
-                # once the host's K/V bound (longest length, whole pages) reaches 192 MiB.
-                max_k = -(-p["kv_len"] // page) * page
-                if 2 * p["batch"] * max_k * p["hkv"] * d * 2 >= SMALL_PAGES_SWAP_AB_MIN_KV_BYTES:
-                    need += 1
-            packed = packable and rows >= need
+            # The host's K/V bound: the longest length in whole pages, K and V, 16-bit.
             max_k = -(-p["kv_len"] // page) * page if page else p["kv_len"]
             kv_bytes = 2 * p["batch"] * max_k * p["hkv"] * d * 2
+            if small and d == 128 and kv_bytes >= SMALL_PAGES_SWAP_AB_MIN_KV_BYTES:
+                # decode_traits.h packed_decode_min_rows_small_pages: swap-AB keeps exactly 32 rows
+                # once the bound reaches 192 MiB.
+                need += 1
+            packed = packable and rows >= need
             if (packable and not packed and not fp8 and not small and d in (64, 256)
                     and rows >= PACKED_BELOW_CUT_MIN_ROWS and kv_bytes >= PACKED_BELOW_CUT_MIN_KV_BYTES):
                 # Below the cut (sm90_engine.cu plan_call): packed unless swap-AB's work list runs. The
