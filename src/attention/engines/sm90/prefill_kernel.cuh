@@ -232,6 +232,35 @@ __device__ __forceinline__ void fence_u32(uint32_t (&r)[4]) {
 __device__ __forceinline__ int acc_half(int i) { return (i >> 1) & 1; }  // 0: row r, 1: row r + 8
 __device__ __forceinline__ int acc_col(int i, int lane) { return 8 * (i >> 2) + 2 * (lane & 3) + (i & 1); }
 
+// One tile's scores before the online softmax, in place: the softcap (s -> cap * tanh(s * scale /
+// cap), inv_cap = scale / cap) and the mask where the tile cuts some row's visible keys (vis: the
+// thread's two rows; [common_lo, common_hi]: the keys every row of the warpgroup sees). Returns the
+// multiplier into the log2 domain: scale x log2(e), or log2(e) after the softcap (which applied the
+// scale). Every test on a uniform value sits outside the per-element loops: ncu of the first cut
+// showed ~69 branches per warp and tile (one per element) and instruction-fetch stalls as the
+// largest stall reason.
+template <int kBlockN, int kS>
+__device__ __forceinline__ float cap_and_mask_scores(float (&sacc)[kS], int blk, float softcap, float scale,
+                                                     float inv_cap, const KeyInterval (&vis)[2],
+                                                     int common_lo, int common_hi, int lane) {
+  float mult = scale * kLog2e;
+  if (softcap > 0.f) {
+#pragma unroll
+    for (int i = 0; i < kS; ++i) sacc[i] = softcap * tanhf(sacc[i] * inv_cap);
+    mult = kLog2e;
+  }
+  const int j0 = blk * kBlockN;
+  if (!(j0 >= common_lo && j0 + kBlockN - 1 <= common_hi)) {  // some key invisible to some row
+#pragma unroll
+    for (int i = 0; i < kS; ++i) {
+      const int j = j0 + acc_col(i, lane);
+      const KeyInterval& v = vis[acc_half(i)];
+      sacc[i] = (j < v.lo || j > v.hi) ? -INFINITY : sacc[i];
+    }
+  }
+  return mult;
+}
+
 // Online softmax of one tile's scores in place (scores -> probabilities) for the thread's two rows
 // (its kS / 2 values of each, then the quad: lanes 4q..4q+3), updating the running max and sum;
 // alpha: how much each row's earlier O must shrink (applied by the caller once the previous tile's O
@@ -1042,27 +1071,9 @@ __device__ void consume(const KernelParams& p, const Work& w, const Smem<Traits>
   // Softmax of one tile's scores (sacc, in place: scores -> probabilities), updating the running
   // max and sum; alpha: how much the rows' earlier O must shrink (applied by the caller, once the
   // previous tile's O product has completed).
-  auto softmax_tile = [&](int blk, float (&alpha)[2]) {
-    // Scores to the log2 domain with one FFMA inside the exponent: p = 2^(s * mult - m), m the row
-    // max of s * mult. Every test on a uniform value (softcap, a tile that needs the mask) sits
-    // outside the per-element loops: ncu of the first cut showed ~69 branches per warp and tile
-    // (one per element) and instruction-fetch stalls as the largest stall reason.
-    float mult = scale * kLog2e;
-    if (p.softcap > 0.f) {
-#pragma unroll
-      for (int i = 0; i < kS; ++i) sacc[i] = p.softcap * tanhf(sacc[i] * inv_cap);
-      mult = kLog2e;
-    }
-    const int j0 = blk * Traits::kBlockN;
-    if (!(j0 >= common_lo && j0 + Traits::kBlockN - 1 <= common_hi)) {  // some key invisible to some row
-#pragma unroll
-      for (int i = 0; i < kS; ++i) {
-        const int j = j0 + acc_col(i, lane);
-        const KeyInterval& v = vis[acc_half(i)];
-        sacc[i] = (j < v.lo || j > v.hi) ? -INFINITY : sacc[i];
-      }
-    }
-
+  auto softmax_tile = [&](int blk, float(&alpha)[2]) {
+    const float mult = cap_and_mask_scores<Traits::kBlockN>(sacc, blk, p.softcap, scale, inv_cap, vis,
+                                                            common_lo, common_hi, lane);
     online_softmax_rows(sacc, m_run, l_run, mult, alpha);
   };
   auto pack_p = [&](uint32_t (&pf)[Traits::kBlockN / 16][4]) {

@@ -271,23 +271,10 @@ __device__ void consume_persistent(const KernelParams& p, const PersistentSmem<T
   const float scale = p.scale;
   const float inv_cap = p.softcap > 0.f ? scale / p.softcap : 0.f;
 
-  // The plain consume's softmax_tile (same operations in the same order).
-  auto softmax_tile = [&](int blk, float (&alpha)[2]) {
-    float mult = scale * kLog2e;
-    if (p.softcap > 0.f) {
-#pragma unroll
-      for (int i = 0; i < kS; ++i) sacc[i] = p.softcap * tanhf(sacc[i] * inv_cap);
-      mult = kLog2e;
-    }
-    const int j0 = blk * Traits::kBlockN;
-    if (!(j0 >= common_lo && j0 + Traits::kBlockN - 1 <= common_hi)) {
-#pragma unroll
-      for (int i = 0; i < kS; ++i) {
-        const int j = j0 + acc_col(i, lane);
-        const KeyInterval& v = vis[acc_half(i)];
-        sacc[i] = (j < v.lo || j > v.hi) ? -INFINITY : sacc[i];
-      }
-    }
+  // The plain consume's softmax_tile (the same helpers, so the same operations in the same order).
+  auto softmax_tile = [&](int blk, float(&alpha)[2]) {
+    const float mult = cap_and_mask_scores<Traits::kBlockN>(sacc, blk, p.softcap, scale, inv_cap, vis,
+                                                            common_lo, common_hi, lane);
     online_softmax_rows(sacc, m_run, l_run, mult, alpha);
   };
   auto pack_p = [&](uint32_t (&pf)[Traits::kBlockN / 16][4]) {
