@@ -378,58 +378,6 @@ TEST_F(Sm90Prefill, HeadDim256N80Tiles) {
   }
 }
 
-// Head dim 128 in the 176-key form (PrefillLaunch::d128_n176, forced; full attention only;
-// docs/PREFILL_SM90.md, "Head dim 128 with 176-key tiles") against the fp64 reference with the
-// harness's guards: 176 keys is 11 k-steps of the O product and divides neither the 128-row query
-// tile nor a power of two, so the partial last tile (Sk not a multiple of 176) falls where the
-// 128-key form has none. Sq == Sk around one and two tiles (175, 176, 177, 351, 353, 1000), softcap
-// and a custom scale; Sq != Sk both ways; GQA 8/2, 12/4 and MQA 8/1 over three sequences;
-// seqlens_k with NaN stale rows (a last tile of 1 and of 175 keys); varlen Q and K/V (batched Q takes
-// the TMA store of O, varlen Q the 16-byte stores); native GQA bitwise against K/V copied up;
-// bf16 and f16. Causal and windowed problems keep the 128-key tile with the switch on (checked: they
-// still meet the reference).
-TEST_F(Sm90Prefill, HeadDim128N176Tiles) {
-  ForcedSwitch on(sm90_engine::set_prefill_d128_n176_mode, 1);
-  static_assert(sm90_engine::kPrefillTileD128N176.block_n == 176, "the lengths below sit around 176 keys");
-  for (DType dt : {DType::kBF16, DType::kF16}) {
-    auto with = [dt](Case c) {
-      c.dtype = dt;
-      return c;
-    };
-    check_case(with(prefill_case(2, 1, 1, 1000, 1000, false)), kEngine);
-    for (int n : {353, 351, 177, 176, 175, 17}) {
-      Case c = with(prefill_case(4, 2, 1, n, n, false));
-      check_case(c, kEngine);
-      c.softcap = 30.f;
-      c.scale = 0.05f;
-      check_case(c, kEngine);
-    }
-    for (auto [sq, sk] :
-         std::vector<std::pair<int, int>>{{129, 400}, {400, 129}, {100, 177}, {17, 300}, {300, 175}}) {
-      check_case(with(prefill_case(4, 2, 1, sq, sk, false)), kEngine);
-    }
-    for (auto [hq, hkv] : std::vector<std::pair<int64_t, int64_t>>{{8, 2}, {12, 4}, {8, 1}}) {
-      check_case(with(prefill_case(hq, hkv, 3, 200, 241, false)), kEngine);
-    }
-    Case k = with(prefill_case(8, 2, 3, 150, 400, false));
-    k.k_lens = {400, 177, 175};
-    expect_ignores_stale_rows(k, kEngine);
-    Case v = with(prefill_case(8, 2, 1, 1, 1, false));
-    v.q_varlen = true;
-    v.kv = KvKind::kVarlen;
-    v.q_lens = {129, 1, 0, 300, 176, 177, 175};
-    v.k_lens = {129, 200, 5, 353, 0, 161, 176};
-    check_case(v, kEngine);
-    expect_gqa_equals_copied_up(with(prefill_case(12, 4, 2, 300, 377, false)), kEngine);
-    // Causal and windowed problems keep the 128-key tile.
-    Case c = with(prefill_case(4, 2, 1, 353, 353, true));
-    check_case(c, kEngine);
-    c.causal = false;
-    c.window_left = 100, c.window_right = 20;
-    check_case(c, kEngine);
-  }
-}
-
 // ---- The persistent form (PrefillLaunch::persistent_grid, prefill_persistent.cuh; docs/PREFILL_SM90.md,
 // "A persistent form with per-warpgroup query tiles", steps B and C): head dim 128, full and causal
 // attention, batched Q and K/V. Within a work the KV tiles and the arithmetic are the plain loop's, so

@@ -88,11 +88,6 @@ struct PrefillLaunch {
   // then have 80-row boxes). Ignored at other head dims. Results agree with the 64-key form's to
   // rounding (the softmax sees other tile boundaries), both against the fp64 reference.
   bool d256_n80 = false;
-  // Head dim 128: the 176-key form (PrefillTraitsD128N176, prefill_launch_tile; k_tmap and v_tmap
-  // then have 176-row boxes; inst_prefill_{bf16,f16}_d128_n176.cu). The engine sets it for full
-  // attention only (no causal mask, no window). Ignored at other head dims. Results agree with the
-  // 128-key form's to rounding, both against the fp64 reference.
-  bool d128_n176 = false;
   // > 0: the persistent form (prefill_persistent.cuh; head dim 128, batched Q and K/V without
   // seqlens_k, full or causal attention without window, with tma_store_o and o_tmap) on this many CTAs,
   // each taking the units c, c + grid, ... of a static list (full: (sequence, query head, 128-row
@@ -173,11 +168,6 @@ bool prefill_tma_store_o();
 // GROUPATTN_SM90_PREFILL_D256_N80 ("0": off; default on).
 void set_prefill_d256_n80_mode(int mode);
 bool prefill_d256_n80();
-
-// The 176-key D 128 prefill form for full attention (PrefillLaunch::d128_n176), the same kind of
-// switch: GROUPATTN_SM90_PREFILL_D128_N176 ("1": on; default off until measured).
-void set_prefill_d128_n176_mode(int mode);
-bool prefill_d128_n176();
 
 // The persistent form of the prefill kernel (PrefillLaunch::persistent_grid; docs/PREFILL_SM90.md, "A
 // persistent form with per-warpgroup query tiles"), the same kind of switch:

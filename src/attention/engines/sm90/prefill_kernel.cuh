@@ -1521,28 +1521,13 @@ Status launch_prefill_traits(const cuda_engine::KernelParams& p, const PrefillLa
   return cuda::last_launch_status("sm90_prefill_kernel");
 }
 
-// The 176-key D 128 form (PrefillTraitsD128N176; K/V maps of 176-row boxes), compiled in its own
-// translation units (inst_prefill_{bf16,f16}_d128_n176.cu) so that the d128 ones build no more.
-template <class T>
-Status launch_prefill_d128_n176(const cuda_engine::KernelParams& p, const PrefillLaunch& l,
-                                cudaStream_t stream) {
-  return launch_prefill_traits<PrefillTraitsD128N176<T>>(p, l, stream);
-}
-extern template Status launch_prefill_d128_n176<__nv_bfloat16>(const cuda_engine::KernelParams&,
-                                                               const PrefillLaunch&, cudaStream_t);
-extern template Status launch_prefill_d128_n176<__half>(const cuda_engine::KernelParams&,
-                                                        const PrefillLaunch&, cudaStream_t);
-
 // Head dim 256 with l.d256_n80: the 80-key form (PrefillTraitsD256N80, its own kernels; K/V maps
-// of 80-row boxes); head dim 128 with l.d128_n176: the 176-key form.
+// of 80-row boxes).
 template <class T, int kHeadDim>
 Status launch_prefill_head_dim(const cuda_engine::KernelParams& p, const PrefillLaunch& l,
                                cudaStream_t stream) {
   if constexpr (kHeadDim == 256) {
     if (l.d256_n80) return launch_prefill_traits<PrefillTraitsD256N80<T>>(p, l, stream);
-  }
-  if constexpr (kHeadDim == 128) {
-    if (l.d128_n176) return launch_prefill_d128_n176<T>(p, l, stream);
   }
   return launch_prefill_traits<PrefillTraits<T, kHeadDim>>(p, l, stream);
 }

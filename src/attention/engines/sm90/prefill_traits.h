@@ -31,7 +31,10 @@ inline constexpr int kPrefillBlockM = 128;
 // The query and KV tiles per head dim (D == Dv), the one place they are chosen. The shared memory
 // holds Q (block_m x D) and kStages stages of K and V (2 x block_n x D), 16-bit:
 //   D 128:     128 rows x 128 keys, 3 stages (Q 32 KB + 3 x 64 KB = 224 KB). A 176-key tile for full
-//              attention (FA3's width at d 128, 2 stages) measured 14-19 % slower.
+//              attention (FA3's width at d 128, 2 stages) measured 14-19 % slower with combined stage
+//              barriers (session 4) and, with split ones, as fast as the plain 128-key grid on long
+//              rows and 2-4 % slower at S 2048, so 2-10 % slower than the persistent form (session 22,
+//              docs/PREFILL_SM90.md "Head dim 128 with 176-key tiles"; code in c7b774a).
 //   D 64:      192 rows (three consumer warpgroups) x 128 keys, 3 stages (Q 24 KB + 3 x 32 KB =
 //              120 KB). Per 128 keys a warpgroup's two products take 512 tensor cycles at D 64
 //              against ~530 cycles of ex2 (64 per thread at the SM's 16 per cycle) plus the max /
@@ -69,22 +72,9 @@ constexpr PrefillTile prefill_tile(int head_dim) {
 // 5 k-steps of the O product instead of 4. An 80-row box is 10 whole 1024-byte swizzle atoms, so
 // every box and stage stays 1024-aligned.
 inline constexpr PrefillTile kPrefillTileD256N80{kPrefillBlockM, 80, 2, true};
-// The wide D 128 prefill form (PrefillTraitsD128N176; GROUPATTN_SM90_PREFILL_D128_N176, full attention
-// only; docs/PREFILL_SM90.md, "Head dim 128 with 176-key tiles"): FA3's width for non-causal d 128,
-// 176 keys, 2 stages with split K/V barriers (Q 32 KB + 2 x 88 KB = 208 KB). The per-tile work that
-// does not grow with the keys (row max / sum shuffles, the 64-FMUL O rescale, the turn barriers and
-// waits) is spread over 11 k-steps of the O product instead of 8. Session 4 measured a 176-key tile
-// 14-19 % slower with 2 *combined* stages (tile i + 2 could load only after tile i's O product: no
-// prefetch slack, the reason D 256 splits its barriers); this form has the split ones. A 176-row
-// box is 22 whole 1024-byte swizzle atoms.
-inline constexpr PrefillTile kPrefillTileD128N176{kPrefillBlockM, 176, 2, true};
-// The wide KV tile of a head dim (PrefillTraitsBase's kWideN_): 80 keys at D 256, 176 at D 128.
-constexpr PrefillTile wide_prefill_tile(int head_dim) {
-  return head_dim == 256 ? kPrefillTileD256N80 : kPrefillTileD128N176;
-}
-// The KV tile of a prefill launch: the head dim's, or its wide form's (D 256: 80 keys, D 128: 176).
-constexpr PrefillTile prefill_launch_tile(int head_dim, bool wide) {
-  return wide && (head_dim == 256 || head_dim == 128) ? wide_prefill_tile(head_dim) : prefill_tile(head_dim);
+// The KV tile of a prefill launch: the head dim's, or the 80-key D 256 form's.
+constexpr PrefillTile prefill_launch_tile(int head_dim, bool d256_n80) {
+  return head_dim == 256 && d256_n80 ? kPrefillTileD256N80 : prefill_tile(head_dim);
 }
 
 // The KV tile of the packed-decode mode (the sm90 decode engine's multi-token form), chosen apart
@@ -123,20 +113,19 @@ constexpr PrefillTile packed_decode_tile(int head_dim) {
 // S(t) was done, and the consumers' next S waited for the widening on every tile.
 //   shared memory: Q 32 KB + converted K 2 x 32 KB + converted V 2 x 32 KB + fp8 2 x 32 KB = 224 KB
 // The producer warpgroup then needs registers to convert: 56 / 224 instead of 24 / 240.
-// kWideN_: the head dim's wide prefill form (wide_prefill_tile: 80 keys at D 256, 176 at D 128).
-// PrefillTraits, PrefillTraitsD256N80 and PrefillTraitsD128N176 below are the names the kernels are
-// instantiated with (distinct types, so the default kernels keep their symbols).
+// kD256N80_: the 80-key D 256 prefill form (kPrefillTileD256N80). PrefillTraits and
+// PrefillTraitsD256N80 below are the names the kernels are instantiated with (distinct types, so
+// the default kernels keep their symbols).
 // kSF16_ (fp8 only, the default there): S = Q K^T in f16 too (section 28 of DECODE_SM90.md): K
 // widens to f16 in one instruction a pair, and a bf16 Q enters f16 scaled by 2^e (load_packed_q).
-template <class T, int kHeadDim_, bool kPackedDecode_, bool kFp8Kv_, bool kWideN_, bool kSF16_ = kFp8Kv_>
+template <class T, int kHeadDim_, bool kPackedDecode_, bool kFp8Kv_, bool kD256N80_, bool kSF16_ = kFp8Kv_>
 struct PrefillTraitsBase {
   using Element = T;
   static constexpr bool kPackedDecode = kPackedDecode_;
   static constexpr bool kFp8Kv = kFp8Kv_;
   static constexpr bool kSF16 = kSF16_;
   static constexpr int kHeadDim = kHeadDim_;
-  static constexpr bool kWideN = kWideN_;
-  static constexpr PrefillTile kTile = kWideN_          ? wide_prefill_tile(kHeadDim_)
+  static constexpr PrefillTile kTile = kD256N80_        ? kPrefillTileD256N80
                                        : kPackedDecode_ ? packed_decode_tile(kHeadDim_)
                                                         : prefill_tile(kHeadDim_);
   static constexpr int kBlockM = kTile.block_m;
@@ -172,11 +161,10 @@ struct PrefillTraitsBase {
   static constexpr bool kSkipUnseenTiles = !kPackedDecode && kConsumerWgs == 3;
   // The consumer holds fewer values through its loop (prefill_kernel.cuh, consume): its warpgroup
   // and warp indices as lane 0's (ptxas then derives the turn barriers and the warpgroup's rows in
-  // uniform registers) and the LSE column re-derived after the loop. The wide forms only: the
-  // 80-key D 256 form's S (40), P (20) and O (128) registers leave ~50 of the consumers' 240, and
-  // ptxas spilled 32 / 36 bytes without these (nvcc 13; 0 with them); the 176-key D 128 form holds
-  // S 88 + P 44 + O 64. The other forms keep their SASS.
-  static constexpr bool kTrimLiveValues = kWideN_;
+  // uniform registers) and the LSE column re-derived after the loop. The 80-key form only: its S
+  // (40), P (20) and O (128) registers leave ~50 of the consumers' 240, and ptxas spilled 32 / 36
+  // bytes without these (nvcc 13; 0 with them). The other forms keep their SASS.
+  static constexpr bool kTrimLiveValues = kD256N80_;
   static constexpr int kConsumerWarps = 4 * kConsumerWgs;
   static constexpr int kConsumerThreads = 32 * kConsumerWarps;
   static constexpr int kThreads = kConsumerThreads + 128;  // + the producer warpgroup
@@ -257,7 +245,7 @@ struct PrefillTraitsBase {
   // kernels keep their code. Its barriers follow the plain kernel's: wg_q_full and wg_q_empty per
   // consumer warpgroup, o_free per stage (O is staged in the K half of a work's last stage, which at
   // D 128 has the Q blocks' layout: 128 rows of 128 bytes per 64-d box).
-  static constexpr bool kPersistentForm = !kPackedDecode && !kFp8Kv && !kWideN_ && kHeadDim == 128;
+  static constexpr bool kPersistentForm = !kPackedDecode && !kFp8Kv && !kD256N80_ && kHeadDim == 128;
   static constexpr int kPersistentBarBytes = (2 * kConsumerWgs + kStages) * 8;
   static constexpr size_t kPersistentSmemBytes = kSmemBytes + kPersistentBarBytes;
   // fp8: the converter warps (the whole producer warpgroup; thread u widens key row u of a tile).
@@ -293,9 +281,8 @@ struct PrefillTraitsBase {
                                      kPersistentSmemBytes <= 227 * 1024),
                 "the persistent form: two consumer warpgroups, combined stage barriers, O staged in a K half "
                 "laid out as the Q blocks, within one CTA's shared memory");
-  static_assert(!kWideN_ || ((kHeadDim == 256 || kHeadDim == 128) && !kPackedDecode && !kFp8Kv && kSplitKv &&
-                             kStages == 2),
-                "the wide forms (80 keys at D 256, 176 at D 128): prefill, 16-bit K/V, two split stages");
+  static_assert(!kD256N80_ || (kHeadDim == 256 && !kPackedDecode && !kFp8Kv && kSplitKv && kStages == 2),
+                "the 80-key form: D 256 prefill, 16-bit K/V, two split stages");
   static_assert(!kSF16 || kFp8Kv, "S in f16 for an fp8 cache only");
 };
 
@@ -310,10 +297,5 @@ struct PrefillTraitsFp8QTypeS : PrefillTraitsBase<T, 128, true, true, false, fal
 // The 80-key D 256 prefill form (kPrefillTileD256N80): sm90_prefill_kernel<PrefillTraitsD256N80<T>, ...>.
 template <class T>
 struct PrefillTraitsD256N80 : PrefillTraitsBase<T, 256, false, false, true> {};
-
-// The 176-key D 128 prefill form (kPrefillTileD128N176), full attention only (the engine's choice):
-// sm90_prefill_kernel<PrefillTraitsD128N176<T>, ...>.
-template <class T>
-struct PrefillTraitsD128N176 : PrefillTraitsBase<T, 128, false, false, true> {};
 
 }  // namespace groupattn::sm90_engine

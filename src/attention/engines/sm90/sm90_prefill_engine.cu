@@ -41,8 +41,6 @@ switches::BoolSwitch g_stsm_epilogue_switch{"GROUPATTN_SM90_PREFILL_STSM_EPILOGU
 switches::BoolSwitch g_tma_store_o_switch{"GROUPATTN_SM90_PREFILL_TMA_STORE_O", true};
 // sm90_engine::set_prefill_d256_n80_mode: -1 the environment, 0 off, 1 on.
 switches::BoolSwitch g_d256_n80_switch{"GROUPATTN_SM90_PREFILL_D256_N80", true};
-// sm90_engine::set_prefill_d128_n176_mode: -1 the environment, 0 off, 1 on.
-switches::BoolSwitch g_d128_n176_switch{"GROUPATTN_SM90_PREFILL_D128_N176", false};
 // sm90_engine::set_prefill_persistent_mode: -1 the environment, 0 off, 1 on.
 switches::BoolSwitch g_persistent_switch{"GROUPATTN_SM90_PREFILL_PERSISTENT", true};
 // sm90_engine::set_prefill_persistent_causal_mode: -1 the environment, 0 off, 1 on.
@@ -52,15 +50,6 @@ std::atomic<int> g_persistent_grid{0};
 // sm90_engine::prefill_last_persistent_grid: the last run's PrefillLaunch::persistent_grid.
 std::atomic<int> g_last_persistent_grid{0};
 
-// Whether a launch at `head_dim` takes its wide KV tile (prefill_launch_tile): D 256 the 80-key form
-// (its switch, every mask), D 128 the 176-key form (its switch, full attention only: with a causal
-// mask or a window the wider diagonal tiles compute more masked keys, and FA3 keeps 128 there too).
-bool wide_kv_tile(int head_dim, bool causal, int window_left, int window_right) {
-  if (head_dim == 256) return sm90_engine::prefill_d256_n80();
-  return head_dim == 128 && !causal && window_left < 0 && window_right < 0 &&
-         sm90_engine::prefill_d128_n176();
-}
-
 // The persistent form's grid for this launch (PrefillLaunch::persistent_grid), or 0 for the plain grid.
 // Its scope (docs/PREFILL_SM90.md, "A persistent form with per-warpgroup query tiles", step B): head
 // dim 128, full attention (no causal mask, no window), batched Q and K/V without seqlens_k (every work
@@ -69,9 +58,7 @@ bool wide_kv_tile(int head_dim, bool causal, int window_left, int window_right) 
 // off): the same scope without a 128-row block whose rows all see no key (Sq - Sk >= 128: such a work
 // would have no KV tile), the static list of persistent_causal_units (pairs of blocks when Sq == Sk).
 int choose_persistent(const cuda_engine::KernelParams& kp, const sm90_engine::PrefillLaunch& l, int head_dim) {
-  if (!sm90_engine::prefill_persistent() || head_dim != 128 || l.d128_n176 || !l.tma_store_o ||
-      l.o_tmap == nullptr)
-    return 0;
+  if (!sm90_engine::prefill_persistent() || head_dim != 128 || !l.tma_store_o || l.o_tmap == nullptr) return 0;
   if (kp.cu_seqlens_q != nullptr || kp.cu_seqlens_k != nullptr || kp.seqlens_k != nullptr ||
       kp.block_table != nullptr || kp.kv_total_len != nullptr)
     return 0;
@@ -133,9 +120,8 @@ class Sm90PrefillAttention final : public AttentionEngine {
       return NotSupported("sm90-prefill engine: batch and query heads must be <= " + std::to_string(kMaxGridYZ));
     }
     const int64_t int_max = std::numeric_limits<int32_t>::max();
-    const int head_dim = static_cast<int>(p.q.size(-1));
-    const sm90_engine::PrefillTile tile = sm90_engine::prefill_launch_tile(
-        head_dim, wide_kv_tile(head_dim, p.causal, p.window_left, p.window_right));
+    const sm90_engine::PrefillTile tile =
+        sm90_engine::prefill_launch_tile(static_cast<int>(p.q.size(-1)), sm90_engine::prefill_d256_n80());
     if (q_rows > int_max - tile.block_m || kv_rows > int_max - tile.block_n) {
       return NotSupported("sm90-prefill engine: sequence lengths (total tokens if varlen) must fit in int32");
     }
@@ -149,11 +135,10 @@ class Sm90PrefillAttention final : public AttentionEngine {
     kp.num_splits = 1;
     // kp.seqlen_q: Sq, or max_seqlen_q for varlen Q (the grid covers the longest sequence). Query
     // and KV tiles of the launched kernel (prefill_launch_tile, the same choice the traits make; head
-    // dim 256 takes the 80-key form when its switch is on, head dim 128 the 176-key one for full
-    // attention when its switch is on).
+    // dim 256 takes the 80-key form when its switch is on).
     const int head_dim = static_cast<int>(p.q.size(-1));
-    const bool wide = wide_kv_tile(head_dim, kp.causal, kp.window_left, kp.window_right);
-    const sm90_engine::PrefillTile tile = sm90_engine::prefill_launch_tile(head_dim, wide);
+    const bool d256_n80 = head_dim == 256 && sm90_engine::prefill_d256_n80();
+    const sm90_engine::PrefillTile tile = sm90_engine::prefill_launch_tile(head_dim, d256_n80);
     const int block_m = tile.block_m;
     kp.m_blocks = (kp.seqlen_q + block_m - 1) / block_m;
     if (kp.batch == 0 || kp.heads_q == 0) return Status::Ok();
@@ -167,8 +152,7 @@ class Sm90PrefillAttention final : public AttentionEngine {
     launch.k_tmap = &k_map;
     launch.v_tmap = &v_map;
     launch.head_dim = head_dim;
-    launch.d256_n80 = wide && head_dim == 256;
-    launch.d128_n176 = wide && head_dim == 128;
+    launch.d256_n80 = d256_n80;
     // Causal or windowed, query tiles differ in work (causal: 1 .. m_blocks KV tiles). The default
     // grid launches each head's tiles longest first, so the last heads' longest tiles start near the
     // end of the grid and the other SMs idle while they finish (S2048 B8 causal, list-scheduling
@@ -214,7 +198,6 @@ void set_prefill_early_loads_mode(int mode) { g_early_loads_switch.set_mode(mode
 void set_prefill_stsm_epilogue_mode(int mode) { g_stsm_epilogue_switch.set_mode(mode); }
 void set_prefill_tma_store_o_mode(int mode) { g_tma_store_o_switch.set_mode(mode); }
 void set_prefill_d256_n80_mode(int mode) { g_d256_n80_switch.set_mode(mode); }
-void set_prefill_d128_n176_mode(int mode) { g_d128_n176_switch.set_mode(mode); }
 void set_prefill_persistent_mode(int mode) { g_persistent_switch.set_mode(mode); }
 void set_prefill_persistent_causal_mode(int mode) { g_persistent_causal_switch.set_mode(mode); }
 void set_prefill_persistent_grid(int ctas) { g_persistent_grid.store(ctas > 0 ? ctas : 0); }
@@ -249,13 +232,6 @@ bool prefill_tma_store_o() { return g_tma_store_o_switch.on(); }
 // results agree with the 64-key form's to rounding (other tile boundaries in the online softmax), not
 // bitwise.
 bool prefill_d256_n80() { return g_d256_n80_switch.on(); }
-
-// Head dim 128 in the 176-key form for full attention (PrefillTraitsD128N176: 176-key tiles, 2 split
-// stages, 208 KB; PrefillLaunch::d128_n176; docs/PREFILL_SM90.md, "Head dim 128 with 176-key tiles").
-// Off by default until measured; GROUPATTN_SM90_PREFILL_D128_N176=1 turns it on. Where it runs, the
-// persistent form does not (its O staging assumes 128-key K tiles). The results agree with the
-// 128-key form's to rounding (other tile boundaries in the online softmax), not bitwise.
-bool prefill_d128_n176() { return g_d128_n176_switch.on(); }
 
 // The persistent form (PrefillLaunch::persistent_grid; prefill_persistent.cuh; docs/PREFILL_SM90.md, "A
 // persistent form with per-warpgroup query tiles"): one CTA per SM over a static list of (sequence,
