@@ -189,6 +189,7 @@ SampleCheck sample_check_attention(const AttnData& x, const Options& o, bool dec
       } else {
         p.k = slice(k4, {b, 0, g, 0}, {1, Sk, 1, D});
         p.v = slice(v4, {b, 0, g, 0}, {1, Sk, 1, Dv});
+        if (x.seqlens_k.defined()) p.seqlens_k = slice(x.seqlens_k.view(), {b}, {1});  // --seqlens
       }
       if (x.k_scale.defined()) {  // fp8 cache: the scales of this sequence (or of every page), KV head g
         const TensorView& ks = x.k_scale.view();

@@ -21,6 +21,9 @@ std::vector<FlagSpec> shape_flags() {
       {"new-tokens", true, "decode: new query tokens per sequence (1..16)"},
       {"paged", true, "decode: page size of a paged KV cache (pages shuffled)"},
       {"varlen", false, "prefill: pack the batch as one varlen batch (cu_seqlens; every sequence --seq-len tokens)"},
+      {"seqlens", false,
+       "decode, contiguous cache: pass every sequence's K length (--kv-len) as seqlens_k, as serving engines do "
+       "(paged caches always pass it)"},
       {"causal", false, "causal mask (bottom-right aligned); default for prefill and decode"},
       {"no-causal", false, "no causal mask"},
       {"window", true, "sliding window LEFT,RIGHT (-1 = unbounded)"},
@@ -72,6 +75,7 @@ bool read_options(const Args& a, Options* o, std::string* err) {
   o->initial_state = !a.has("no-initial-state");
   o->k_first = a.has("k-first");
   o->varlen = a.has("varlen");
+  o->seqlens = a.has("seqlens");
   // Shape flags imply the op when --op is not given.
   if (!a.has("op")) {
     if (a.has("new-tokens") || a.has("kv-len") || a.has("paged") || a.has("splits")) o->op = "decode";
@@ -81,6 +85,10 @@ bool read_options(const Args& a, Options* o, std::string* err) {
   }
   if (o->varlen && o->op != "prefill") {
     *err = "--varlen: prefill only (--op prefill; got --op " + o->op + ")";
+    return false;
+  }
+  if (o->seqlens && o->op != "decode") {
+    *err = "--seqlens: decode only (--op decode; got --op " + o->op + ")";
     return false;
   }
   const std::vector<std::pair<const char*, int64_t>> positive = {
@@ -144,6 +152,7 @@ std::string attention_label(const Options& o, bool decode) {
   }
   if (o.page > 0) paged.append(" paged ").append(std::to_string(o.page));
   if (o.varlen && !decode) paged.append(" varlen");
+  if (o.seqlens && decode && o.page <= 0) paged.append(" seqlens");
   char label[256];
   std::snprintf(label, sizeof label, "%s %s heads %lld/%lld d%lld%s B%lld %s%s%s%s", decode ? "decode" : "prefill",
                 dtype_name(o.dtype), static_cast<long long>(o.hq), static_cast<long long>(o.hkv),
@@ -213,6 +222,14 @@ AttnData make_attention(const Options& o, bool decode, bool fill_inputs) {
   } else {
     x.k = HostTensor(kv_dtype, {B, Sk, Hkv, D});
     x.v = HostTensor(kv_dtype, {B, Sk, Hkv, Dv});
+    if (decode && o.seqlens) {
+      // Equal lengths in seqlens_k, as a serving engine passes its cache lengths: the engines then
+      // plan from the device-side lengths (the sm90 and cuda work lists) instead of the shape.
+      x.seqlens_k = HostTensor(DType::kI32, {B});
+      for (int64_t b = 0; b < B; ++b) x.seqlens_k.set({b}, static_cast<double>(Sk));
+      p.seqlens_k = x.seqlens_k.view();
+      p.max_seqlen_k = Sk;
+    }
   }
   // Inputs are drawn after the page permutation, q then k then v (the harness's order too).
   if (fill_inputs) {

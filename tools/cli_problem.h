@@ -24,6 +24,7 @@ struct Options {
   DType dtype = DType::kBF16;
   bool kv_fp8 = false;  // --kv-dtype f8e4m3: an fp8 KV cache with fp32 scales per (sequence, KV head)
   bool varlen = false;  // --varlen (prefill): the batch packed as one varlen batch, cu_seqlens_q/k
+  bool seqlens = false;  // --seqlens (decode, contiguous cache): seqlens_k = --kv-len for every sequence
   std::string gate = "lower-bound";
   bool l2norm = true, beta_sigmoid = true, initial_state = true, k_first = false;
 };

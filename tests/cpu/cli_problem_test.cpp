@@ -73,5 +73,29 @@ TEST(CliProblem, VarlenIsPrefillOnly) {
   EXPECT_NE(error.find("--varlen: prefill only"), std::string::npos) << error;
 }
 
+// --seqlens passes the contiguous decode cache's lengths as seqlens_k (every sequence --kv-len keys),
+// which serving engines pass and which turns on the engines' device-side plans: the same values as
+// without it, and a problem validation accepts. Decode only.
+TEST(CliProblem, SeqlensPassesEqualLengthsToDecode) {
+  Options o;
+  std::string error;
+  ASSERT_TRUE(read({"--seqlens", "--op", "decode", "--heads", "8/2", "--batch", "3", "--kv-len", "100"}, &o, &error))
+      << error;
+  EXPECT_TRUE(o.seqlens);
+  apply_attention_defaults(&o, true);
+  const AttnData s = make_attention(o, true);
+  o.seqlens = false;
+  const AttnData n = make_attention(o, true);
+  ASSERT_TRUE(s.seqlens_k.defined());
+  EXPECT_FALSE(n.seqlens_k.defined());
+  EXPECT_EQ(s.seqlens_k.at({2}), 100.0);
+  EXPECT_EQ(s.params.max_seqlen_k, 100);
+  EXPECT_TRUE(validate_attention(s.params).ok());
+  EXPECT_EQ(s.k.values(), n.k.values());
+  EXPECT_EQ(s.q.values(), n.q.values());
+  EXPECT_FALSE(read({"--seqlens", "--op", "prefill", "--seq-len", "100"}, &o, &error));
+  EXPECT_NE(error.find("--seqlens: decode only"), std::string::npos) << error;
+}
+
 }  // namespace
 }  // namespace groupattn::cli
