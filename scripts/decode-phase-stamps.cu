@@ -291,6 +291,8 @@ Compact run_mode(const Problem& pr, const Buffers& buf, bool list, const RunOpti
   }
   const int64_t slots = ga::cuda_engine::list_slot_bound(plane_wave, pr.batch);
   void* ws = nullptr;
+  // GROUPATTN_SM90_DECODE_EARLY_TILES=0: the producer warp issues every tile (the engine's switch).
+  kp.early_first_tiles = env_on("GROUPATTN_SM90_DECODE_EARLY_TILES", true);
   int64_t ctas = 0;
   if (list) {
     const size_t bytes = ga::cuda_engine::list_workspace_bytes(slots, 1, pr.hq, kHeadDim, pr.batch);

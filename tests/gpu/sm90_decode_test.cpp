@@ -1826,6 +1826,37 @@ TEST_F(Sm90Decode, PackedRowsSmallPages) {
   expect_declines(fp8, "sm90-rows", "page_size a multiple of 64");
 }
 
+// The first KV tile issued by thread 0 before the CTA barrier (KernelParams::early_first_tiles,
+// GROUPATTN_SM90_DECODE_EARLY_TILES; batched K/V in the swap-AB kernel) against every tile from the
+// producer warp: the same tiles in the same stages, so bitwise the same O and LSE, and both against
+// the fp64 reference. CTAs of one tile and of a few (keys 1, 63, 64, 65, 129, 200), none (a zero-length
+// sequence: no tile, nothing issued), split counts 1 and 3 and automatic (the workspace and cluster
+// modes; a split starting mid-sequence issues from its own first tile), several new tokens (causal
+// among them: the last token's CTA range), head dims 64 and 128, an fp8 cache, and head dim 256 and paged K/V
+// (the switch does not apply there: the producer issues every tile).
+TEST_F(Sm90Decode, EarlyFirstTilesBitwise) {
+  const char* differ = "the early first tiles changed O or LSE";
+  for (int64_t d : kHeadDims) {
+    for (int splits : {1, 3, 0}) {
+      Case c = decode_case(8, 1, 1, {200, 1, 0, 63, 64, 65, 129, 5000}, d);
+      c.num_splits = splits;
+      expect_switch_bitwise(c, sm90_engine::set_decode_early_tiles_mode, differ);
+    }
+    Case tokens = decode_case(16, 2, 3, {700, 129, 64}, d);
+    tokens.num_splits = 0;
+    expect_switch_bitwise(tokens, sm90_engine::set_decode_early_tiles_mode, differ);
+  }
+  Case fp8 = decode_case(64, 8, 2, {1000, 41, 130});
+  fp8.kv_fp8 = true;
+  fp8.num_splits = 0;
+  expect_switch_bitwise(fp8, sm90_engine::set_decode_early_tiles_mode, differ);
+  Case paged = decode_case(8, 2, 1, {700, 33});
+  paged.kv = KvKind::kPaged;
+  paged.page_size = 64;
+  paged.num_splits = 0;
+  expect_switch_bitwise(paged, sm90_engine::set_decode_early_tiles_mode, differ);
+}
+
 }  // namespace
 }  // namespace groupattn::test
 

@@ -81,6 +81,11 @@ struct KernelParams {
   // engine's GROUPATTN_SM90_DECODE_LIST_NEAR_WAVE): lengths within 1.25x of their mean keep one split a
   // sequence (list_near_uniform_chunk) before the chunk rule runs.
   bool list_near_wave = false;
+  // sm90 swap-AB decode, batched K/V (no block table): thread 0, which initialised the stage
+  // barriers, issues the CTA's first KV tile (decode_traits.h kEarlyTiles) before the CTA barrier,
+  // and the producer warp starts at the next (decode_kernel.cuh; docs/DECODE_SM90.md section 33).
+  // Results are the same either way.
+  bool early_first_tiles = false;
   // FP8 KV cache (the sm90 decode engine's experimental fp8 path): dequantization scales per
   // (sequence, KV head), fp32 element strides; nullptr when the cache is not fp8.
   const float* k_scale = nullptr;

@@ -171,12 +171,24 @@ __device__ void decode_cta(const KernelParams& p, const CUtensorMap* tmap_k, con
       stamps_prefetch_first_tile_l2<Traits>(p, w, tmap_k, tmap_v);
   }
 
+  // Batched K/V (p.early_first_tiles): thread 0, which initialised the barriers, issues the first
+  // kEarlyTiles tiles now, so that they are in flight while the CTA meets at the barrier and the
+  // producer warp reaches its loop: measured, the producer's first TMA left 1.4 us after the
+  // barrier in the ordinary plan and 4.4-4.9 us in the work-list mode, whichever warps fold the plan
+  // (docs/DECODE_SM90.md section 33). The producer starts at the tile after them.
+  const int early =
+      early_tiles_serve(Traits::kHeadDim, Traits::kFp8) && p.early_first_tiles && p.block_table == nullptr
+          ? max(0, min(kEarlyTiles, w.blk_end - w.blk_begin))
+          : 0;
+  if (tid == 0) {
+    for (int t = 0; t < early; ++t) issue_tile_batched<Traits>(w, sm, tmap_k, tmap_v, w.blk_begin + t, t);
+  }
   __syncthreads();
   GA_DECODE_STAMP(tid == 0, kBarrier);
   GA_DECODE_STAMP(warp == Traits::kProducerWarp && lane == 0, kProducerBarrier);
 
   if (warp == Traits::kProducerWarp) {
-    produce<Traits>(p, w, sm, tmap_k, tmap_v, lane);
+    produce<Traits>(p, w, sm, tmap_k, tmap_v, lane, early);
     if (p.cluster_reduce) {  // the producer warp takes part in the epilogue's two cluster barriers
       hw::cluster_sync();
       hw::cluster_sync();

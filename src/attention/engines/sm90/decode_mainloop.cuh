@@ -209,9 +209,30 @@ inline constexpr int kTablePrefetchTiles = 8;
 // Runs that start at or past the sequence's end are not loaded (the stage keeps older rows
 // there; as for the rows past k_len inside a loaded box, their scores are masked by selection and
 // their V rows zeroed before O^T), and the stage's expected bytes count only the loaded boxes.
+// Batched K/V (no block table): KV tile blk into its first-round stage, as produce() would load it
+// (one 64-key run: the whole tile's K and V boxes; rows past the cache are zero-filled by the map
+// and counted), issued by the thread that initialised the barriers before the CTA barrier
+// (KernelParams::early_first_tiles). produce() then starts after the tiles issued this way.
 template <class Traits>
-__device__ void produce(const KernelParams& p, const CtaWork& w, const SmemMap<Traits>& sm, const CUtensorMap* tmap_k,
-                        const CUtensorMap* tmap_v, int lane) {
+__device__ void issue_tile_batched(const CtaWork& w, const SmemMap<Traits>& sm, const CUtensorMap* tmap_k,
+                                   const CUtensorMap* tmap_v, int blk, int stage) {
+  constexpr int kDBoxes = Traits::kFp8 ? 1 : Traits::kDBlocks;
+  constexpr int kDElems = Traits::kFp8 ? 0 : Traits::kSwizzleElems;
+  constexpr int kDBoxStride = Traits::kFp8 ? 0 : Traits::kBoxBytes;
+  const int row = blk * Traits::kBlockKV;
+  hw::mbar_arrive_expect_tx(sm.full(stage), static_cast<uint32_t>(Traits::kBlockKV * 128 * kDBoxes * 2));
+#pragma unroll
+  for (int db = 0; db < kDBoxes; ++db)
+    hw::tma_load_4d(sm.k(stage) + db * kDBoxStride, tmap_k, db * kDElems, w.kvh, row, w.b, sm.full(stage));
+#pragma unroll
+  for (int db = 0; db < kDBoxes; ++db)
+    hw::tma_load_4d(sm.v(stage) + db * kDBoxStride, tmap_v, db * kDElems, w.kvh, row, w.b, sm.full(stage));
+}
+
+// skip: the CTA's first tiles already issued (issue_tile_batched, one a stage of the first round).
+template <class Traits>
+__device__ void produce(const KernelParams& p, const CtaWork& w, const SmemMap<Traits>& sm,
+                        const CUtensorMap* tmap_k, const CUtensorMap* tmap_v, int lane, int skip) {
   constexpr int kRowBytes = 128;  // one key row of one box: 64 16-bit d, or 128 fp8 d (one swizzle row)
   constexpr int kDBoxes = Traits::kFp8 ? 1 : Traits::kDBlocks;  // boxes across d per run
   constexpr int kDElems = Traits::kFp8 ? 0 : Traits::kSwizzleElems;
@@ -224,8 +245,9 @@ __device__ void produce(const KernelParams& p, const CtaWork& w, const SmemMap<T
   const uint32_t run_bytes = static_cast<uint32_t>(box_rows * kRowBytes * kDBoxes * 2);  // K and V
   const int32_t* table = paged ? p.block_table + w.b * p.block_table_stride : nullptr;
   int outer[2], row[2];  // runs lane and lane + 32 of the current tile: (batch | page, row | slot)
-  if (w.blk_begin < w.blk_end) run_coords<Traits>(p, w, table, w.blk_begin, box_rows, lane, outer, row);
-  for (int blk = w.blk_begin, it = 0; blk < w.blk_end; ++blk, ++it) {
+  if (w.blk_begin + skip < w.blk_end)
+    run_coords<Traits>(p, w, table, w.blk_begin + skip, box_rows, lane, outer, row);
+  for (int blk = w.blk_begin + skip, it = skip; blk < w.blk_end; ++blk, ++it) {
     const int stage = it % Traits::kStages;
     const uint32_t phase = static_cast<uint32_t>(it / Traits::kStages) & 1u;
     int next_outer[2] = {outer[0], outer[1]}, next_row[2] = {row[0], row[1]};

@@ -181,6 +181,15 @@ constexpr bool cluster_reduction(int num_splits, int64_t ctas, int64_t tiles_per
   return forced || (ctas <= sm_count && tiles_per_split <= kClusterMaxTilesPerSplit);
 }
 
+// KV tiles thread 0 issues before the CTA barrier where KernelParams::early_first_tiles is set
+// (batched K/V, head dims 64 and 128 and fp8; decode_kernel.cuh). One: measured on the H200
+// (docs/DECODE_SM90.md section 33) the first tile alone took 0.3-1.0 us off one-token rows (-3.5 us
+// on a four-wave list row), while the whole first round (3 tiles at D 128 / 256, 6 at D 64 and fp8:
+// 12-24 TMA issues from one thread ahead of the barrier) lost up to 2.1 us (fp8 64/8 B1 x 8K 15.5
+// against 13.4 us). Not at D 256, whose one tile is 8 boxes: -0.3 to +0.3 us there.
+inline constexpr int kEarlyTiles = 1;
+constexpr bool early_tiles_serve(int head_dim, bool fp8) { return fp8 || head_dim <= 128; }
+
 // Paged K/V: rows per TMA box, g = gcd(page_size, kBlockKV) (the largest power of two <= 64 that
 // divides page_size). A 64-key tile starts at a multiple of 64, so its keys split into 64 / g runs
 // of g keys, each starting at a multiple of g and therefore inside one page (g divides page_size):

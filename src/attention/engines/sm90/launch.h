@@ -143,6 +143,12 @@ bool decode_work_list();
 void set_decode_driver_launch_mode(int mode);
 bool decode_driver_launch();
 
+// The swap-AB decode's first KV tile issued by thread 0 before the CTA barrier (batched K/V;
+// KernelParams::early_first_tiles), the same kind of switch: GROUPATTN_SM90_DECODE_EARLY_TILES
+// ("0": off; default on). Results are the same either way.
+void set_decode_early_tiles_mode(int mode);
+bool decode_early_tiles();
+
 // The work list's grid order (KernelParams::list_heads_fastest), the same kind of switch:
 // GROUPATTN_SM90_DECODE_LIST_HEADS_FASTEST ("0": off, the plane-major grid; default on).
 void set_decode_list_heads_fastest_mode(int mode);

@@ -425,6 +425,7 @@ class Sm90Attention final : public AttentionEngine {
     kp.num_splits = c.num_splits;
     if (g.batch == 0 || g.max_q == 0 || g.heads_kv == 0) return Status::Ok();
     kp.cluster_reduce = use_cluster_reduction(p, g, kp.num_splits, sms, form_);
+    kp.early_first_tiles = sm90_engine::decode_early_tiles();
     const ListPlan& list = c.list;
     if (list.use) {
       if (workspace == nullptr) return Status(StatusCode::kInternal, "sm90 engine: work-list run without workspace");
@@ -500,6 +501,8 @@ switches::BoolSwitch g_list_uniform_fast_switch{"GROUPATTN_SM90_DECODE_LIST_UNIF
 switches::BoolSwitch g_list_near_wave_switch{"GROUPATTN_SM90_DECODE_LIST_NEAR_WAVE", false};
 // sm90_engine::set_decode_driver_launch_mode: -1 the environment, 0 off, 1 on.
 switches::BoolSwitch g_driver_launch_switch{"GROUPATTN_SM90_DECODE_DRIVER_LAUNCH", true};
+// sm90_engine::set_decode_early_tiles_mode: -1 the environment, 0 off, 1 on.
+switches::BoolSwitch g_early_tiles_switch{"GROUPATTN_SM90_DECODE_EARLY_TILES", true};
 
 }  // namespace
 
@@ -508,6 +511,13 @@ namespace sm90_engine {
 void set_decode_work_list_mode(int mode) { g_work_list_switch.set_mode(mode); }
 void set_decode_list_heads_fastest_mode(int mode) { g_list_heads_fastest_switch.set_mode(mode); }
 void set_decode_list_uniform_fast_mode(int mode) { g_list_uniform_fast_switch.set_mode(mode); }
+void set_decode_early_tiles_mode(int mode) { g_early_tiles_switch.set_mode(mode); }
+
+// The first KV tile issued by thread 0 before the CTA barrier (KernelParams::early_first_tiles;
+// batched K/V in the swap-AB kernel): on by default (session 22: -0.25 to -1.1 us a call on one-token
+// rows, -7 us on the four-wave list row 64/8 B128 x 8K; docs/DECODE_SM90.md section 33);
+// GROUPATTN_SM90_DECODE_EARLY_TILES=0 leaves every tile to the producer warp. Bitwise the same either way.
+bool decode_early_tiles() { return g_early_tiles_switch.on(); }
 
 // GROUPATTN_SM90_DECODE_WORK_LIST=0 turns the work list off (an A/B in one process); unset or any
 // other integer, on. Read once (host cost per call, issue 11).
