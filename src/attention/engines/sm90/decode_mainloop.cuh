@@ -186,6 +186,26 @@ __device__ __forceinline__ void prefetch_l2(const void* ptr) {
 // an HBM round trip (~1-2 us under load) with the stage already free (docs/DECODE_SM90.md section 18).
 inline constexpr int kTablePrefetchTiles = 8;
 
+// Batched K/V (no block table): KV tile blk into its first-round stage, as produce() would load it
+// (one 64-key run: the whole tile's K and V boxes; rows past the cache are zero-filled by the map
+// and counted), issued by the thread that initialised the barriers before the CTA barrier
+// (KernelParams::early_first_tiles). produce() then starts after the tiles issued this way.
+template <class Traits>
+__device__ void issue_tile_batched(const CtaWork& w, const SmemMap<Traits>& sm, const CUtensorMap* tmap_k,
+                                   const CUtensorMap* tmap_v, int blk, int stage) {
+  constexpr int kDBoxes = Traits::kFp8 ? 1 : Traits::kDBlocks;
+  constexpr int kDElems = Traits::kFp8 ? 0 : Traits::kSwizzleElems;
+  constexpr int kDBoxStride = Traits::kFp8 ? 0 : Traits::kBoxBytes;
+  const int row = blk * Traits::kBlockKV;
+  hw::mbar_arrive_expect_tx(sm.full(stage), static_cast<uint32_t>(Traits::kBlockKV * 128 * kDBoxes * 2));
+#pragma unroll
+  for (int db = 0; db < kDBoxes; ++db)
+    hw::tma_load_4d(sm.k(stage) + db * kDBoxStride, tmap_k, db * kDElems, w.kvh, row, w.b, sm.full(stage));
+#pragma unroll
+  for (int db = 0; db < kDBoxes; ++db)
+    hw::tma_load_4d(sm.v(stage) + db * kDBoxStride, tmap_v, db * kDElems, w.kvh, row, w.b, sm.full(stage));
+}
+
 // Producer (the producer warp): for each KV tile, wait until its stage is free, then fill it with
 // the tile's K and V. A tile's 64 keys come as runs of box_rows keys:
 //   batched    one run of 64, rows j0.. of sequence b
@@ -209,26 +229,6 @@ inline constexpr int kTablePrefetchTiles = 8;
 // Runs that start at or past the sequence's end are not loaded (the stage keeps older rows
 // there; as for the rows past k_len inside a loaded box, their scores are masked by selection and
 // their V rows zeroed before O^T), and the stage's expected bytes count only the loaded boxes.
-// Batched K/V (no block table): KV tile blk into its first-round stage, as produce() would load it
-// (one 64-key run: the whole tile's K and V boxes; rows past the cache are zero-filled by the map
-// and counted), issued by the thread that initialised the barriers before the CTA barrier
-// (KernelParams::early_first_tiles). produce() then starts after the tiles issued this way.
-template <class Traits>
-__device__ void issue_tile_batched(const CtaWork& w, const SmemMap<Traits>& sm, const CUtensorMap* tmap_k,
-                                   const CUtensorMap* tmap_v, int blk, int stage) {
-  constexpr int kDBoxes = Traits::kFp8 ? 1 : Traits::kDBlocks;
-  constexpr int kDElems = Traits::kFp8 ? 0 : Traits::kSwizzleElems;
-  constexpr int kDBoxStride = Traits::kFp8 ? 0 : Traits::kBoxBytes;
-  const int row = blk * Traits::kBlockKV;
-  hw::mbar_arrive_expect_tx(sm.full(stage), static_cast<uint32_t>(Traits::kBlockKV * 128 * kDBoxes * 2));
-#pragma unroll
-  for (int db = 0; db < kDBoxes; ++db)
-    hw::tma_load_4d(sm.k(stage) + db * kDBoxStride, tmap_k, db * kDElems, w.kvh, row, w.b, sm.full(stage));
-#pragma unroll
-  for (int db = 0; db < kDBoxes; ++db)
-    hw::tma_load_4d(sm.v(stage) + db * kDBoxStride, tmap_v, db * kDElems, w.kvh, row, w.b, sm.full(stage));
-}
-
 // skip: the CTA's first tiles already issued (issue_tile_batched, one a stage of the first round).
 template <class Traits>
 __device__ void produce(const KernelParams& p, const CtaWork& w, const SmemMap<Traits>& sm,

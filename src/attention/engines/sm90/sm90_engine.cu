@@ -514,8 +514,9 @@ void set_decode_list_uniform_fast_mode(int mode) { g_list_uniform_fast_switch.se
 void set_decode_early_tiles_mode(int mode) { g_early_tiles_switch.set_mode(mode); }
 
 // The first KV tile issued by thread 0 before the CTA barrier (KernelParams::early_first_tiles;
-// batched K/V in the swap-AB kernel): on by default (session 22: -0.25 to -1.1 us a call on one-token
-// rows, -7 us on the four-wave list row 64/8 B128 x 8K; docs/DECODE_SM90.md section 33);
+// batched K/V in the swap-AB kernel, head dims 64 and 128 and fp8): on by default (session 22: -0.3 to
+// -1.0 us a call on one-token rows, -3.5 to -7 us on the four-wave list row 64/8 B128 x 8K;
+// docs/DECODE_SM90.md section 33);
 // GROUPATTN_SM90_DECODE_EARLY_TILES=0 leaves every tile to the producer warp. Bitwise the same either way.
 bool decode_early_tiles() { return g_early_tiles_switch.on(); }
 
