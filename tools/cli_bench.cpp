@@ -185,12 +185,11 @@ SampleCheck sample_check_attention(const AttnData& x, const Options& o, bool dec
         p.k = slice(k, {0, 0, g, 0}, {k.shape[0], k.shape[1], 1, D});
         p.v = slice(x.v.view(), {0, 0, g, 0}, {k.shape[0], k.shape[1], 1, Dv});
         p.block_table = slice(x.block_table.view(), {b, 0}, {1, x.block_table.view().shape[1]});
-        p.seqlens_k = slice(x.seqlens_k.view(), {b}, {1});
       } else {
         p.k = slice(k4, {b, 0, g, 0}, {1, Sk, 1, D});
         p.v = slice(v4, {b, 0, g, 0}, {1, Sk, 1, Dv});
-        if (x.seqlens_k.defined()) p.seqlens_k = slice(x.seqlens_k.view(), {b}, {1});  // --seqlens
       }
+      if (x.seqlens_k.defined()) p.seqlens_k = slice(x.seqlens_k.view(), {b}, {1});  // paged, --seqlens
       if (x.k_scale.defined()) {  // fp8 cache: the scales of this sequence (or of every page), KV head g
         const TensorView& ks = x.k_scale.view();
         const int64_t row = p.kv_scale_per_page ? 0 : b, rows = p.kv_scale_per_page ? ks.shape[0] : 1;

@@ -196,17 +196,13 @@ AttnData make_attention(const Options& o, bool decode, bool fill_inputs) {
     std::iota(ids.begin(), ids.end(), 0);
     std::shuffle(ids.begin(), ids.end(), rng);
     x.block_table = HostTensor(DType::kI32, {B, pages_per_seq + 1});
-    x.seqlens_k = HostTensor(DType::kI32, {B});
     for (int64_t b = 0; b < B; ++b) {
-      x.seqlens_k.set({b}, static_cast<double>(Sk));
       for (int64_t j = 0; j < pages_per_seq; ++j) {
         x.block_table.set({b, j}, static_cast<double>(ids[static_cast<size_t>(b * pages_per_seq + j)]));
       }
       x.block_table.set({b, pages_per_seq}, static_cast<double>(ids.back()));
     }
     p.block_table = x.block_table.view();
-    p.seqlens_k = x.seqlens_k.view();
-    p.max_seqlen_k = Sk;  // device engines size their plan by it (else by the table's width)
   } else if (o.varlen && !decode) {
     // Packed: [B * S, H, D] tensors over the batched problem's memory; one cu_seqlens for Q and K/V.
     x.q = HostTensor(o.dtype, {B * Sq, Hq, D});
@@ -222,14 +218,16 @@ AttnData make_attention(const Options& o, bool decode, bool fill_inputs) {
   } else {
     x.k = HostTensor(kv_dtype, {B, Sk, Hkv, D});
     x.v = HostTensor(kv_dtype, {B, Sk, Hkv, Dv});
-    if (decode && o.seqlens) {
-      // Equal lengths in seqlens_k, as a serving engine passes its cache lengths: the engines then
-      // plan from the device-side lengths (the sm90 and cuda work lists) instead of the shape.
-      x.seqlens_k = HostTensor(DType::kI32, {B});
-      for (int64_t b = 0; b < B; ++b) x.seqlens_k.set({b}, static_cast<double>(Sk));
-      p.seqlens_k = x.seqlens_k.view();
-      p.max_seqlen_k = Sk;
-    }
+  }
+  // Every sequence's length in seqlens_k: a paged cache needs it; with --seqlens a contiguous one
+  // gets it too, as a serving engine passes its cache lengths, so the engines plan from the
+  // device-side lengths (the sm90 and cuda work lists) instead of the shape. max_seqlen_k: device
+  // engines size their plan by it (paged: else by the table's width).
+  if (x.block_table.defined() || (decode && o.seqlens)) {
+    x.seqlens_k = HostTensor(DType::kI32, {B});
+    for (int64_t b = 0; b < B; ++b) x.seqlens_k.set({b}, static_cast<double>(Sk));
+    p.seqlens_k = x.seqlens_k.view();
+    p.max_seqlen_k = Sk;
   }
   // Inputs are drawn after the page permutation, q then k then v (the harness's order too).
   if (fill_inputs) {

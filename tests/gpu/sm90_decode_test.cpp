@@ -1280,13 +1280,6 @@ TEST_F(Sm90Decode, PackedRowsD64D256HeadRatiosTokens) {
   }
 }
 
-// Below the cut (section 31, decode_traits.h packed_rows_below_cut): from 16 rows and 64 MiB of K/V
-// at D 64 / 256, "sm90" runs the packed form where swap-AB's work list would not (these K/V bounds
-// are below kListMinKvBytes): its O and LSE are "sm90-rows"'s bit for bit. One token of 16/1 d64 (B16
-// x 16K) and 32/2 d256 (B8 x 4K), two of 16/2 d256 (16 rows) and 32/2 d256 (32 rows); equal lengths
-// (batched K/V, no seqlens_k) and mixed lengths with an empty sequence (seqlens_k, NaN past each
-// length); each against the fp64 reference too. With the switch off, 1 key short of the bound, or
-// on pages of 16 keys, "sm90" keeps swap-AB: correct, and not those bits.
 // Whether "sm90" gives p O and LSE bit for bit equal to the pinned packed form's ("sm90-rows").
 bool sm90_gives_packed_bits(Problem& p) {
   HostTensor o_auto = like(p.out), l_auto = like(p.lse), o_rows = like(p.out), l_rows = like(p.lse);
@@ -1296,6 +1289,13 @@ bool sm90_gives_packed_bits(Problem& p) {
   return ran && bitwise_equal(o_auto, o_rows) && bitwise_equal(l_auto, l_rows);
 }
 
+// Below the cut (section 31, decode_traits.h packed_rows_below_cut): from 16 rows and 64 MiB of K/V
+// at D 64 / 256, "sm90" runs the packed form where swap-AB's work list would not (these K/V bounds
+// are below kListMinKvBytes): its O and LSE are "sm90-rows"'s bit for bit. One token of 16/1 d64 (B16
+// x 16K) and 32/2 d256 (B8 x 4K), two of 16/2 d256 (16 rows) and 32/2 d256 (32 rows); equal lengths
+// (batched K/V, no seqlens_k) and mixed lengths with an empty sequence (seqlens_k, NaN past each
+// length); each against the fp64 reference too. With the switch off, 1 key short of the bound, or
+// on pages of 16 keys, "sm90" keeps swap-AB: correct, and not those bits.
 TEST_F(Sm90Decode, PackedBelowCutIsTakenBitwise) {
   struct Row {
     int64_t d, hq, hkv;

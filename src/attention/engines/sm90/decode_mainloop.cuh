@@ -186,6 +186,26 @@ __device__ __forceinline__ void prefetch_l2(const void* ptr) {
 // an HBM round trip (~1-2 us under load) with the stage already free (docs/DECODE_SM90.md section 18).
 inline constexpr int kTablePrefetchTiles = 8;
 
+// One run's boxes into a stage, landing at byte offset dst of its K and V tiles: one box per 64-wide
+// d block (fp8: one box of 128-byte rows), K then V, all completing on the stage's full barrier.
+// (row, outer): the run's coordinates in the K/V maps (batched: key row, sequence; paged: slot, page).
+template <class Traits>
+__device__ __forceinline__ void load_run_boxes(const SmemMap<Traits>& sm, int stage, int dst,
+                                               const CUtensorMap* tmap_k, const CUtensorMap* tmap_v, int kvh,
+                                               int row, int outer) {
+  constexpr int kDBoxes = Traits::kFp8 ? 1 : Traits::kDBlocks;
+  constexpr int kDElems = Traits::kFp8 ? 0 : Traits::kSwizzleElems;
+  constexpr int kDBoxStride = Traits::kFp8 ? 0 : Traits::kBoxBytes;
+#pragma unroll
+  for (int db = 0; db < kDBoxes; ++db)
+    hw::tma_load_4d(sm.k(stage) + dst + db * kDBoxStride, tmap_k, db * kDElems, kvh, row, outer,
+                    sm.full(stage));
+#pragma unroll
+  for (int db = 0; db < kDBoxes; ++db)
+    hw::tma_load_4d(sm.v(stage) + dst + db * kDBoxStride, tmap_v, db * kDElems, kvh, row, outer,
+                    sm.full(stage));
+}
+
 // Batched K/V (no block table): KV tile blk into its first-round stage, as produce() would load it
 // (one 64-key run: the whole tile's K and V boxes; rows past the cache are zero-filled by the map
 // and counted), issued by the thread that initialised the barriers before the CTA barrier
@@ -194,16 +214,8 @@ template <class Traits>
 __device__ void issue_tile_batched(const CtaWork& w, const SmemMap<Traits>& sm, const CUtensorMap* tmap_k,
                                    const CUtensorMap* tmap_v, int blk, int stage) {
   constexpr int kDBoxes = Traits::kFp8 ? 1 : Traits::kDBlocks;
-  constexpr int kDElems = Traits::kFp8 ? 0 : Traits::kSwizzleElems;
-  constexpr int kDBoxStride = Traits::kFp8 ? 0 : Traits::kBoxBytes;
-  const int row = blk * Traits::kBlockKV;
   hw::mbar_arrive_expect_tx(sm.full(stage), static_cast<uint32_t>(Traits::kBlockKV * 128 * kDBoxes * 2));
-#pragma unroll
-  for (int db = 0; db < kDBoxes; ++db)
-    hw::tma_load_4d(sm.k(stage) + db * kDBoxStride, tmap_k, db * kDElems, w.kvh, row, w.b, sm.full(stage));
-#pragma unroll
-  for (int db = 0; db < kDBoxes; ++db)
-    hw::tma_load_4d(sm.v(stage) + db * kDBoxStride, tmap_v, db * kDElems, w.kvh, row, w.b, sm.full(stage));
+  load_run_boxes<Traits>(sm, stage, 0, tmap_k, tmap_v, w.kvh, blk * Traits::kBlockKV, w.b);
 }
 
 // Producer (the producer warp): for each KV tile, wait until its stage is free, then fill it with
@@ -235,8 +247,6 @@ __device__ void produce(const KernelParams& p, const CtaWork& w, const SmemMap<T
                         const CUtensorMap* tmap_k, const CUtensorMap* tmap_v, int lane, int skip) {
   constexpr int kRowBytes = 128;  // one key row of one box: 64 16-bit d, or 128 fp8 d (one swizzle row)
   constexpr int kDBoxes = Traits::kFp8 ? 1 : Traits::kDBlocks;  // boxes across d per run
-  constexpr int kDElems = Traits::kFp8 ? 0 : Traits::kSwizzleElems;
-  constexpr int kDBoxStride = Traits::kFp8 ? 0 : Traits::kBoxBytes;
   static_assert(Traits::kBlockKV / kMinTmaBoxRows <= kProducerLanes, "one lane per TMA run");
   const bool paged = p.block_table != nullptr;
   const bool gather = paged && paged_gather(p.page_size);
@@ -266,15 +276,8 @@ __device__ void produce(const KernelParams& p, const CtaWork& w, const SmemMap<T
       __syncwarp();
       GA_DECODE_STAMP(lane == 0 && it == 0, kProducerIssue);
       if (lane < live) {  // live <= 64 / kMinTmaBoxRows: run `lane`'s coordinates are outer[0], row[0]
-        const int dst = lane * box_rows * kRowBytes;
-#pragma unroll
-        for (int db = 0; db < kDBoxes; ++db)
-          hw::tma_load_4d(sm.k(stage) + dst + db * kDBoxStride, tmap_k, db * kDElems, w.kvh, row[0], outer[0],
-                          sm.full(stage));
-#pragma unroll
-        for (int db = 0; db < kDBoxes; ++db)
-          hw::tma_load_4d(sm.v(stage) + dst + db * kDBoxStride, tmap_v, db * kDElems, w.kvh, row[0], outer[0],
-                          sm.full(stage));
+        load_run_boxes<Traits>(sm, stage, lane * box_rows * kRowBytes, tmap_k, tmap_v, w.kvh, row[0],
+                               outer[0]);
       }
     }
     GA_DECODE_STAMP(lane == 0 && it == 0, kProducerFirst);
