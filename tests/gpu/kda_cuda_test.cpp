@@ -766,6 +766,16 @@ Status run_pinned(KdaRun& r, KdaCudaPath path, HostTensor* out, HostTensor* stat
   return s;
 }
 
+// The portable state kernels for the chunked path while in scope (the sm_90 state kernel is the
+// default on an H200 at K = V = 128 and rounds in another order): for the tests that compare those
+// kernels bit for bit or with kernel-to-kernel bounds.
+struct PortableStatePass {
+  PortableStatePass() { kda_cuda_set_state_sm90(0); }
+  ~PortableStatePass() { kda_cuda_set_state_sm90(-1); }
+  PortableStatePass(const PortableStatePass&) = delete;
+  PortableStatePass& operator=(const PortableStatePass&) = delete;
+};
+
 // The fused kernel against the two-kernel path on the same problem: the same prep code and operands,
 // and the same recurrence, so the final states are bitwise equal (1e-5 allows a different FMA
 // contraction by the compiler). The outputs differ in how Aqk D is summed: fp32 FMAs in the fused
@@ -773,6 +783,7 @@ Status run_pinned(KdaRun& r, KdaCudaPath path, HostTensor* out, HostTensor* stat
 // session 17; 3xTF32 before, within 1e-3): 2e-3, the bound StateKernelsAgree uses between kernels
 // (both are checked against the fp64 recurrence at 5e-3 elsewhere).
 TEST_F(KdaCuda, FusedMatchesTwoKernelPath) {
+  const PortableStatePass portable;
   const SmallShape shapes[] = {{1, 64, 4, 4, {}, KdaStateLayout::kVFirst},
                                {2, 37, 2, 4, {}, KdaStateLayout::kKFirst},
                                {1, 0, 1, 3, {0, 0, 9, 40, 40, 61}, KdaStateLayout::kVFirst}};
@@ -801,6 +812,7 @@ TEST_F(KdaCuda, FusedMatchesTwoKernelPath) {
 // bits. Lengths with fewer chunks than stages (1 and 2 chunks), a ring that wraps many times, and
 // varlen with empty sequences; the 4-stage run is also checked against the fp64 recurrence.
 TEST_F(KdaCuda, StateStagesBitwise) {
+  const PortableStatePass portable;
   const SmallShape shapes[] = {{1, 5, 2, 2, {}, KdaStateLayout::kVFirst},
                                {2, 17, 2, 4, {}, KdaStateLayout::kKFirst},
                                {1, 300, 2, 2, {}, KdaStateLayout::kVFirst},
@@ -831,6 +843,7 @@ TEST_F(KdaCuda, StateStagesBitwise) {
 // default) against the runtime's <<<>>>: the same kernels with the same arguments, so the same bits;
 // dense (no chunk map) and varlen (the chunk map kernel too), each state kernel kind.
 TEST_F(KdaCuda, DriverLaunchBitwise) {
+  const PortableStatePass portable;
   const SmallShape shapes[] = {{2, 77, 2, 4, {}, KdaStateLayout::kKFirst},
                                {1, 0, 1, 3, {0, 0, 9, 40, 40, 161}, KdaStateLayout::kVFirst}};
   for (const SmallShape& sh : shapes) {
@@ -864,6 +877,7 @@ TEST_F(KdaCuda, ClusterChunkedBitwise) {
   cuda_check(cudaGetDevice(&dev), "cudaGetDevice");
   cuda_check(cudaDeviceGetAttribute(&cc_major, cudaDevAttrComputeCapabilityMajor, dev), "attribute");
   if (cc_major < 9) GTEST_SKIP() << "thread-block clusters need sm_90";
+  const PortableStatePass portable;  // the cluster kernel runs the column state pass
   const SmallShape shapes[] = {{1, 64, 4, 4, {}, KdaStateLayout::kKFirst},
                                {2, 128, 2, 4, {}, KdaStateLayout::kVFirst},
                                {1, 33, 1, 8, {}, KdaStateLayout::kKFirst},
@@ -952,6 +966,7 @@ TEST_F(KdaCuda, PrepPairFormsAgree) {
 // not store), varlen with empty sequences, GVA and a pool by index in place. Their outputs must
 // agree to well inside the budget.
 TEST_F(KdaCuda, StateKernelsAgree) {
+  const PortableStatePass portable;
   struct Shape {
     int64_t B, T, H, HV, K;
     DType dtype;
@@ -984,6 +999,61 @@ TEST_F(KdaCuda, StateKernelsAgree) {
       std::printf("[kda]%s vs K-quarter kernel: out %.2e\n", names[cols], d);
     }
   }
+}
+
+// The sm_90 state kernel (wgmma, kda_state_sm90.cuh; the default on compute capability 9.0 at
+// K = V = 128) against the fp64 recurrence and against the portable column kernels on the same prep:
+// the same tf32 operands summed in another order, so outputs within the kernel-to-kernel bound of
+// StateKernelsAgree and final states within 1e-4. One chunk and part of one, a ring of 4 stages
+// wrapping many times, bf16 and f16, V-first and K-first states, a pool in place, GVA, varlen with
+// empty sequences, custom scale; each case checks which kernel ran.
+TEST_F(KdaCuda, Sm90StateAgrees) {
+  int dev = 0, cc_major = 0, cc_minor = 0;
+  cuda_check(cudaGetDevice(&dev), "cudaGetDevice");
+  cuda_check(cudaDeviceGetAttribute(&cc_major, cudaDevAttrComputeCapabilityMajor, dev), "attribute");
+  cuda_check(cudaDeviceGetAttribute(&cc_minor, cudaDevAttrComputeCapabilityMinor, dev), "attribute");
+  if (cc_major != 9 || cc_minor != 0) GTEST_SKIP() << "the sm_90 state kernel needs compute capability 9.0";
+  kda_cuda_set_cluster_chunked(0);  // small cases would otherwise take the one-launch cluster kernel
+  struct Shape {
+    int64_t B, T, H, HV;
+    DType dtype;
+    std::vector<int64_t> cu;
+    KdaStateLayout layout;
+    int pool_extra;
+    float scale;
+  };
+  const Shape shapes[] = {
+      {1, 16, 2, 2, DType::kBF16, {}, KdaStateLayout::kVFirst, -1, 0.f},
+      {1, 5, 1, 2, DType::kBF16, {}, KdaStateLayout::kVFirst, -1, 0.f},
+      {2, 29, 2, 4, DType::kF16, {}, KdaStateLayout::kKFirst, -1, 0.3f},
+      {1, 1000, 2, 2, DType::kBF16, {}, KdaStateLayout::kVFirst, -1, 0.f},
+      {1, 300, 1, 3, DType::kBF16, {}, KdaStateLayout::kKFirst, 2, 0.f},
+      {1, 0, 1, 2, DType::kBF16, {0, 0, 9, 40, 40, 161}, KdaStateLayout::kVFirst, 3, 0.f}};
+  for (const Shape& sh : shapes) {
+    KdaRun r;
+    r.c = base_case();
+    r.c.B = sh.B, r.c.T = sh.cu.empty() ? sh.T : sh.cu.back(), r.c.H = sh.H, r.c.HV = sh.HV, r.c.cu = sh.cu;
+    r.c.dtype = sh.dtype, r.c.layout = sh.layout;
+    if (sh.scale > 0) r.c.scale = sh.scale;
+    r.setup(590 + static_cast<uint64_t>(r.c.T), sh.pool_extra);
+    HostTensor out[2] = {r.c.out, r.c.out};
+    std::vector<double> st[2];
+    for (int sm90 = 0; sm90 < 2; ++sm90) {
+      kda_cuda_set_state_sm90(sm90);
+      check_run(r, KdaCudaPath::kChunked, sm90 ? " sm90 state kernel" : " portable state kernel");
+      EXPECT_EQ(kda_cuda_last_call_used_sm90_state(), sm90 == 1) << describe(r.c, KdaCudaPath::kChunked, "");
+      r.dout->download(&out[sm90]);
+      st[sm90] = r.final_states();
+    }
+    kda_cuda_set_state_sm90(-1);
+    const double d = rel_error(out[1].values(), out[0].values());
+    const double ds = st[0].empty() ? 0.0 : rel_error(st[1], st[0]);
+    const std::string label = describe(r.c, KdaCudaPath::kChunked, "");
+    EXPECT_LT(d, 2e-3) << label << ": out, sm90 vs portable state kernel";
+    EXPECT_LT(ds, 1e-4) << label << ": final state, sm90 vs portable state kernel";
+    std::printf("[kda] sm90 vs portable state kernel: out %.2e state %.2e  %s\n", d, ds, label.c_str());
+  }
+  kda_cuda_set_cluster_chunked(-1);
 }
 
 TEST_F(KdaCuda, DeterministicRepeats) {

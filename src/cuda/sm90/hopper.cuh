@@ -74,6 +74,18 @@ __device__ __forceinline__ void tma_load_4d(void* smem_dst, const CUtensorMap* m
   ptx::cp_async_bulk_tensor(ptx::space_cluster, ptx::space_global, smem_dst, map, coords, bar);
 }
 
+// Plain bulk copy global -> this CTA's shared memory (PTX cp.async.bulk, no tensor map): `bytes`
+// contiguous bytes, a multiple of 16, both addresses 16-byte aligned, completing as transaction
+// bytes on `bar`.
+__device__ __forceinline__ void bulk_load(void* smem_dst, const void* gmem_src, uint32_t bytes,
+                                          uint64_t* bar) {
+  asm volatile(
+      "cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];" ::"r"(
+          smem_u32(smem_dst)),
+      "l"(gmem_src), "r"(bytes), "r"(smem_u32(bar))
+      : "memory");
+}
+
 // The same box as tma_load_4d brought into L2 only (PTX cp.async.bulk.prefetch.tensor): no shared
 // memory, no barrier, nothing to wait for. A hint: a later tma_load_4d of the box then reads L2.
 __device__ __forceinline__ void tma_prefetch_l2_4d(const CUtensorMap* map, int c0, int c1, int c2, int c3) {

@@ -18,6 +18,7 @@
 
 #include "kda/engines/cuda/kda_cuda_common.cuh"
 #include "kda/engines/cuda/kda_tf32_mma.cuh"
+#include "kda/engines/cuda/kda_wgmma_image.cuh"
 
 namespace groupattn::kda_cuda {
 
@@ -328,7 +329,9 @@ __device__ __forceinline__ void pair_sums_anchored(const DeviceParams& p, const 
 // from it: w(r), qt(r), kh(r) of row r (K floats each), u(r) (value columns u0() .. u0() + u_cols()
 // - 1, u_cols a multiple of 8: a fused CTA computes only its own V-tile's), aqk() (16 x 16
 // contiguous), ec() (K floats); w_row() and u_row() are w(r + 1) - w(r) and u(r + 1) - u(r);
-// every row 16-byte aligned. (Offsets from one base rather than six
+// every row 16-byte aligned. kImage true: the block is kda_wgmma_image.cuh's image for the sm_90
+// state pass instead, written through its put functions (the offsets are then not asked; u0() and
+// u_cols() still are). (Offsets from one base rather than six
 // pointers: the prep kernel runs at <= 51 registers, and the offsets are kernel parameters or
 // compile-time constants.)
 template <class T, int K, class Dst>
@@ -470,8 +473,14 @@ __device__ __forceinline__ void chunk_prep(const DeviceParams& p, const SeqSpan&
       load_elems<4>(&ks[rs][d], true, kx);
       load_elems<4>(&qs[rs][d], true, qx);
       row_terms(p, qx, kx, gr, gc, br, qt, kh, bk);
-      store4(blk + dst.qt(rs) + d, qt);
-      store4(blk + dst.kh(rs) + d, kh);
+      if constexpr (Dst::kImage) {  // the sm_90 state pass's shared-memory image (kda_wgmma_image.cuh)
+        store4(blk + wgmma_image::qt_at(rs, d), qt);
+#pragma unroll
+        for (int i = 0; i < 4; ++i) wgmma_image::put_kh(blk, rs, d + i, kh[i]);
+      } else {
+        store4(blk + dst.qt(rs) + d, qt);
+        store4(blk + dst.kh(rs) + d, kh);
+      }
       if (anchored) {
         store4(&ks[rs][d], bk);
         float ga[4];
@@ -526,8 +535,14 @@ __device__ __forceinline__ void chunk_prep(const DeviceParams& p, const SeqSpan&
   }
 
   float* blk = dst.base();  // this chunk's results
-  if (tid < K) blk[dst.ec() + tid] = exp_nonpos(Ga[1][tid]);
-  if (tid < kChunk * kChunk) blk[dst.aqk() + tid] = A[tid / kChunk][tid % kChunk];
+  if constexpr (Dst::kImage) {
+    if (tid < K) wgmma_image::put_ec(blk, tid, exp_nonpos(Ga[1][tid]));
+    if (tid < kChunk * kChunk)
+      wgmma_image::put_aqk(blk, tid / kChunk, tid % kChunk, A[tid / kChunk][tid % kChunk]);
+  } else {
+    if (tid < K) blk[dst.ec() + tid] = exp_nonpos(Ga[1][tid]);
+    if (tid < kChunk * kChunk) blk[dst.aqk() + tid] = A[tid / kChunk][tid % kChunk];
+  }
   __syncthreads();
 
   // W = Tm (Diag(beta) K~) and U = Tm Diag(beta) V on tensor cores: (K + u_cols) / 8 output tiles of
@@ -554,15 +569,28 @@ __device__ __forceinline__ void chunk_prep(const DeviceParams& p, const SeqSpan&
         acc.mma(a[kk], split_trunc(x));
       }
       // C fragment: rows g and g + 8, columns n0 + 2t, + 1.
-      const int stride = is_w ? dst.w_row() : dst.u_row();
-      float* out = blk + (is_w ? dst.w(0) : dst.u(0)) + g * stride + n0 + 2 * t;
       float c[4] = {acc.sum(0), acc.sum(1), acc.sum(2), acc.sum(3)};
       if (is_w) {  // W is an mma operand, U is not
 #pragma unroll
         for (int q = 0; q < 4; ++q) c[q] = mma_operand(c[q]);
       }
-      *reinterpret_cast<float2*>(out) = make_float2(c[0], c[1]);
-      *reinterpret_cast<float2*>(out + 8 * stride) = make_float2(c[2], c[3]);
+      if constexpr (Dst::kImage) {
+        const int e = n0 + 2 * t;
+        if (is_w) {
+          *reinterpret_cast<float2*>(blk + wgmma_image::w_at(g, e)) = make_float2(c[0], c[1]);
+          *reinterpret_cast<float2*>(blk + wgmma_image::w_at(g + 8, e)) = make_float2(c[2], c[3]);
+        } else {
+          wgmma_image::put_u(blk, g, e, c[0]);
+          wgmma_image::put_u(blk, g, e + 1, c[1]);
+          wgmma_image::put_u(blk, g + 8, e, c[2]);
+          wgmma_image::put_u(blk, g + 8, e + 1, c[3]);
+        }
+      } else {
+        const int stride = is_w ? dst.w_row() : dst.u_row();
+        float* out = blk + (is_w ? dst.w(0) : dst.u(0)) + g * stride + n0 + 2 * t;
+        *reinterpret_cast<float2*>(out) = make_float2(c[0], c[1]);
+        *reinterpret_cast<float2*>(out + 8 * stride) = make_float2(c[2], c[3]);
+      }
     }
   }
 }

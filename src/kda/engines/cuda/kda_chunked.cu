@@ -46,6 +46,7 @@
 #include "kda/engines/cuda/kda_cuda_launch.h"
 #include "kda/engines/cuda/kda_cuda_path.h"
 #include "kda/engines/cuda/kda_state_cols.cuh"
+#include "kda/engines/cuda/kda_state_sm90.cuh"
 #include "kda/engines/cuda/kda_state_step.cuh"
 #include "kda/engines/cuda/kda_tf32_mma.cuh"
 
@@ -74,8 +75,9 @@ struct FixedSlot {
   int64_t slot;
   __device__ __forceinline__ int64_t operator()() const { return slot; }
 };
-template <int K, class Slot>
+template <int K, class Slot, bool kImg = false>
 struct BlockDst {
+  static constexpr bool kImage = kImg;  // the sm_90 state pass's image (kda_wgmma_image.cuh)
   float* blocks;
   const ChunkLayout& l;  // the kernel's parameter
   Slot slot;
@@ -96,9 +98,10 @@ struct BlockDst {
 // 5 CTAs per SM (44 KiB of shared memory each at K = 128): at most 51 registers.
 constexpr int kPrepMinBlocks = 5;
 
-template <class T, int K>
+template <class T, int K, bool kImage>
 __global__ void __launch_bounds__(kThreads, kPrepMinBlocks)
-    kda_chunk_prep_kernel(const DeviceParams p, const int64_t* chunk_offsets, float* blocks, const ChunkLayout l) {
+    kda_chunk_prep_kernel(const DeviceParams p, const int64_t* chunk_offsets, float* blocks,
+                          const ChunkLayout l) {
   const int64_t c = blockIdx.x;
   const int hv = static_cast<int>(blockIdx.y);
   if (c >= chunk_offset(p, chunk_offsets, p.N)) return;  // the grid is sized by an upper bound
@@ -109,7 +112,8 @@ __global__ void __launch_bounds__(kThreads, kPrepMinBlocks)
     if (chunk_offset(p, chunk_offsets, mid) <= c) lo = mid; else hi = mid - 1;
   }
   const int64_t first = (c - chunk_offset(p, chunk_offsets, lo)) * kChunk;  // chunk start inside the sequence
-  chunk_prep<T, K>(p, seq_span(p, lo), first, hv, BlockDst<K, GridSlot>{blocks, l, GridSlot{p.HV}, p.V});
+  chunk_prep<T, K>(p, seq_span(p, lo), first, hv,
+                   BlockDst<K, GridSlot, kImage>{blocks, l, GridSlot{p.HV}, p.V});
 }
 
 // The state pass's shared-memory plan: NS stages (chunk j + NS - 1's block is copied in during
@@ -453,7 +457,7 @@ Status launch_state(const DeviceParams& p, const int64_t* offsets, const float* 
   return launched;
 }
 
-template <class T, int K>
+template <class T, int K, bool kImage = false>
 Status launch_prep_t(const DeviceParams& p, int64_t* offsets, float* blocks, const ChunkLayout& l, int dev,
                      cudaStream_t stream) {
   const bool driver = kda_driver_launch();
@@ -464,7 +468,7 @@ Status launch_prep_t(const DeviceParams& p, int64_t* offsets, float* blocks, con
   }
   if (l.max_chunks > 0) {
     const dim3 grid(static_cast<unsigned>(l.max_chunks), static_cast<unsigned>(p.HV));
-    constexpr auto prep = kda_chunk_prep_kernel<T, K>;
+    constexpr auto prep = kda_chunk_prep_kernel<T, K, kImage>;
     GA_RETURN_IF_ERROR(cuda::launch_plain<prep>(driver, dev, grid, dim3(kThreads), 0, stream, "kda_chunk_prep_kernel", p,
                                                 static_cast<const int64_t*>(offsets), blocks, l));
     host_timing::mark("launch kda_chunk_prep_kernel");
@@ -472,8 +476,30 @@ Status launch_prep_t(const DeviceParams& p, int64_t* offsets, float* blocks, con
   return Status::Ok();
 }
 
+// The sm_90 state pass (kda_state_sm90.cuh) after a prep that wrote the image: one CTA per
+// (sequence, value head, V half).
+template <class T>
+Status launch_state_sm90(const DeviceParams& p, const int64_t* offsets, const float* blocks,
+                         const ChunkLayout& l, int dev, cudaStream_t stream) {
+  // 3 stages (97 KiB): two CTAs an SM where the grid has more CTAs than SMs. Session 23 call 2
+  // against 4: -4 % at T 8192 H 32 B 4 (256 CTAs), +0.2-0.3 % where one CTA an SM.
+  constexpr int kNS = 3;
+  using P = Sm90StatePlan<kNS>;
+  constexpr auto kernel = kda_state_sm90_kernel<T, kNS>;
+  GA_RETURN_IF_ERROR(cuda::set_max_dynamic_smem_once_on<kernel>(dev, P::kBytes));
+  const dim3 grid(static_cast<unsigned>(p.N * 2), static_cast<unsigned>(p.HV));
+  host_timing::mark("kda sm90 state launch plan (smem attribute)");
+  const Status launched =
+      cuda::launch_plain<kernel>(kda_driver_launch(), dev, grid, dim3(P::kThreads), P::kBytes, stream,
+                                 "kda_state_sm90_kernel", p, offsets, blocks, l);
+  host_timing::mark("launch kda_state_sm90_kernel");
+  return launched;
+}
+
 // Whether this thread's last chunked call ran the cluster kernel (kda_cuda_last_call_used_cluster_kernel).
 thread_local bool g_last_cluster_chunked = false;
+// Whether this thread's last chunked call ran the sm_90 state kernel (kda_cuda_last_call_used_sm90_state).
+thread_local bool g_last_sm90_state = false;
 
 template <class T, int K>
 Status launch_chunked_t(const DeviceParams& p, void* workspace, const ChunkLayout& l, cudaStream_t stream) {
@@ -488,8 +514,17 @@ Status launch_chunked_t(const DeviceParams& p, void* workspace, const ChunkLayou
   bool launched = false;
   const Status cluster = maybe_launch_cluster_chunked<T, K>(p, blocks, l, dev, sms, cc, stream, &launched);
   g_last_cluster_chunked = launched;
+  g_last_sm90_state = false;
   GA_RETURN_IF_ERROR(cluster);
   if (launched) return Status::Ok();
+  if constexpr (K == 128) {
+    // Hopper: the state pass on wgmma (compute capability 9.0 runs the library's sm_90a code).
+    if (cc == 90 && p.V == 128 && kda_state_sm90()) {
+      g_last_sm90_state = true;
+      GA_RETURN_IF_ERROR((launch_prep_t<T, K, true>(p, offsets, blocks, l, dev, stream)));
+      return launch_state_sm90<T>(p, offsets, blocks, l, dev, stream);
+    }
+  }
   GA_RETURN_IF_ERROR((launch_prep_t<T, K>(p, offsets, blocks, l, dev, stream)));
   const int64_t ctas16 = p.N * p.HV * (p.V / 16);
   // The column-owning kernel: 2 warps a CTA where the 16-column grid exceeds one CTA an SM, K in
@@ -520,6 +555,7 @@ std::atomic<int> g_state_cols{-1};
 switches::BoolSwitch g_prep_pairs_switch{"GROUPATTN_KDA_PREP_PAIRS", true};
 switches::BoolSwitch g_driver_launch_switch{"GROUPATTN_KDA_DRIVER_LAUNCH", true};
 switches::BoolSwitch g_cluster_chunked_switch{"GROUPATTN_KDA_CLUSTER_CHUNKED", true};
+switches::BoolSwitch g_state_sm90_switch{"GROUPATTN_KDA_STATE_SM90", true};
 
 }  // namespace
 
@@ -532,6 +568,12 @@ bool kda_cluster_chunked() { return g_cluster_chunked_switch.on(); }
 void set_kda_cluster_chunked(int mode) { g_cluster_chunked_switch.set_mode(mode); }
 
 bool last_chunked_used_cluster_kernel() { return g_last_cluster_chunked; }
+
+bool kda_state_sm90() { return g_state_sm90_switch.on(); }
+
+void set_kda_state_sm90(int mode) { g_state_sm90_switch.set_mode(mode); }
+
+bool last_chunked_used_sm90_state() { return g_last_sm90_state; }
 
 int kda_state_stages() {
   static const int from_env = switches::env_int("GROUPATTN_KDA_STATE_STAGES", 3);

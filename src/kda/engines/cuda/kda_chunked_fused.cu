@@ -46,6 +46,7 @@ static_assert(kChunk * kVt == kThreads, "one (row, column) of the output per thr
 // The prep's destination (kda_chunk_prep.cuh): this CTA's stage, U columns e0 .. e0 + 15 only.
 template <int K>
 struct StageDst {
+  static constexpr bool kImage = false;
   float* stage;
   int e0;
   using P = FusedPlan<K>;

@@ -230,6 +230,8 @@ void kda_cuda_set_driver_launch(int mode) { kda_cuda::set_kda_driver_launch(mode
 void kda_cuda_set_prep_pairs(int mode) { kda_cuda::set_kda_prep_pairs(mode); }
 void kda_cuda_set_cluster_chunked(int mode) { kda_cuda::set_kda_cluster_chunked(mode); }
 bool kda_cuda_last_call_used_cluster_kernel() { return kda_cuda::last_chunked_used_cluster_kernel(); }
+void kda_cuda_set_state_sm90(int mode) { kda_cuda::set_kda_state_sm90(mode); }
+bool kda_cuda_last_call_used_sm90_state() { return kda_cuda::last_chunked_used_sm90_state(); }
 
 Status kda_cuda_run_path(const KdaParams& p, KdaCudaPath path, void* stream) {
   GA_RETURN_IF_ERROR(validate_kda(p));

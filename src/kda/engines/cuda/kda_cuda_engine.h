@@ -39,6 +39,12 @@ void kda_cuda_set_driver_launch(int mode);
 void kda_cuda_set_cluster_chunked(int mode);
 // Whether the calling thread's last chunked-path call ran the cluster kernel, for tests.
 bool kda_cuda_last_call_used_cluster_kernel();
+// The chunked state pass on wgmma where it can run (compute capability 9.0, K = V = 128;
+// kda_state_sm90.cuh) (-1: GROUPATTN_KDA_STATE_SM90, else on; 0: the portable state kernels; 1: on),
+// for tests: the same products in another order, so results agree to rounding, not bitwise.
+void kda_cuda_set_state_sm90(int mode);
+// Whether the calling thread's last chunked-path call ran the sm_90 state kernel, for tests.
+bool kda_cuda_last_call_used_sm90_state();
 #endif
 
 }  // namespace groupattn

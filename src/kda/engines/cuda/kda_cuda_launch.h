@@ -4,6 +4,7 @@
 
 #include <cuda_runtime.h>
 
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 
@@ -16,6 +17,9 @@ namespace groupattn::kda_cuda {
 //   chunk_offsets int64 [N + 1]                  first chunk index of each sequence
 //   chunk blocks  fp32  [max_chunks, HV, block]  one prep result per (chunk, value head)
 // with block = W [16,K] | Qt [16,K] | Kh [16,K] | U [16,V] | Aqk [16,16] | exp(Gamma_C) [K].
+// Floats of kda_wgmma_image.cuh's block (K = V = 128), checked there.
+inline constexpr int64_t kWgmmaImageFloats = 8832;
+
 struct ChunkLayout {
   int64_t max_chunks = 0;    // upper bound on sum_n ceil(len_n / 16)
   int64_t block_floats = 0;  // floats per (chunk, value head)
@@ -39,6 +43,8 @@ inline ChunkLayout chunk_layout(int64_t B, int64_t T, int64_t N, bool varlen, in
   l.aqk = l.u + kChunk * V;
   l.ec = l.aqk + kChunk * kChunk;
   l.block_floats = l.ec + K;
+  // K = V = 128 blocks may be the sm_90 state pass's image (kda_wgmma_image.cuh), a little larger.
+  if (K == 128 && V == 128) l.block_floats = std::max<int64_t>(l.block_floats, kWgmmaImageFloats);
   l.offsets_bytes = (static_cast<size_t>(N + 1) * sizeof(int64_t) + kAlign - 1) / kAlign * kAlign;
   l.total_bytes = l.offsets_bytes + static_cast<size_t>(l.max_chunks * HV * l.block_floats) * sizeof(float);
   return l;
@@ -97,5 +103,15 @@ bool kda_cluster_chunked();
 void set_kda_cluster_chunked(int mode);
 // Whether the calling thread's last launch_chunked ran the cluster kernel (for tests).
 bool last_chunked_used_cluster_kernel();
+
+// Whether the chunked path's state pass runs on wgmma (kda_state_sm90.cuh) where it can: compute
+// capability 9.0 and K = V = 128 (the default), or on the portable kernels (0). Same products on
+// the same tf32 operands in another order: results agree to rounding, not bitwise. A measurement
+// switch: GROUPATTN_KDA_STATE_SM90, read once; set_kda_state_sm90(mode) overrides it for tests (-1:
+// back to the environment).
+bool kda_state_sm90();
+void set_kda_state_sm90(int mode);
+// Whether the calling thread's last launch_chunked ran the sm_90 state kernel (for tests).
+bool last_chunked_used_sm90_state();
 
 }  // namespace groupattn::kda_cuda
