@@ -569,14 +569,12 @@ __device__ __forceinline__ void chunk_prep(const DeviceParams& p, const SeqSpan&
         acc.mma(a[kk], split_trunc(x));
       }
       // C fragment: rows g and g + 8, columns n0 + 2t, + 1.
-      float c[4] = {acc.sum(0), acc.sum(1), acc.sum(2), acc.sum(3)};
-      if (is_w) {  // W is an mma operand, U is not
-#pragma unroll
-        for (int q = 0; q < 4; ++q) c[q] = mma_operand(c[q]);
-      }
       if constexpr (Dst::kImage) {
+        float c[4] = {acc.sum(0), acc.sum(1), acc.sum(2), acc.sum(3)};
         const int e = n0 + 2 * t;
-        if (is_w) {
+        if (is_w) {  // W is an mma operand, U is not
+#pragma unroll
+          for (int q = 0; q < 4; ++q) c[q] = mma_operand(c[q]);
           *reinterpret_cast<float2*>(blk + wgmma_image::w_at(g, e)) = make_float2(c[0], c[1]);
           *reinterpret_cast<float2*>(blk + wgmma_image::w_at(g + 8, e)) = make_float2(c[2], c[3]);
         } else {
@@ -588,6 +586,11 @@ __device__ __forceinline__ void chunk_prep(const DeviceParams& p, const SeqSpan&
       } else {
         const int stride = is_w ? dst.w_row() : dst.u_row();
         float* out = blk + (is_w ? dst.w(0) : dst.u(0)) + g * stride + n0 + 2 * t;
+        float c[4] = {acc.sum(0), acc.sum(1), acc.sum(2), acc.sum(3)};
+        if (is_w) {  // W is an mma operand, U is not
+#pragma unroll
+          for (int q = 0; q < 4; ++q) c[q] = mma_operand(c[q]);
+        }
         *reinterpret_cast<float2*>(out) = make_float2(c[0], c[1]);
         *reinterpret_cast<float2*>(out + 8 * stride) = make_float2(c[2], c[3]);
       }

@@ -127,6 +127,18 @@ __global__ void __launch_bounds__(128, 1)
     const unsigned char* st = smem + si * P::kStageBytes;
     const float* stf = reinterpret_cast<const float*>(st);
     mbar_wait(&full[si], static_cast<uint32_t>((j / NS) & 1));
+    // The step's scalar operands into registers first: the wgmma asm's memory clobbers keep the
+    // compiler from moving shared loads across the products, and loaded after them their latency
+    // sat on the step's chain. exp(Gamma_C) at this thread's positions 64 h + 8 cc + 2q (+1); U^T at
+    // value rows 16 warp + g (+8), tokens 8c + 2q (+1).
+    float2 ecv[16], uv[4];
+#pragma unroll
+    for (int k = 0; k < 16; ++k) ecv[k] = *reinterpret_cast<const float2*>(stf + img::kEc + 8 * k + 2 * q);
+#pragma unroll
+    for (int k = 0; k < 4; ++k) {
+      uv[k] = *reinterpret_cast<const float2*>(stf + img::kU + (16 * warp + g + 8 * (k & 1)) * 16 +
+                                               8 * (k >> 1) + 2 * q);
+    }
 
     // A = S^T in tf32: k8 block c takes positions 8c + 2q (+1), i.e. channels 8c + q (+4).
     uint32_t a[16][4];
@@ -156,33 +168,29 @@ __global__ void __launch_bounds__(128, 1)
     wgmma_wait<0>();
     fence_regs(xy);
     sm90_state::pin(a);  // the products have read a (they are done)
-    // S^T Diag(exp(Gamma_C)) for the update below, before the products are issued: s is a wgmma
+    // D^T = U^T - X^T: register i is value row 16 warp + g + 8 ((i / 2) % 2), token 8 (i / 4) + 2q + i % 2.
+    uint32_t da[2][4];
+#pragma unroll
+    for (int c = 0; c < 2; ++c) {
+      const float2 u0 = uv[2 * c], u1 = uv[2 * c + 1];
+      da[c][0] = to_tf32(u0.x - xy[4 * c]);
+      da[c][1] = to_tf32(u1.x - xy[4 * c + 2]);
+      da[c][2] = to_tf32(u0.y - xy[4 * c + 1]);
+      da[c][3] = to_tf32(u1.y - xy[4 * c + 3]);
+    }
+    // S^T Diag(exp(Gamma_C)) for the update below. Not earlier, while the products run: s is a wgmma
     // accumulator, and ptxas waits for every product in flight before a plain instruction touches one
-    // (C7517, an injected wait; measured in the compile, not on the GPU).
+    // (C7517, an injected wait).
 #pragma unroll
     for (int h = 0; h < 2; ++h) {
 #pragma unroll
       for (int cc = 0; cc < 8; ++cc) {
-        const float2 e = *reinterpret_cast<const float2*>(stf + img::kEc + 64 * h + 8 * cc + 2 * q);
+        const float2 e = ecv[8 * h + cc];
         s[h][4 * cc] *= e.x;
         s[h][4 * cc + 1] *= e.y;
         s[h][4 * cc + 2] *= e.x;
         s[h][4 * cc + 3] *= e.y;
       }
-    }
-
-    // D^T = U^T - X^T: register i is value row 16 warp + g + 8 ((i / 2) % 2), token 8 (i / 4) + 2q + i % 2.
-    const float* U = stf + P::kUOffset / 4;
-    uint32_t da[2][4];
-#pragma unroll
-    for (int c = 0; c < 2; ++c) {
-      const int tok = 8 * c + 2 * q, vl = 16 * warp + g;
-      const float2 u0 = *reinterpret_cast<const float2*>(U + vl * 16 + tok);
-      const float2 u1 = *reinterpret_cast<const float2*>(U + (vl + 8) * 16 + tok);
-      da[c][0] = to_tf32(u0.x - xy[4 * c]);
-      da[c][1] = to_tf32(u1.x - xy[4 * c + 2]);
-      da[c][2] = to_tf32(u0.y - xy[4 * c + 1]);
-      da[c][3] = to_tf32(u1.y - xy[4 * c + 3]);
     }
     float o[8];  // O^T = Y^T + D^T Aqk^T: its own m64n16 accumulator (as part of xy, ptxas serialized the
                  // wgmmas)
