@@ -132,7 +132,8 @@ class CudaKda final : public KdaEngine {
   const char* name() const override { return "cuda"; }
   const char* description() const override {
     return "portable CUDA, sm80+: exact per-token recurrence for short sequences (decode), 16-token "
-           "chunked WY/UT prefill in fp32 for long ones (one fused launch, no workspace, for small ones)";
+           "chunked WY/UT prefill in fp32 for long ones (one fused launch, no workspace, for small ones); "
+           "on compute capability 9.0 at K = V = 128 the chunked state pass runs on tf32 wgmma (sm_90a)";
   }
   std::string supports() const override {
     return "device tensors, q/k/v bf16/f16, K and V in {64, 128}; all gates, GVA, varlen (int32/int64), "
