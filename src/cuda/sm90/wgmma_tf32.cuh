@@ -70,20 +70,6 @@ struct WgmmaTf32Rs<64> {
   }
 };
 
-// m64n16k8 into registers 8-15 of an m64n32 accumulator (its columns 16-31), the rest untouched:
-// a second product into one half of an accumulator without aliasing arrays (which made ptxas
-// serialize the wgmma pipeline, C7511).
-__device__ __forceinline__ void wgmma_tf32_n16_upper(float (&d)[16], const uint32_t (&a)[4], uint64_t desc_b,
-                                                     int scale_d) {
-  asm volatile(
-      "{\n.reg .pred p;\nsetp.ne.b32 p, %13, 0;\n"
-      "wgmma.mma_async.sync.aligned.m64n16k8.f32.tf32.tf32 "
-      "{%0, %1, %2, %3, %4, %5, %6, %7}, "
-      "{%8, %9, %10, %11}, %12, p, 1, 1;\n}\n"
-      : "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15])
-      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc_b), "r"(scale_d));
-}
-
 }  // namespace groupattn::cuda::sm90
 
 #endif  // __CUDA_ARCH_FEAT_SM90_ALL

@@ -55,11 +55,6 @@ struct Sm90StatePlan {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
 namespace sm90_state {
 
-// K-major, 128B-swizzle descriptor of the tile at `p` (1024-aligned), rows 128 bytes apart.
-__device__ __forceinline__ uint64_t desc(const void* p) {
-  return cuda::sm90::make_smem_desc(cuda::sm90::smem_u32(p), 16, 1024);
-}
-
 template <int n>
 __device__ __forceinline__ void pin(uint32_t (&r)[n][4]) {
 #pragma unroll
@@ -163,7 +158,7 @@ __global__ void __launch_bounds__(128, 1)
     wgmma_fence();
 #pragma unroll
     for (int c = 0; c < 16; ++c) {
-      WgmmaTf32Rs<32>::mma(xy, a[c], sm90_state::desc(st + 4 * img::w_at(0, 32 * (c >> 2))) + 2 * (c & 3),
+      WgmmaTf32Rs<32>::mma(xy, a[c], desc_kmajor_sw128(st + 4 * img::w_at(0, 32 * (c >> 2))) + 2 * (c & 3),
                            c > 0);
     }
     wgmma_commit();
@@ -195,8 +190,7 @@ __global__ void __launch_bounds__(128, 1)
         s[h][4 * cc + 3] *= e.y;
       }
     }
-    float o[8];  // O^T = Y^T + D^T Aqk^T: its own m64n16 accumulator (as part of xy, ptxas serialized the
-                 // wgmmas)
+    float o[8];  // O^T = Y^T + D^T Aqk^T, in its own m64n16 accumulator (a copy of Y^T)
 #pragma unroll
     for (int i = 0; i < 8; ++i) o[i] = xy[8 + i];
     sm90_state::pin(da);
@@ -208,12 +202,12 @@ __global__ void __launch_bounds__(128, 1)
     for (int h = 0; h < 2; ++h) {
 #pragma unroll
       for (int c = 0; c < 2; ++c) {
-        WgmmaTf32Rs<64>::mma(s[h], da[c], sm90_state::desc(st + 4 * img::kKh) + 4 * h + 2 * c, 1);
+        WgmmaTf32Rs<64>::mma(s[h], da[c], desc_kmajor_sw128(st + 4 * img::kKh) + 4 * h + 2 * c, 1);
       }
     }
 #pragma unroll
     for (int c = 0; c < 2; ++c)
-      WgmmaTf32Rs<16>::mma(o, da[c], sm90_state::desc(st + 4 * img::kAqk) + 2 * c, 1);
+      WgmmaTf32Rs<16>::mma(o, da[c], desc_kmajor_sw128(st + 4 * img::kAqk) + 2 * c, 1);
     wgmma_commit();
     wgmma_wait<0>();
     fence_regs(s[0]);

@@ -34,7 +34,6 @@
 
 namespace groupattn::kda_cuda::wgmma_image {
 
-inline constexpr int kK = 128, kV = 128;
 inline constexpr int kWQ = 0, kKh = 4096, kAqk = 6144, kEc = 6656, kU = 6784;
 inline constexpr int kSharedFloats = kU;  // W .. ec
 inline constexpr int kUHalfFloats = 64 * 16;
@@ -54,8 +53,9 @@ __host__ __device__ constexpr int pos_of_channel(int d) {
 }
 // Channel at position j (sigma): position 8c + 2q + i holds channel 8c + q + 4i.
 __host__ __device__ constexpr int channel_at(int j) { return (j & ~7) + ((j & 7) >> 1) + 4 * (j & 1); }
-// Logical k column of token r (tau^-1): token 8c + y is logical 8c + y / 2 + 4 (y % 2).
-__host__ __device__ constexpr int logical_of_token(int r) { return (r & ~7) + ((r & 7) >> 1) + 4 * (r & 1); }
+// Logical k column of token r (tau^-1): token 8c + y is logical 8c + y / 2 + 4 (y % 2) -- the same
+// map as sigma (an accumulator column read as an A column), applied to D^T's token columns.
+__host__ __device__ constexpr int logical_of_token(int r) { return channel_at(r); }
 
 static_assert(channel_at(pos_of_channel(13)) == 13 && channel_at(pos_of_channel(4)) == 4, "sigma inverts");
 
