@@ -1056,6 +1056,58 @@ TEST_F(KdaCuda, Sm90StateAgrees) {
   kda_cuda_set_cluster_chunked(-1);
 }
 
+// The streamed sm_90 path (the prep persistent on the SMs the state grid leaves, the state chains
+// copying each block in once its ready flag is set) against the prep-then-state sm_90 path: the same
+// prep and step arithmetic, so the same bits, whatever the order the blocks were made in. Dense
+// batches (chunk-major items over several sequences), one varlen sequence, GVA, K-first pool rows,
+// long chains (512 chunks) and each case twice (the flags are zeroed per call), and the fp64 check.
+TEST_F(KdaCuda, Sm90StreamedBitwise) {
+  int dev = 0, cc_major = 0, cc_minor = 0;
+  cuda_check(cudaGetDevice(&dev), "cudaGetDevice");
+  cuda_check(cudaDeviceGetAttribute(&cc_major, cudaDevAttrComputeCapabilityMajor, dev), "attribute");
+  cuda_check(cudaDeviceGetAttribute(&cc_minor, cudaDevAttrComputeCapabilityMinor, dev), "attribute");
+  if (cc_major != 9 || cc_minor != 0) GTEST_SKIP() << "the sm_90 state kernel needs compute capability 9.0";
+  kda_cuda_set_cluster_chunked(0);
+  kda_cuda_set_state_sm90(1);
+  struct Shape {
+    int64_t B, T, H, HV;
+    std::vector<int64_t> cu;
+    KdaStateLayout layout;
+    int pool_extra;
+  };
+  const Shape shapes[] = {{1, 16, 2, 2, {}, KdaStateLayout::kVFirst, -1},
+                          {1, 4100, 4, 8, {}, KdaStateLayout::kVFirst, -1},
+                          {3, 333, 2, 4, {}, KdaStateLayout::kKFirst, 2},
+                          {1, 0, 1, 2, {0, 777}, KdaStateLayout::kVFirst, 3},
+                          {1, 8192, 2, 2, {}, KdaStateLayout::kVFirst, -1}};
+  for (const Shape& sh : shapes) {
+    KdaRun r;
+    r.c = base_case();
+    r.c.B = sh.B, r.c.T = sh.cu.empty() ? sh.T : sh.cu.back(), r.c.H = sh.H, r.c.HV = sh.HV, r.c.cu = sh.cu;
+    r.c.layout = sh.layout;
+    r.setup(2400 + static_cast<uint64_t>(r.c.T), sh.pool_extra);
+    const std::string label = describe(r.c, KdaCudaPath::kChunked, "");
+    // Runs: 0 prep then state; 1 and 2 streamed (twice: the second finds the first call's flags).
+    HostTensor out[3] = {r.c.out, r.c.out, r.c.out};
+    std::vector<double> st[3];
+    for (int run = 0; run < 3; ++run) {
+      kda_cuda_set_state_streamed(run > 0 ? 1 : 0);
+      check_run(r, KdaCudaPath::kChunked, run > 0 ? " streamed" : " prep then state");
+      EXPECT_TRUE(kda_cuda_last_call_used_sm90_state()) << label;
+      EXPECT_EQ(kda_cuda_last_call_streamed(), run > 0) << label;
+      r.dout->download(&out[run]);
+      st[run] = r.final_states();
+    }
+    for (int run = 1; run < 3; ++run) {
+      EXPECT_TRUE(bitwise_equal(out[0], out[run])) << label << ": out, streamed run " << run;
+      EXPECT_TRUE(st[0] == st[run]) << label << ": final state, streamed run " << run;  // floats widened exactly
+    }
+  }
+  kda_cuda_set_state_streamed(-1);
+  kda_cuda_set_state_sm90(-1);
+  kda_cuda_set_cluster_chunked(-1);
+}
+
 TEST_F(KdaCuda, DeterministicRepeats) {
   for (KdaCudaPath path : kPaths) {
     KdaRun r;

@@ -41,6 +41,7 @@
 #include "core/mode_switch.h"
 #include "cuda/cuda_check.h"
 #include "cuda/driver_launch.h"
+#include "cuda/pdl.cuh"
 #include "kda/engines/cuda/kda_chunk_prep.cuh"
 #include "kda/engines/cuda/kda_cuda_common.cuh"
 #include "kda/engines/cuda/kda_cuda_launch.h"
@@ -114,6 +115,46 @@ __global__ void __launch_bounds__(kThreads, kPrepMinBlocks)
   const int64_t first = (c - chunk_offset(p, chunk_offsets, lo)) * kChunk;  // chunk start inside the sequence
   chunk_prep<T, K>(p, seq_span(p, lo), first, hv,
                    BlockDst<K, GridSlot, kImage>{blocks, l, GridSlot{p.HV}, p.V});
+}
+
+// The streamed sm_90 path's prep (launch_streamed_sm90): a persistent grid of every CTA place, of
+// which those on the first `reserved_sms` SMs (%smid) leave at once, so the state CTAs find those SMs
+// empty; the others take (chunk, value head) items from a counter in chunk-major order (chunk j of
+// every sequence and head before chunk j + 1: the order the state chains consume them) and publish
+// each block with a release of its ready flag. sync: [0..1] the 64-bit item counter, [2..] the flags
+// by block slot; zeroed before the launch. Dense sequences, or one: every sequence has per_seq chunks.
+template <class T, int K>
+__global__ void __launch_bounds__(kThreads, kPrepMinBlocks)
+    kda_chunk_prep_stream_kernel(const DeviceParams p, const int64_t* chunk_offsets, float* blocks,
+                                 const ChunkLayout l, int* sync, int reserved_sms) {
+  // Thread 0's item, as (sequence, first token, value head, block slot; n < 0: no items left).
+  // Through shared memory: values of the loop kept in registers across the prep spilled at its
+  // 51-register bound.
+  __shared__ int64_t job[4];
+  cuda::allow_dependent_launch();  // the state grid may start once every CTA got here (or left)
+  uint32_t smid;
+  asm("mov.u32 %0, %%smid;" : "=r"(smid));
+  if (static_cast<int>(smid) < reserved_sms) return;
+  for (;;) {
+    if (threadIdx.x == 0) {
+      const int64_t item = static_cast<int64_t>(atomicAdd(reinterpret_cast<unsigned long long*>(sync), 1ull));
+      const int64_t per_seq = chunk_offset(p, chunk_offsets, 1) - chunk_offset(p, chunk_offsets, 0);
+      const int64_t heads = p.N * p.HV, j = item / heads, n = item % heads / p.HV, hv = item % p.HV;
+      job[0] = item < per_seq * heads ? n : -1;
+      job[1] = j * kChunk;
+      job[2] = hv;
+      job[3] = (chunk_offset(p, chunk_offsets, n) + j) * p.HV + hv;
+    }
+    __syncthreads();
+    const int64_t n = job[0];
+    if (n < 0) break;
+    chunk_prep<T, K>(p, seq_span(p, n), job[1], static_cast<int>(job[2]),
+                     BlockDst<K, FixedSlot, true>{blocks, l, FixedSlot{job[3]}, p.V});
+    __syncthreads();  // every store of the block is done; the shared tiles are free again
+    if (threadIdx.x == 0) {
+      asm volatile("st.release.gpu.global.b32 [%0], %1;" ::"l"(sync + 2 + job[3]), "r"(1) : "memory");
+    }
+  }
 }
 
 // The state pass's shared-memory plan: NS stages (chunk j + NS - 1's block is copied in during
@@ -491,8 +532,56 @@ Status launch_state_sm90(const DeviceParams& p, const int64_t* offsets, const fl
   host_timing::mark("kda sm90 state launch plan (smem attribute)");
   const Status launched =
       cuda::launch_plain<kernel>(kda_driver_launch(), dev, grid, dim3(P::kThreads), P::kBytes, stream,
-                                 "kda_state_sm90_kernel", p, offsets, blocks, l);
+                                 "kda_state_sm90_kernel", p, offsets, blocks, l, static_cast<const int*>(nullptr));
   host_timing::mark("launch kda_state_sm90_kernel");
+  return launched;
+}
+
+// Whether the streamed sm_90 path takes p (kda_state_streamed()): the state grid (2 CTAs a sequence
+// and value head) is small enough that the SMs it leaves to the prep make the prep keep up with the
+// chains (session 24's model: the prep's ~4.5 SM-us an item against the chain's ~0.69 us a step), and
+// every sequence has the same chunk count (dense, or one sequence).
+bool use_streamed_sm90(const DeviceParams& p, int sms) {
+  const int64_t state_ctas = 2 * p.N * p.HV;
+  return kda_state_streamed() && (p.cu_seqlens == nullptr || p.N == 1) && state_ctas * 8 <= 3 * int64_t{sms};
+}
+
+// The streamed sm_90 path: zero the sync words, the persistent prep, then the state kernel as its
+// programmatic dependent, one CTA an SM (a shared-memory request above half an SM: on the SMs the
+// prep left), each chain copying a block in as soon as the prep publishes it.
+template <class T>
+Status launch_streamed_sm90(const DeviceParams& p, int64_t* offsets, float* blocks, const ChunkLayout& l,
+                            int* sync, int dev, int sms, cudaStream_t stream) {
+  constexpr int kNS = 3;
+  using P = Sm90StatePlan<kNS>;
+  constexpr auto prep = kda_chunk_prep_stream_kernel<T, 128>;
+  constexpr auto state = kda_state_sm90_kernel<T, kNS, true>;
+  static_assert(P::kBytes < 116 * 1024, "the request below raises the state CTA's shared memory");
+  constexpr int kStateSmem = 116 * 1024;  // > half of an SM's 228 KiB: one state CTA an SM, nothing of
+                                          // the prep beside it
+  GA_RETURN_IF_ERROR(cuda::set_max_dynamic_smem_once_on<state>(dev, kStateSmem));
+  const int state_ctas = static_cast<int>(2 * p.N * p.HV);
+  GA_RETURN_IF_ERROR(cuda::to_status(cudaMemsetAsync(sync, 0, l.sync_bytes, stream), "kda stream sync reset"));
+  if (p.cu_seqlens != nullptr) {
+    GA_RETURN_IF_ERROR(cuda::launch_plain<kda_chunk_map_kernel>(kda_driver_launch(), dev, dim3(1), dim3(kWarp), 0,
+                                                                stream, "kda_chunk_map_kernel", p, offsets));
+  }
+  // Every CTA place of the prep (5 an SM; queried once): those on the reserved SMs leave at once.
+  static const int per_sm = [] {
+    int n = 0;
+    return cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n, prep, kThreads, 0) == cudaSuccess && n > 0 ? n
+                                                                                                       : kPrepMinBlocks;
+  }();
+  GA_RETURN_IF_ERROR(cuda::launch_plain<prep>(false, dev, dim3(static_cast<unsigned>(per_sm * sms)), dim3(kThreads), 0,
+                                              stream, "kda_chunk_prep_stream_kernel", p, static_cast<const int64_t*>(offsets), blocks, l, sync,
+                                              state_ctas));
+  host_timing::mark("launch kda_chunk_prep_stream_kernel");
+  const dim3 grid(static_cast<unsigned>(p.N * 2), static_cast<unsigned>(p.HV));
+  const Status launched = cuda::launch_maybe_pdl(state, grid, dim3(P::kThreads + kStreamProducerThreads), kStateSmem,
+                                                 stream, /*use_pdl=*/true, "kda_state_sm90_kernel (streamed)", p,
+                                                 static_cast<const int64_t*>(offsets), static_cast<const float*>(blocks), l,
+                                                 static_cast<const int*>(sync + 2));
+  host_timing::mark("launch kda_state_sm90_kernel (streamed)");
   return launched;
 }
 
@@ -500,6 +589,8 @@ Status launch_state_sm90(const DeviceParams& p, const int64_t* offsets, const fl
 thread_local bool g_last_cluster_chunked = false;
 // Whether this thread's last chunked call ran the sm_90 state kernel (kda_cuda_last_call_used_sm90_state).
 thread_local bool g_last_sm90_state = false;
+// Whether this thread's last chunked call ran the streamed sm_90 path (kda_cuda_last_call_streamed).
+thread_local bool g_last_streamed = false;
 
 template <class T, int K>
 Status launch_chunked_t(const DeviceParams& p, void* workspace, const ChunkLayout& l, cudaStream_t stream) {
@@ -515,12 +606,18 @@ Status launch_chunked_t(const DeviceParams& p, void* workspace, const ChunkLayou
   const Status cluster = maybe_launch_cluster_chunked<T, K>(p, blocks, l, dev, sms, cc, stream, &launched);
   g_last_cluster_chunked = launched;
   g_last_sm90_state = false;
+  g_last_streamed = false;
   GA_RETURN_IF_ERROR(cluster);
   if (launched) return Status::Ok();
   if constexpr (K == 128) {
     // Hopper: the state pass on wgmma (compute capability 9.0 runs the library's sm_90a code).
     if (cc == 90 && p.V == 128 && kda_state_sm90()) {
       g_last_sm90_state = true;
+      g_last_streamed = use_streamed_sm90(p, sms);
+      if (g_last_streamed) {
+        auto* sync = reinterpret_cast<int*>(static_cast<char*>(workspace) + l.sync_offset);
+        return launch_streamed_sm90<T>(p, offsets, blocks, l, sync, dev, sms, stream);
+      }
       GA_RETURN_IF_ERROR((launch_prep_t<T, K, true>(p, offsets, blocks, l, dev, stream)));
       return launch_state_sm90<T>(p, offsets, blocks, l, dev, stream);
     }
@@ -556,6 +653,7 @@ switches::BoolSwitch g_prep_pairs_switch{"GROUPATTN_KDA_PREP_PAIRS", true};
 switches::BoolSwitch g_driver_launch_switch{"GROUPATTN_KDA_DRIVER_LAUNCH", true};
 switches::BoolSwitch g_cluster_chunked_switch{"GROUPATTN_KDA_CLUSTER_CHUNKED", true};
 switches::BoolSwitch g_state_sm90_switch{"GROUPATTN_KDA_STATE_SM90", true};
+switches::BoolSwitch g_streamed_switch{"GROUPATTN_KDA_STREAMED", true};
 
 }  // namespace
 
@@ -574,6 +672,12 @@ bool kda_state_sm90() { return g_state_sm90_switch.on(); }
 void set_kda_state_sm90(int mode) { g_state_sm90_switch.set_mode(mode); }
 
 bool last_chunked_used_sm90_state() { return g_last_sm90_state; }
+
+bool kda_state_streamed() { return g_streamed_switch.on(); }
+
+void set_kda_state_streamed(int mode) { g_streamed_switch.set_mode(mode); }
+
+bool last_chunked_streamed() { return g_last_streamed; }
 
 int kda_state_stages() {
   static const int from_env = switches::env_int("GROUPATTN_KDA_STATE_STAGES", 3);

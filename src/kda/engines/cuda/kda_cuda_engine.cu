@@ -233,6 +233,8 @@ void kda_cuda_set_cluster_chunked(int mode) { kda_cuda::set_kda_cluster_chunked(
 bool kda_cuda_last_call_used_cluster_kernel() { return kda_cuda::last_chunked_used_cluster_kernel(); }
 void kda_cuda_set_state_sm90(int mode) { kda_cuda::set_kda_state_sm90(mode); }
 bool kda_cuda_last_call_used_sm90_state() { return kda_cuda::last_chunked_used_sm90_state(); }
+void kda_cuda_set_state_streamed(int mode) { kda_cuda::set_kda_state_streamed(mode); }
+bool kda_cuda_last_call_streamed() { return kda_cuda::last_chunked_streamed(); }
 
 Status kda_cuda_run_path(const KdaParams& p, KdaCudaPath path, void* stream) {
   GA_RETURN_IF_ERROR(validate_kda(p));

@@ -45,6 +45,12 @@ bool kda_cuda_last_call_used_cluster_kernel();
 void kda_cuda_set_state_sm90(int mode);
 // Whether the calling thread's last chunked-path call ran the sm_90 state kernel, for tests.
 bool kda_cuda_last_call_used_sm90_state();
+// The sm_90 state pass streamed beside the prep where its grid is small (-1: GROUPATTN_KDA_STREAMED,
+// else on; 0: the prep, then the state pass; 1: streamed where kda_chunked.cu's use_streamed_sm90
+// admits the problem), for tests: the same kernels' arithmetic, so the same bits.
+void kda_cuda_set_state_streamed(int mode);
+// Whether the calling thread's last chunked-path call ran the streamed sm_90 path, for tests.
+bool kda_cuda_last_call_streamed();
 #endif
 
 }  // namespace groupattn

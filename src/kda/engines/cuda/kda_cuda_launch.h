@@ -16,6 +16,8 @@ namespace groupattn::kda_cuda {
 // Workspace of the chunked path, carved from the caller's buffer:
 //   chunk_offsets int64 [N + 1]                  first chunk index of each sequence
 //   chunk blocks  fp32  [max_chunks, HV, block]  one prep result per (chunk, value head)
+//   stream sync   int32 [2 + max_chunks * HV]     the streamed sm_90 pass's item counter (64-bit)
+//                                                  and one ready flag per block (zeroed per call)
 // with block = W [16,K] | Qt [16,K] | Kh [16,K] | U [16,V] | Aqk [16,16] | exp(Gamma_C) [K].
 // Floats of kda_wgmma_image.cuh's block (K = V = 128), checked there.
 inline constexpr int64_t kWgmmaImageFloats = 8832;
@@ -24,6 +26,8 @@ struct ChunkLayout {
   int64_t max_chunks = 0;    // upper bound on sum_n ceil(len_n / 16)
   int64_t block_floats = 0;  // floats per (chunk, value head)
   size_t offsets_bytes = 0;  // aligned
+  size_t sync_offset = 0;    // bytes from the workspace start to the stream sync words (aligned)
+  size_t sync_bytes = 0;
   size_t total_bytes = 0;
   // Float offsets inside one block.
   int64_t w = 0, qt = 0, kh = 0, u = 0, aqk = 0, ec = 0;
@@ -46,7 +50,10 @@ inline ChunkLayout chunk_layout(int64_t B, int64_t T, int64_t N, bool varlen, in
   // K = V = 128 blocks may be the sm_90 state pass's image (kda_wgmma_image.cuh), a little larger.
   if (K == 128 && V == 128) l.block_floats = std::max<int64_t>(l.block_floats, kWgmmaImageFloats);
   l.offsets_bytes = (static_cast<size_t>(N + 1) * sizeof(int64_t) + kAlign - 1) / kAlign * kAlign;
-  l.total_bytes = l.offsets_bytes + static_cast<size_t>(l.max_chunks * HV * l.block_floats) * sizeof(float);
+  const size_t blocks_end = l.offsets_bytes + static_cast<size_t>(l.max_chunks * HV * l.block_floats) * sizeof(float);
+  l.sync_offset = (blocks_end + kAlign - 1) / kAlign * kAlign;
+  l.sync_bytes = static_cast<size_t>(2 + l.max_chunks * HV) * sizeof(int32_t);
+  l.total_bytes = l.sync_offset + l.sync_bytes;
   return l;
 }
 
@@ -113,5 +120,12 @@ bool kda_state_sm90();
 void set_kda_state_sm90(int mode);
 // Whether the calling thread's last launch_chunked ran the sm_90 state kernel (for tests).
 bool last_chunked_used_sm90_state();
+// Whether the sm_90 state pass may run streamed beside the prep where the state grid is small
+// (use_streamed_sm90 in kda_chunked.cu): on by default; GROUPATTN_KDA_STREAMED, read once;
+// set_kda_state_streamed(mode) overrides it for tests (-1: back to the environment).
+bool kda_state_streamed();
+void set_kda_state_streamed(int mode);
+// Whether the calling thread's last launch_chunked ran the streamed path (for tests).
+bool last_chunked_streamed();
 
 }  // namespace groupattn::kda_cuda

@@ -29,6 +29,7 @@
 #include <cmath>
 #include <cstdint>
 
+#include "cuda/pdl.cuh"
 #include "cuda/sm90/hopper.cuh"
 #include "cuda/sm90/wgmma_tf32.cuh"
 #include "kda/engines/cuda/kda_cuda_common.cuh"
@@ -52,6 +53,26 @@ struct Sm90StatePlan {
   static_assert(kUOffset + kUBytes <= kStageBytes, "a block fits its stage");
 };
 
+// The streamed form (kda_chunked.cu, launch_streamed_sm90): the state CTAs run beside the prep, on SMs
+// the prep left free, and a chunk's block may not exist yet when its stage frees. A fifth warp
+// (the producer) waits for each block's ready flag, then for the stage, and issues the copies; the
+// warpgroup frees a stage with one arrive a warp instead of the CTA barrier.
+inline constexpr int kStreamProducerThreads = 32;
+
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+// Spins until the prep has published the block behind `flag` (st.release.gpu after its CTA
+// barrier), then orders the async proxy's reads of it (the bulk copies) after that acquire.
+__device__ __forceinline__ void wait_block_ready(const int* flag) {
+  int v = 0;
+  for (;;) {
+    asm volatile("ld.acquire.gpu.global.b32 %0, [%1];" : "=r"(v) : "l"(flag) : "memory");
+    if (v != 0) break;
+    __nanosleep(32);
+  }
+  asm volatile("fence.proxy.async.global;" ::: "memory");
+}
+#endif
+
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
 namespace sm90_state {
 
@@ -64,16 +85,18 @@ __device__ __forceinline__ void pin(uint32_t (&r)[n][4]) {
 }  // namespace sm90_state
 #endif
 
-template <class T, int NS>
-__global__ void __launch_bounds__(128, 1)
+// kStream: the streamed form (above); `ready` holds one flag per (chunk, value head) block, else null.
+template <class T, int NS, bool kStream = false>
+__global__ void __launch_bounds__(128 + (kStream ? kStreamProducerThreads : 0), 1)
     kda_state_sm90_kernel(const DeviceParams p, const int64_t* chunk_offsets, const float* blocks,
-                          const ChunkLayout l) {
+                          const ChunkLayout l, const int* ready) {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
   using namespace cuda::sm90;
   namespace img = wgmma_image;
   using P = Sm90StatePlan<NS>;
   extern __shared__ __align__(1024) unsigned char smem_raw[];
   __shared__ uint64_t full[NS];
+  __shared__ uint64_t empty[kStream ? NS : 1];  // streamed: the warpgroup's 4 warps freed the stage
   unsigned char* smem = align_1024(smem_raw);
   const int64_t n = blockIdx.x / 2;
   const int half = static_cast<int>(blockIdx.x % 2);
@@ -89,7 +112,10 @@ __global__ void __launch_bounds__(128, 1)
 
   if (tid == 0) {
 #pragma unroll
-    for (int s = 0; s < NS; ++s) mbar_init(&full[s], 1);
+    for (int s = 0; s < NS; ++s) {
+      mbar_init(&full[s], 1);
+      if constexpr (kStream) mbar_init(&empty[s], 4);
+    }
     mbar_init_fence();
   }
   __syncthreads();
@@ -102,7 +128,19 @@ __global__ void __launch_bounds__(128, 1)
     bulk_load(st, b, P::kSharedBytes, &full[s]);
     bulk_load(st + P::kUOffset, b + img::kU + half * img::kUHalfFloats, P::kUBytes, &full[s]);
   };
-  if (tid == 0) {
+  if constexpr (kStream) {
+    if (tid >= 128) {  // the producer warp: every chunk, once its block is ready and its stage free
+      if (tid == 128) {
+        for (int64_t j = 0; j < nc; ++j) {
+          if (j >= NS) mbar_wait(&empty[j % NS], static_cast<uint32_t>((j / NS - 1) & 1));
+          wait_block_ready(ready + (c0 + j) * p.HV + hv);
+          issue(j);
+        }
+      }
+      cuda::wait_for_primary();
+      return;  // no CTA barrier follows: the warpgroup meets on the mbarriers only
+    }
+  } else if (tid == 0) {
     for (int64_t j = 0; j < NS && j < nc; ++j) issue(j);
   }
 
@@ -222,8 +260,13 @@ __global__ void __launch_bounds__(128, 1)
       const int64_t tok = tok0 + 8 * (i >> 2) + 2 * q + (i & 1);
       if (tok < sq.len) ob[tok * p.o_st + v0 + 8 * ((i >> 1) & 1)] = from_float<T>(o[i] + bad);
     }
-    __syncthreads();  // every read of this stage is done (the wgmma ones at the wait above)
-    if (tid == 0 && j + NS < nc) issue(j + NS);
+    if constexpr (kStream) {  // every read of this stage (the wgmma ones at the wait above) is done
+      __syncwarp();
+      if (lane == 0) mbar_arrive(&empty[si]);
+    } else {
+      __syncthreads();  // every read of this stage is done (the wgmma ones at the wait above)
+      if (tid == 0 && j + NS < nc) issue(j + NS);
+    }
   }
 
   if (const StateRows rows_end = state_rows(p, n); rows_end.out >= 0) {
@@ -236,11 +279,15 @@ __global__ void __launch_bounds__(128, 1)
       }
     }
   }
+  // Streamed: this grid started while the prep ran (programmatic dependent launch); it completes
+  // only after the prep grid has, so that what follows in the stream sees both done.
+  if constexpr (kStream) cuda::wait_for_primary();
 #else
   (void)p;
   (void)chunk_offsets;
   (void)blocks;
   (void)l;
+  (void)ready;
 #endif
 }
 
