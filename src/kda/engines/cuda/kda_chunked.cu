@@ -134,9 +134,6 @@ __global__ void __launch_bounds__(kThreads, kPrepMinBlocks)
   cuda::allow_dependent_launch();  // the state grid may start once every CTA got here (or left)
   uint32_t smid;
   asm("mov.u32 %0, %%smid;" : "=r"(smid));
-#ifdef GROUPATTN_KDA_STREAM_TRACE
-  if (blockIdx.x == 0 && threadIdx.x == 0) g_stream_trace[0] = trace_now();
-#endif
   if (static_cast<int>(smid) < reserved_sms) return;
   for (;;) {
     if (threadIdx.x == 0) {
@@ -156,9 +153,6 @@ __global__ void __launch_bounds__(kThreads, kPrepMinBlocks)
     __syncthreads();  // every store of the block is done; the shared tiles are free again
     if (threadIdx.x == 0) {
       asm volatile("st.release.gpu.global.b32 [%0], %1;" ::"l"(sync + 2 + job[3]), "r"(1) : "memory");
-#ifdef GROUPATTN_KDA_STREAM_TRACE
-      atomicMax(&g_stream_trace[1], trace_now());
-#endif
     }
   }
 }
@@ -572,31 +566,6 @@ Status launch_streamed_sm90(const DeviceParams& p, int64_t* offsets, float* bloc
     GA_RETURN_IF_ERROR(cuda::launch_plain<kda_chunk_map_kernel>(kda_driver_launch(), dev, dim3(1), dim3(kWarp), 0,
                                                                 stream, "kda_chunk_map_kernel", p, offsets));
   }
-#ifdef GROUPATTN_KDA_STREAM_TRACE
-  // Measurement build only: GROUPATTN_KDA_STREAM_FORK=1 runs the state kernel on a second stream
-  // forked before the prep (event fork / join, no PDL) instead of as the prep's programmatic dependent.
-  static const bool fork = switches::env_int("GROUPATTN_KDA_STREAM_FORK", 0) == 1;
-  static cudaStream_t side = [] {
-    cudaStream_t s = nullptr;
-    (void)cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking);
-    return s;
-  }();
-  static cudaEvent_t ev[2] = {};
-  if (ev[0] == nullptr) {
-    (void)cudaEventCreateWithFlags(&ev[0], cudaEventDisableTiming);
-    (void)cudaEventCreateWithFlags(&ev[1], cudaEventDisableTiming);
-  }
-  if (fork) {
-    GA_RETURN_IF_ERROR(cuda::to_status(cudaEventRecord(ev[0], stream), "fork"));
-    GA_RETURN_IF_ERROR(cuda::to_status(cudaStreamWaitEvent(side, ev[0], 0), "fork wait"));
-    GA_RETURN_IF_ERROR((cuda::launch_plain<state>(false, dev, dim3(static_cast<unsigned>(p.N * 2), static_cast<unsigned>(p.HV)),
-                                                  dim3(P::kThreads + kStreamProducerThreads), kStateSmem, side,
-                                                  "kda_state_sm90_kernel (streamed, fork)", p,
-                                                  static_cast<const int64_t*>(offsets), static_cast<const float*>(blocks),
-                                                  l, static_cast<const int*>(sync + 2))));
-    GA_RETURN_IF_ERROR(cuda::to_status(cudaEventRecord(ev[1], side), "join"));
-  }
-#endif
   // Every CTA place of the prep (5 an SM; queried once): those on the reserved SMs leave at once.
   static const int per_sm = [] {
     int n = 0;
@@ -607,9 +576,6 @@ Status launch_streamed_sm90(const DeviceParams& p, int64_t* offsets, float* bloc
                                               stream, "kda_chunk_prep_stream_kernel", p, static_cast<const int64_t*>(offsets), blocks, l, sync,
                                               state_ctas));
   host_timing::mark("launch kda_chunk_prep_stream_kernel");
-#ifdef GROUPATTN_KDA_STREAM_TRACE
-  if (fork) return cuda::to_status(cudaStreamWaitEvent(stream, ev[1], 0), "join wait");
-#endif
   const dim3 grid(static_cast<unsigned>(p.N * 2), static_cast<unsigned>(p.HV));
   const Status launched = cuda::launch_maybe_pdl(state, grid, dim3(P::kThreads + kStreamProducerThreads), kStateSmem,
                                                  stream, /*use_pdl=*/true, "kda_state_sm90_kernel (streamed)", p,

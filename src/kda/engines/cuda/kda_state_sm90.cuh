@@ -59,15 +59,6 @@ struct Sm90StatePlan {
 // warpgroup frees a stage with one arrive a warp instead of the CTA barrier.
 inline constexpr int kStreamProducerThreads = 32;
 
-#ifdef GROUPATTN_KDA_STREAM_TRACE  // measurement build only (session 24): a timeline of the first calls
-__device__ unsigned long long g_stream_trace[4];  // prep start, last block published, calls traced
-__device__ __forceinline__ unsigned long long trace_now() {
-  unsigned long long t;
-  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
-  return t;
-}
-#endif
-
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
 // Spins until the prep has published the block behind `flag` (st.release.gpu after its CTA
 // barrier), then orders the async proxy's reads of it (the bulk copies) after that acquire.
@@ -140,33 +131,11 @@ __global__ void __launch_bounds__(128 + (kStream ? kStreamProducerThreads : 0), 
   if constexpr (kStream) {
     if (tid >= 128) {  // the producer warp: every chunk, once its block is ready and its stage free
       if (tid == 128) {
-#ifdef GROUPATTN_KDA_STREAM_TRACE
-        const unsigned long long t_start = trace_now();
-        unsigned long long t_first = 0, t_wait = 0;
-#endif
         for (int64_t j = 0; j < nc; ++j) {
           if (j >= NS) mbar_wait(&empty[j % NS], static_cast<uint32_t>((j / NS - 1) & 1));
-#ifdef GROUPATTN_KDA_STREAM_TRACE
-          const unsigned long long tw = trace_now();
-#endif
           wait_block_ready(ready + (c0 + j) * p.HV + hv);
-#ifdef GROUPATTN_KDA_STREAM_TRACE
-          t_wait += trace_now() - tw;
-          if (j == 0) t_first = trace_now();
-#endif
           issue(j);
         }
-#ifdef GROUPATTN_KDA_STREAM_TRACE
-        const unsigned long long t_end = trace_now(), t0 = g_stream_trace[0];
-        uint32_t smid;
-        asm("mov.u32 %0, %%smid;" : "=r"(smid));
-        if (g_stream_trace[2] < 3) {
-          printf("trace call %llu cta (%d,%d) smid %u: start %+lld first-ready %+lld producer-done %+lld flag-wait %llu "
-                 "prep-last-publish %+lld (ns from prep start)\n",
-                 g_stream_trace[2], blockIdx.x, blockIdx.y, smid, (long long)(t_start - t0), (long long)(t_first - t0),
-                 (long long)(t_end - t0), t_wait, (long long)(g_stream_trace[1] - t0));
-        }
-#endif
       }
       cuda::wait_for_primary();
       return;  // no CTA barrier follows: the warpgroup meets on the mbarriers only
@@ -313,17 +282,6 @@ __global__ void __launch_bounds__(128 + (kStream ? kStreamProducerThreads : 0), 
   // Streamed: this grid started while the prep ran (programmatic dependent launch); it completes
   // only after the prep grid has, so that what follows in the stream sees both done.
   if constexpr (kStream) cuda::wait_for_primary();
-#ifdef GROUPATTN_KDA_STREAM_TRACE
-  if constexpr (kStream) {
-    if (tid == 0) {
-      __threadfence();
-      if (atomicAdd(reinterpret_cast<unsigned*>(&g_stream_trace[3]), 1u) + 1 == gridDim.x * gridDim.y) {
-        g_stream_trace[3] = 0;
-        g_stream_trace[2] += 1;
-      }
-    }
-  }
-#endif
 #else
   (void)p;
   (void)chunk_offsets;
