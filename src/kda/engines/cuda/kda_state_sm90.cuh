@@ -137,7 +137,9 @@ __global__ void __launch_bounds__(128 + (kStream ? kStreamProducerThreads : 0), 
           issue(j);
         }
       }
-      cuda::wait_for_primary();
+      // No griddepcontrol.wait here (the warpgroup's, at the end, covers the CTA): lanes 1-31 took
+      // it first, and the diverged warp ran lane 0's loop only once the prep grid had completed
+      // (session 24 call 4: every chain's first block at the prep's end).
       return;  // no CTA barrier follows: the warpgroup meets on the mbarriers only
     }
   } else if (tid == 0) {
