@@ -1060,7 +1060,8 @@ TEST_F(KdaCuda, Sm90StateAgrees) {
 // copying each block in once its ready flag is set) against the prep-then-state sm_90 path: the same
 // prep and step arithmetic, so the same bits, whatever the order the blocks were made in. Dense
 // batches (chunk-major items over several sequences), one varlen sequence, GVA, K-first pool rows,
-// long chains (512 chunks) and each case twice (the flags are zeroed per call), and the fp64 check.
+// lengths off the chunk, long chains (512 chunks), each case twice (the flags are zeroed per call),
+// and the fp64 check.
 TEST_F(KdaCuda, Sm90StreamedBitwise) {
   int dev = 0, cc_major = 0, cc_minor = 0;
   cuda_check(cudaGetDevice(&dev), "cudaGetDevice");
@@ -1075,10 +1076,11 @@ TEST_F(KdaCuda, Sm90StreamedBitwise) {
     KdaStateLayout layout;
     int pool_extra;
   };
-  const Shape shapes[] = {{1, 16, 2, 2, {}, KdaStateLayout::kVFirst, -1},
-                          {1, 4100, 4, 8, {}, KdaStateLayout::kVFirst, -1},
-                          {3, 333, 2, 4, {}, KdaStateLayout::kKFirst, 2},
-                          {1, 0, 1, 2, {0, 777}, KdaStateLayout::kVFirst, 3},
+  // Each has more (chunk, value head) items than one wave of prep CTAs on the SMs its state grid
+  // leaves (use_streamed_sm90), on an H100 / H200 alike.
+  const Shape shapes[] = {{1, 4100, 4, 8, {}, KdaStateLayout::kVFirst, -1},
+                          {3, 1000, 2, 4, {}, KdaStateLayout::kKFirst, 2},
+                          {1, 0, 2, 4, {0, 5000}, KdaStateLayout::kVFirst, 3},
                           {1, 8192, 2, 2, {}, KdaStateLayout::kVFirst, -1}};
   for (const Shape& sh : shapes) {
     KdaRun r;
@@ -1100,7 +1102,8 @@ TEST_F(KdaCuda, Sm90StreamedBitwise) {
     }
     for (int run = 1; run < 3; ++run) {
       EXPECT_TRUE(bitwise_equal(out[0], out[run])) << label << ": out, streamed run " << run;
-      EXPECT_TRUE(st[0] == st[run]) << label << ": final state, streamed run " << run;  // floats widened exactly
+      EXPECT_TRUE(st[0] == st[run]) << label << ": final state, streamed run "
+                                    << run;  // floats widened exactly
     }
   }
   kda_cuda_set_state_streamed(-1);

@@ -530,20 +530,24 @@ Status launch_state_sm90(const DeviceParams& p, const int64_t* offsets, const fl
   GA_RETURN_IF_ERROR(cuda::set_max_dynamic_smem_once_on<kernel>(dev, P::kBytes));
   const dim3 grid(static_cast<unsigned>(p.N * 2), static_cast<unsigned>(p.HV));
   host_timing::mark("kda sm90 state launch plan (smem attribute)");
-  const Status launched =
-      cuda::launch_plain<kernel>(kda_driver_launch(), dev, grid, dim3(P::kThreads), P::kBytes, stream,
-                                 "kda_state_sm90_kernel", p, offsets, blocks, l, static_cast<const int*>(nullptr));
+  const Status launched = cuda::launch_plain<kernel>(kda_driver_launch(), dev, grid, dim3(P::kThreads),
+                                                     P::kBytes, stream, "kda_state_sm90_kernel", p, offsets,
+                                                     blocks, l, static_cast<const int*>(nullptr));
   host_timing::mark("launch kda_state_sm90_kernel");
   return launched;
 }
 
-// Whether the streamed sm_90 path takes p (kda_state_streamed()): the state grid (2 CTAs a sequence
-// and value head) is small enough that the SMs it leaves to the prep make the prep keep up with the
-// chains (session 24's model: the prep's ~4.5 SM-us an item against the chain's ~0.69 us a step), and
-// every sequence has the same chunk count (dense, or one sequence).
-bool use_streamed_sm90(const DeviceParams& p, int sms) {
-  const int64_t state_ctas = 2 * p.N * p.HV;
-  return kda_state_streamed() && (p.cu_seqlens == nullptr || p.N == 1) && state_ctas * 8 <= 3 * int64_t{sms};
+// Whether the streamed sm_90 path takes p (kda_state_streamed()): every sequence has the same chunk
+// count (dense, or one sequence); the state grid (2 CTAs a sequence and value head) is small enough
+// that the SMs it leaves to the prep keep up with the chains (at most 3/8 of the SMs: session 24's
+// model, the prep's ~4.5 SM-us an item against the chain's ~0.69 us a step, breaks even near 0.42);
+// and the prep's items exceed one wave of its CTA places (5 an SM) on those SMs: within one wave
+// every block is ready at about the same time and there is nothing to overlap (T 1024 H 4, 256
+// items: 62.0 us prep-then-state, 66.8 streamed; session 24 call 5).
+bool use_streamed_sm90(const DeviceParams& p, int sms, int64_t chunks) {
+  const int64_t state_ctas = 2 * p.N * p.HV, prep_places = kPrepMinBlocks * (sms - state_ctas);
+  return kda_state_streamed() && (p.cu_seqlens == nullptr || p.N == 1) &&
+         state_ctas * 8 <= 3 * int64_t{sms} && chunks * p.HV > prep_places;
 }
 
 // The streamed sm_90 path: zero the sync words, the persistent prep, then the state kernel as its
@@ -561,26 +565,28 @@ Status launch_streamed_sm90(const DeviceParams& p, int64_t* offsets, float* bloc
                                           // the prep beside it
   GA_RETURN_IF_ERROR(cuda::set_max_dynamic_smem_once_on<state>(dev, kStateSmem));
   const int state_ctas = static_cast<int>(2 * p.N * p.HV);
-  GA_RETURN_IF_ERROR(cuda::to_status(cudaMemsetAsync(sync, 0, l.sync_bytes, stream), "kda stream sync reset"));
+  GA_RETURN_IF_ERROR(
+      cuda::to_status(cudaMemsetAsync(sync, 0, l.sync_bytes, stream), "kda stream sync reset"));
   if (p.cu_seqlens != nullptr) {
-    GA_RETURN_IF_ERROR(cuda::launch_plain<kda_chunk_map_kernel>(kda_driver_launch(), dev, dim3(1), dim3(kWarp), 0,
-                                                                stream, "kda_chunk_map_kernel", p, offsets));
+    GA_RETURN_IF_ERROR(cuda::launch_plain<kda_chunk_map_kernel>(
+        kda_driver_launch(), dev, dim3(1), dim3(kWarp), 0, stream, "kda_chunk_map_kernel", p, offsets));
   }
   // Every CTA place of the prep (5 an SM; queried once): those on the reserved SMs leave at once.
   static const int per_sm = [] {
     int n = 0;
-    return cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n, prep, kThreads, 0) == cudaSuccess && n > 0 ? n
-                                                                                                       : kPrepMinBlocks;
+    return cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n, prep, kThreads, 0) == cudaSuccess && n > 0
+               ? n
+               : kPrepMinBlocks;
   }();
-  GA_RETURN_IF_ERROR(cuda::launch_plain<prep>(false, dev, dim3(static_cast<unsigned>(per_sm * sms)), dim3(kThreads), 0,
-                                              stream, "kda_chunk_prep_stream_kernel", p, static_cast<const int64_t*>(offsets), blocks, l, sync,
-                                              state_ctas));
+  GA_RETURN_IF_ERROR(cuda::launch_plain<prep>(
+      false, dev, dim3(static_cast<unsigned>(per_sm * sms)), dim3(kThreads), 0, stream,
+      "kda_chunk_prep_stream_kernel", p, static_cast<const int64_t*>(offsets), blocks, l, sync, state_ctas));
   host_timing::mark("launch kda_chunk_prep_stream_kernel");
   const dim3 grid(static_cast<unsigned>(p.N * 2), static_cast<unsigned>(p.HV));
-  const Status launched = cuda::launch_maybe_pdl(state, grid, dim3(P::kThreads + kStreamProducerThreads), kStateSmem,
-                                                 stream, /*use_pdl=*/true, "kda_state_sm90_kernel (streamed)", p,
-                                                 static_cast<const int64_t*>(offsets), static_cast<const float*>(blocks), l,
-                                                 static_cast<const int*>(sync + 2));
+  const Status launched = cuda::launch_maybe_pdl(
+      state, grid, dim3(P::kThreads + kStreamProducerThreads), kStateSmem, stream, /*use_pdl=*/true,
+      "kda_state_sm90_kernel (streamed)", p, static_cast<const int64_t*>(offsets),
+      static_cast<const float*>(blocks), l, static_cast<const int*>(sync + 2));
   host_timing::mark("launch kda_state_sm90_kernel (streamed)");
   return launched;
 }
@@ -613,7 +619,7 @@ Status launch_chunked_t(const DeviceParams& p, void* workspace, const ChunkLayou
     // Hopper: the state pass on wgmma (compute capability 9.0 runs the library's sm_90a code).
     if (cc == 90 && p.V == 128 && kda_state_sm90()) {
       g_last_sm90_state = true;
-      g_last_streamed = use_streamed_sm90(p, sms);
+      g_last_streamed = use_streamed_sm90(p, sms, l.max_chunks);
       if (g_last_streamed) {
         auto* sync = reinterpret_cast<int*>(static_cast<char*>(workspace) + l.sync_offset);
         return launch_streamed_sm90<T>(p, offsets, blocks, l, sync, dev, sms, stream);

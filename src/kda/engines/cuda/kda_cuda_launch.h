@@ -50,7 +50,8 @@ inline ChunkLayout chunk_layout(int64_t B, int64_t T, int64_t N, bool varlen, in
   // K = V = 128 blocks may be the sm_90 state pass's image (kda_wgmma_image.cuh), a little larger.
   if (K == 128 && V == 128) l.block_floats = std::max<int64_t>(l.block_floats, kWgmmaImageFloats);
   l.offsets_bytes = (static_cast<size_t>(N + 1) * sizeof(int64_t) + kAlign - 1) / kAlign * kAlign;
-  const size_t blocks_end = l.offsets_bytes + static_cast<size_t>(l.max_chunks * HV * l.block_floats) * sizeof(float);
+  const size_t blocks_end =
+      l.offsets_bytes + static_cast<size_t>(l.max_chunks * HV * l.block_floats) * sizeof(float);
   l.sync_offset = (blocks_end + kAlign - 1) / kAlign * kAlign;
   l.sync_bytes = static_cast<size_t>(2 + l.max_chunks * HV) * sizeof(int32_t);
   l.total_bytes = l.sync_offset + l.sync_bytes;
