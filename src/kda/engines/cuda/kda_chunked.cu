@@ -7,7 +7,8 @@
 //  1. chunk map (one thread): chunk_offsets[n] = sum_{m<n} ceil(len_m / 16). Varlen only: dense
 //     sequences all have T tokens, so the kernels compute n * ceil(T / 16) (chunk_offset()) and
 //     the call saves a launch (host time, issue 11).
-//  2. prep (kda_chunk_prep.cuh), grid (chunk, value head): per 16-token chunk with Gamma the chunk-local cumsum of the
+//  2. prep (kda_chunk_prep.cuh), grid (chunk, value head): per 16-token chunk with Gamma the chunk-local
+//  cumsum of the
 //     effective gate, L[r][s] = beta_r sum_d k_rd k_sd exp(Gamma_rd - Gamma_sd) (s < r) and
 //     Aqk[r][s] = scale sum_d q_rd k_sd exp(Gamma_rd - Gamma_sd) (s <= r) elementwise per channel
 //     (the token-parallel form: no reference point, every exponent <= 0, so no gate strength can
@@ -26,6 +27,10 @@
 // column-owning state kernel instead (kda_state_cols.cuh, the same step with one barrier a step: 2
 // warps a CTA beyond one 16-column CTA an SM, K in halves with 4 warps otherwise; state_cols_kind);
 // the step above is the measured alternative (GROUPATTN_KDA_STATE_COLS=0) and the fused kernel's.
+// On sm_90 at K = V = 128 the state pass runs on wgmma (kda_state_sm90.cuh) after a prep that writes
+// its blocks as that kernel's shared-memory image; where the state grid is small it runs streamed
+// beside a persistent prep, each chain copying a block in once the prep has published it
+// (launch_streamed_sm90; docs/ENGINES.md "Session 24").
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
