@@ -1001,6 +1001,15 @@ TEST_F(KdaCuda, StateKernelsAgree) {
   }
 }
 
+// Whether the current device has compute capability 9.0 (where the sm_90 state kernel runs).
+bool device_is_cc90() {
+  int dev = 0, cc_major = 0, cc_minor = 0;
+  cuda_check(cudaGetDevice(&dev), "cudaGetDevice");
+  cuda_check(cudaDeviceGetAttribute(&cc_major, cudaDevAttrComputeCapabilityMajor, dev), "attribute");
+  cuda_check(cudaDeviceGetAttribute(&cc_minor, cudaDevAttrComputeCapabilityMinor, dev), "attribute");
+  return cc_major == 9 && cc_minor == 0;
+}
+
 // The sm_90 state kernel (wgmma, kda_state_sm90.cuh; the default on compute capability 9.0 at
 // K = V = 128) against the fp64 recurrence and against the portable column kernels on the same prep:
 // the same tf32 operands summed in another order, so outputs within the kernel-to-kernel bound of
@@ -1008,11 +1017,7 @@ TEST_F(KdaCuda, StateKernelsAgree) {
 // wrapping many times, bf16 and f16, V-first and K-first states, a pool in place, GVA, varlen with
 // empty sequences, custom scale; each case checks which kernel ran.
 TEST_F(KdaCuda, Sm90StateAgrees) {
-  int dev = 0, cc_major = 0, cc_minor = 0;
-  cuda_check(cudaGetDevice(&dev), "cudaGetDevice");
-  cuda_check(cudaDeviceGetAttribute(&cc_major, cudaDevAttrComputeCapabilityMajor, dev), "attribute");
-  cuda_check(cudaDeviceGetAttribute(&cc_minor, cudaDevAttrComputeCapabilityMinor, dev), "attribute");
-  if (cc_major != 9 || cc_minor != 0) GTEST_SKIP() << "the sm_90 state kernel needs compute capability 9.0";
+  if (!device_is_cc90()) GTEST_SKIP() << "the sm_90 state kernel needs compute capability 9.0";
   kda_cuda_set_cluster_chunked(0);  // small cases would otherwise take the one-launch cluster kernel
   struct Shape {
     int64_t B, T, H, HV;
@@ -1063,11 +1068,7 @@ TEST_F(KdaCuda, Sm90StateAgrees) {
 // lengths off the chunk, long chains (512 chunks), each case twice (the flags are zeroed per call),
 // and the fp64 check.
 TEST_F(KdaCuda, Sm90StreamedBitwise) {
-  int dev = 0, cc_major = 0, cc_minor = 0;
-  cuda_check(cudaGetDevice(&dev), "cudaGetDevice");
-  cuda_check(cudaDeviceGetAttribute(&cc_major, cudaDevAttrComputeCapabilityMajor, dev), "attribute");
-  cuda_check(cudaDeviceGetAttribute(&cc_minor, cudaDevAttrComputeCapabilityMinor, dev), "attribute");
-  if (cc_major != 9 || cc_minor != 0) GTEST_SKIP() << "the sm_90 state kernel needs compute capability 9.0";
+  if (!device_is_cc90()) GTEST_SKIP() << "the sm_90 state kernel needs compute capability 9.0";
   kda_cuda_set_cluster_chunked(0);
   kda_cuda_set_state_sm90(1);
   struct Shape {
