@@ -7,10 +7,9 @@
 //  1. chunk map (one thread): chunk_offsets[n] = sum_{m<n} ceil(len_m / 16). Varlen only: dense
 //     sequences all have T tokens, so the kernels compute n * ceil(T / 16) (chunk_offset()) and
 //     the call saves a launch (host time, issue 11).
-//  2. prep (kda_chunk_prep.cuh), grid (chunk, value head): per 16-token chunk with Gamma the chunk-local
-//  cumsum of the
-//     effective gate, L[r][s] = beta_r sum_d k_rd k_sd exp(Gamma_rd - Gamma_sd) (s < r) and
-//     Aqk[r][s] = scale sum_d q_rd k_sd exp(Gamma_rd - Gamma_sd) (s <= r) elementwise per channel
+//  2. prep (kda_chunk_prep.cuh), grid (chunk, value head): per 16-token chunk with Gamma the
+//     chunk-local cumsum of the effective gate, L[r][s] = beta_r sum_d k_rd k_sd exp(Gamma_rd -
+//     Gamma_sd) (s < r) and Aqk[r][s] = scale sum_d q_rd k_sd exp(Gamma_rd - Gamma_sd) (s <= r) elementwise per channel
 //     (the token-parallel form: no reference point, every exponent <= 0, so no gate strength can
 //     overflow it); Tm = (I + L)^-1 by forward substitution; W = Tm Diag(beta) (k exp(Gamma)),
 //     U = Tm Diag(beta) V (tensor cores, no exponential inside), Kh = k exp(Gamma_C - Gamma),
@@ -132,9 +131,10 @@ template <class T, int K>
 __global__ void __launch_bounds__(kThreads, kPrepMinBlocks)
     kda_chunk_prep_stream_kernel(const DeviceParams p, const int64_t* chunk_offsets, float* blocks,
                                  const ChunkLayout l, int* sync, int reserved_sms) {
-  // Thread 0's item, as (sequence, first token, value head, block slot; n < 0: no items left).
-  // Through shared memory: values of the loop kept in registers across the prep spilled at its
-  // 51-register bound.
+  // Thread 0's item, as (sequence, first token, value head, block slot; n < 0: no items left),
+  // through shared memory so that little of the loop stays live across the prep at its 48-register
+  // bound (tid-derived addresses hoisted out of the loop still spill 16-28 bytes; ENGINES.md
+  // "Session 24").
   __shared__ int64_t job[4];
   cuda::allow_dependent_launch();  // the state grid may start once every CTA got here (or left)
   uint32_t smid;
