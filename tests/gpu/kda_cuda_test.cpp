@@ -1103,8 +1103,8 @@ TEST_F(KdaCuda, Sm90StreamedBitwise) {
     }
     for (int run = 1; run < 3; ++run) {
       EXPECT_TRUE(bitwise_equal(out[0], out[run])) << label << ": out, streamed run " << run;
-      EXPECT_TRUE(st[0] == st[run]) << label << ": final state, streamed run "
-                                    << run;  // floats widened exactly
+      // The final states are floats widened to double exactly: == is bitwise.
+      EXPECT_TRUE(st[0] == st[run]) << label << ": final state, streamed run " << run;
     }
   }
   kda_cuda_set_state_streamed(-1);

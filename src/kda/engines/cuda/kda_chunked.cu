@@ -9,12 +9,12 @@
 //     the call saves a launch (host time, issue 11).
 //  2. prep (kda_chunk_prep.cuh), grid (chunk, value head): per 16-token chunk with Gamma the
 //     chunk-local cumsum of the effective gate, L[r][s] = beta_r sum_d k_rd k_sd exp(Gamma_rd -
-//     Gamma_sd) (s < r) and Aqk[r][s] = scale sum_d q_rd k_sd exp(Gamma_rd - Gamma_sd) (s <= r) elementwise per channel
-//     (the token-parallel form: no reference point, every exponent <= 0, so no gate strength can
-//     overflow it); Tm = (I + L)^-1 by forward substitution; W = Tm Diag(beta) (k exp(Gamma)),
-//     U = Tm Diag(beta) V (tensor cores, no exponential inside), Kh = k exp(Gamma_C - Gamma),
-//     Qt = scale q exp(Gamma), exp(Gamma_C). One 16-byte load per tensor per thread for the tiles.
-//     A partial last chunk is padded with k = q = v = beta = g = 0, which leaves every real row exact.
+//     Gamma_sd) (s < r) and Aqk[r][s] = scale sum_d q_rd k_sd exp(Gamma_rd - Gamma_sd) (s <= r)
+//     elementwise per channel (the token-parallel form: no reference point, every exponent <= 0,
+//     so no gate strength can overflow it); Tm = (I + L)^-1 by forward substitution; W = Tm Diag(beta) (k
+//     exp(Gamma)), U = Tm Diag(beta) V (tensor cores, no exponential inside), Kh = k exp(Gamma_C - Gamma), Qt
+//     = scale q exp(Gamma), exp(Gamma_C). One 16-byte load per tensor per thread for the tiles. A partial
+//     last chunk is padded with k = q = v = beta = g = 0, which leaves every real row exact.
 //  3. state pass, grid (sequence x V-tile of 16, value head), sequential over the sequence's chunks
 //     (the step: kda_state_step.cuh, shared with the fused kernel kda_chunked_fused.cu):
 //     D = U - W S;  O = Qt S + Aqk D;  S <- Diag(exp(Gamma_C)) S + Kh^T D, the products on tensor
@@ -503,15 +503,20 @@ Status launch_state(const DeviceParams& p, const int64_t* offsets, const float* 
   return launched;
 }
 
+// The chunk map of a varlen problem (dense: the kernels compute the offsets, chunk_offset()).
+Status launch_chunk_map(const DeviceParams& p, int64_t* offsets, int dev, cudaStream_t stream) {
+  if (p.cu_seqlens == nullptr) return Status::Ok();
+  GA_RETURN_IF_ERROR(cuda::launch_plain<kda_chunk_map_kernel>(kda_driver_launch(), dev, dim3(1), dim3(kWarp),
+                                                              0, stream, "kda_chunk_map_kernel", p, offsets));
+  host_timing::mark("launch kda_chunk_map_kernel");
+  return Status::Ok();
+}
+
 template <class T, int K, bool kImage = false>
 Status launch_prep_t(const DeviceParams& p, int64_t* offsets, float* blocks, const ChunkLayout& l, int dev,
                      cudaStream_t stream) {
   const bool driver = kda_driver_launch();
-  if (p.cu_seqlens != nullptr) {  // dense: the kernels compute the offsets (chunk_offset())
-    GA_RETURN_IF_ERROR(cuda::launch_plain<kda_chunk_map_kernel>(driver, dev, dim3(1), dim3(kWarp), 0, stream,
-                                                                "kda_chunk_map_kernel", p, offsets));
-    host_timing::mark("launch kda_chunk_map_kernel");
-  }
+  GA_RETURN_IF_ERROR(launch_chunk_map(p, offsets, dev, stream));
   if (l.max_chunks > 0) {
     const dim3 grid(static_cast<unsigned>(l.max_chunks), static_cast<unsigned>(p.HV));
     constexpr auto prep = kda_chunk_prep_kernel<T, K, kImage>;
@@ -572,10 +577,7 @@ Status launch_streamed_sm90(const DeviceParams& p, int64_t* offsets, float* bloc
   const int state_ctas = static_cast<int>(2 * p.N * p.HV);
   GA_RETURN_IF_ERROR(
       cuda::to_status(cudaMemsetAsync(sync, 0, l.sync_bytes, stream), "kda stream sync reset"));
-  if (p.cu_seqlens != nullptr) {
-    GA_RETURN_IF_ERROR(cuda::launch_plain<kda_chunk_map_kernel>(
-        kda_driver_launch(), dev, dim3(1), dim3(kWarp), 0, stream, "kda_chunk_map_kernel", p, offsets));
-  }
+  GA_RETURN_IF_ERROR(launch_chunk_map(p, offsets, dev, stream));
   // Every CTA place of the prep (5 an SM; queried once): those on the reserved SMs leave at once.
   static const int per_sm = [] {
     int n = 0;
