@@ -369,27 +369,49 @@ __device__ __forceinline__ void chunk_prep(const DeviceParams& p, const SeqSpan&
 
   // v's columns u0 .. u0 + u_cols - 1 in pieces of 4 (u_cols = 64 or 128: 1 or 2 per thread; 16: a
   // quarter of the threads) and beta, first: their 64-bit addresses are dead before the gate math
-  // (whose slow-path calls would make them spill).
+  // (whose slow-path calls would make them spill). Every piece's load (and beta's) before any
+  // store, so that their round trips overlap (a loop of load-then-store paid one a piece: the prep's
+  // largest stall, session 25's profile).
   const int UC = dst.u_cols();
-  for (int i = tid; i < kChunk * UC / 4; i += kThreads) {
-    const int r = i / (UC / 4), e = i % (UC / 4) * 4;
-    float x[4] = {0.f, 0.f, 0.f, 0.f};
-    if (r < C) load_elems<4>(vb + (t0 + r) * p.v_st + e, vec_v, x);
-    store4(&vs[r][e], x);
-  }
-  if (tid < kChunk) {
-    bs[tid] = tid < C ? effective_beta(p, p.beta[sq.batch * p.b_sb + (t0 + tid) * p.b_st + hv * p.b_sh]) : 0.f;
+  {
+    constexpr int kPieces = kChunk * kMaxV / 4 / kThreads;  // per thread, at most
+    float x[kPieces][4], b = 0.f;
+    if (tid < C) b = p.beta[sq.batch * p.b_sb + (t0 + tid) * p.b_st + hv * p.b_sh];
+#pragma unroll
+    for (int j = 0; j < kPieces; ++j) {
+      const int i = tid + j * kThreads, r = i / (UC / 4), e = i % (UC / 4) * 4;
+#pragma unroll
+      for (int c = 0; c < 4; ++c) x[j][c] = 0.f;
+      if (r < C) load_elems<4>(vb + (t0 + r) * p.v_st + e, vec_v, x[j]);
+    }
+#pragma unroll
+    for (int j = 0; j < kPieces; ++j) {
+      const int i = tid + j * kThreads, r = i / (UC / 4), e = i % (UC / 4) * 4;
+      if (i < kChunk * UC / 4) store4(&vs[r][e], x[j]);
+    }
+    if (tid < kChunk) bs[tid] = tid < C ? effective_beta(p, b) : 0.f;
   }
   {  // Token tiles, this thread's slice: k and q (l2-normalised), then the effective gate g and exp(g).
     const int r = tid / S::kRowThreads, d0 = tid % S::kRowThreads * kPer;
     const int64_t t = t0 + r;
-    float kx[kPer], qx[kPer];
+    // The gate's inputs load with q and k (one round trip for all): g plus dt_bias, and A_log.
+    float kx[kPer], qx[kPer], gx[kPer], a_log = 0.f;
     if (r < C) {
       load_elems<kPer>(kb + t * p.k_st + d0, vec_qk, kx);
       load_elems<kPer>(qb + t * p.q_st + d0, vec_qk, qx);
-    } else {  // padded rows: k = q = 0
+      load_elems<kPer>(gb + t * p.g_st + d0, vec_qk, gx);
+      if (p.gate != kGateLogDecay) {
+        if (p.A_log != nullptr) a_log = p.A_log[hv];
+        if (dtb != nullptr) {
+          float dt[kPer];
+          load_elems<kPer>(dtb + d0, vec_qk, dt);
 #pragma unroll
-      for (int i = 0; i < kPer; ++i) kx[i] = qx[i] = 0.f;
+          for (int i = 0; i < kPer; ++i) gx[i] += dt[i];
+        }
+      }
+    } else {  // padded rows: k = q = 0, g = 0 (decay 1)
+#pragma unroll
+      for (int i = 0; i < kPer; ++i) kx[i] = qx[i] = gx[i] = 0.f;
     }
     if (p.l2norm) {  // x / sqrt(sum x^2 + 1e-6) per token row, before the scale (uniform branch)
       float kk = 0.f, qq = 0.f;
@@ -401,23 +423,10 @@ __device__ __forceinline__ void chunk_prep(const DeviceParams& p, const SeqSpan&
     }
     store4(&ks[r][d0], kx);
     store4(&qs[r][d0], qx);
-    float gx[kPer];
-    if (r < C) {
-      load_elems<kPer>(gb + t * p.g_st + d0, vec_qk, gx);
-      if (p.gate != kGateLogDecay) {  // effective_gate, exp(A_log[hv]) once per thread
-        const float eA = p.A_log != nullptr ? expf(p.A_log[hv]) : 1.f;
-        if (dtb != nullptr) {
-          float dt[kPer];
-          load_elems<kPer>(dtb + d0, vec_qk, dt);
+    if (r < C && p.gate != kGateLogDecay) {  // effective_gate, exp(A_log[hv]) once per thread
+      const float eA = p.A_log != nullptr ? expf(a_log) : 1.f;
 #pragma unroll
-          for (int i = 0; i < kPer; ++i) gx[i] += dt[i];
-        }
-#pragma unroll
-        for (int i = 0; i < kPer; ++i) gx[i] = prep_gate(p, gx[i], eA);
-      }
-    } else {  // padded rows: g = 0 (decay 1)
-#pragma unroll
-      for (int i = 0; i < kPer; ++i) gx[i] = 0.f;
+      for (int i = 0; i < kPer; ++i) gx[i] = prep_gate(p, gx[i], eA);
     }
     store4(&G[r][d0], gx);
 #pragma unroll
